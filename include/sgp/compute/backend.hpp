@@ -1,0 +1,92 @@
+#pragma once
+// The compute interface: device memory and every numeric operation the model, the optimizer and
+// the push-sum engine need. Two backends implement it: CpuBackend (OpenBLAS + plain C++) and
+// CudaBackend (cuBLAS + kernels/). Pointers passed to these methods live in the backend's memory
+// (host memory for the CPU backend, device memory for CUDA), except where a name says "host".
+//
+// Matrices are row-major. Operations are ordered on the backend's compute stream; methods that
+// return a value to the host (softmax_cross_entropy, count_correct, the reductions) synchronise.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace sgp::compute {
+
+enum class DeviceKind { cpu, cuda };
+
+enum class Transpose { no, yes };
+
+// One fused SGD step (PyTorch semantics, dampening 0):
+//   g = grad + weight_decay * param;  v = momentum * v + g;
+//   param -= lr * (nesterov ? g + momentum * v : v)
+struct SgdStep {
+  float lr = 0.1f;
+  float momentum = 0.0f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  virtual DeviceKind kind() const = 0;
+  // One line for logs, e.g. "cpu (OpenBLAS, 1 thread)" or "cuda:0 (NVIDIA H100, 80 GiB)".
+  virtual std::string describe() const = 0;
+
+  // --- memory ---------------------------------------------------------------------------------
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void deallocate(void* ptr) noexcept = 0;
+  // Host memory suited to transfers (pinned on CUDA; plain on CPU).
+  virtual void* allocate_host(std::size_t bytes) = 0;
+  virtual void deallocate_host(void* ptr) noexcept = 0;
+  virtual void upload(void* device_dst, const void* host_src, std::size_t bytes) = 0;
+  virtual void download(void* host_dst, const void* device_src, std::size_t bytes) = 0;
+  virtual void copy(void* device_dst, const void* device_src, std::size_t bytes) = 0;
+  // Transfers on the backend's own transfer stream, so they can overlap compute; they are ordered
+  // after all compute issued before the call. wait_transfers() blocks until all have finished.
+  // The CPU backend performs them at once.
+  virtual void download_async(void* host_dst, const void* device_src, std::size_t bytes) = 0;
+  virtual void upload_async(void* device_dst, const void* host_src, std::size_t bytes) = 0;
+  virtual void wait_transfers() = 0;
+  // Blocks until all issued compute has finished.
+  virtual void synchronize() = 0;
+
+  // --- dense linear algebra -------------------------------------------------------------------
+  // C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C[m,n], all row-major with leading dims.
+  virtual void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha,
+                    const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                    int ldc) = 0;
+
+  // --- neural-network operations ---------------------------------------------------------------
+  // y[r,c] += bias[c]; then, if relu, y = max(y, 0).
+  virtual void bias_activation_forward(float* y, const float* bias, int rows, int cols,
+                                       bool relu) = 0;
+  // dy[i] = y[i] > 0 ? dy[i] : 0  (y is the ReLU output of the forward pass).
+  virtual void relu_backward(float* dy, const float* y, std::size_t n) = 0;
+  // db[c] = sum_r dy[r,c].
+  virtual void bias_backward(const float* dy, int rows, int cols, float* db) = 0;
+  // Mean softmax cross-entropy of logits[rows, cols] against labels[rows] (in 0..cols-1).
+  // If dlogits is not null it receives the gradient of the mean loss: (softmax - onehot) / rows.
+  virtual double softmax_cross_entropy(const float* logits, const std::int32_t* labels, int rows,
+                                       int cols, float* dlogits) = 0;
+  // Number of rows whose arg-max equals the label.
+  virtual std::int64_t count_correct(const float* logits, const std::int32_t* labels, int rows,
+                                     int cols) = 0;
+  virtual void sgd_update(float* params, const float* grads, float* velocity, std::size_t n,
+                          const SgdStep& step) = 0;
+
+  // --- vector arithmetic (push-sum) ------------------------------------------------------------
+  virtual void fill(float* x, std::size_t n, float value) = 0;
+  virtual void scale(float* x, std::size_t n, float alpha) = 0;                       // x *= alpha
+  virtual void axpy(float alpha, const float* x, float* y, std::size_t n) = 0;        // y += alpha x
+  virtual void debias(const float* x, double weight, float* z, std::size_t n) = 0;    // z = x / w
+  virtual double squared_distance(const float* a, const float* b, std::size_t n) = 0; // |a-b|^2
+  virtual double squared_norm(const float* a, std::size_t n) = 0;                     // |a|^2
+};
+
+}  // namespace sgp::compute

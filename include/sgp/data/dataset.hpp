@@ -1,0 +1,41 @@
+#pragma once
+// An image-classification data set in memory, pixels already normalised.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace sgp::data {
+
+struct Dataset {
+  int rows = 0, cols = 0;        // image height and width
+  int num_classes = 0;
+  std::vector<float> images;     // size() * features(), row-major, normalised
+  std::vector<std::int32_t> labels;
+
+  std::size_t size() const { return labels.size(); }
+  int features() const { return rows * cols; }
+  const float* image(std::size_t i) const { return images.data() + i * features(); }
+};
+
+// Fashion-MNIST statistics from BENCHMARKS.md: pixel/255, then (p - mean) / std.
+inline constexpr float kFashionMnistMean = 0.2860f;
+inline constexpr float kFashionMnistStd = 0.3530f;
+inline constexpr int kFashionMnistClasses = 10;
+
+// The data directory: `flag_value` if not empty, else $SGP_DATA_DIR, else the Debian package's
+// /usr/share/datasets/fashion-mnist.
+std::filesystem::path resolve_data_dir(const std::string& flag_value);
+
+// Loads "<dir>/<split>-images-idx3-ubyte[.gz]" and "<dir>/<split>-labels-idx1-ubyte[.gz]",
+// split = "train" or "t10k". Checks that counts match and labels are in 0..9.
+Dataset load_fashion_mnist(const std::filesystem::path& dir, const std::string& split);
+
+// Builds a Dataset from IDX arrays, validating shapes and label range; `where` names the files.
+Dataset make_dataset(const std::vector<std::uint32_t>& image_dims,
+                     const std::vector<std::uint8_t>& pixels,
+                     const std::vector<std::uint32_t>& label_dims,
+                     const std::vector<std::uint8_t>& labels, int num_classes,
+                     const std::string& where);
+
+}  // namespace sgp::data

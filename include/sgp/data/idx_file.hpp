@@ -1,0 +1,20 @@
+#pragma once
+// IDX files (the MNIST format): big-endian magic 0x0000 <type> <ndims>, then ndims big-endian
+// uint32 sizes, then the data. Read through zlib, so gzip-compressed and plain files both work.
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+namespace sgp::data {
+
+struct IdxArray {
+  std::vector<std::uint32_t> dims;
+  std::vector<std::uint8_t> values;  // only unsigned-byte IDX files (type 0x08) are supported
+};
+
+// Reads an unsigned-byte IDX file with `expected_ndims` dimensions. Throws InputError naming the
+// file and the problem: missing, unreadable, not gzip/IDX, wrong magic, wrong number of
+// dimensions, truncated data, or trailing bytes.
+IdxArray read_idx_u8(const std::filesystem::path& path, std::uint32_t expected_ndims);
+
+}  // namespace sgp::data

@@ -1,0 +1,13 @@
+#pragma once
+// Each subcommand of the `sgp` executable lives in its own <name>_command.cpp and registers
+// itself here. A command's callback throws sgp::Error subclasses; main() turns them into one
+// clear message and an exit status (2: bad input, 3: I/O failure, 4: internal error).
+namespace CLI {
+class App;
+}
+
+namespace sgp::cli {
+
+void add_train_command(CLI::App& app);
+
+}  // namespace sgp::cli

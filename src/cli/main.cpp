@@ -1,0 +1,35 @@
+// The `sgp` executable: one binary, one subcommand per job (see `sgp --help`).
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "commands.hpp"
+#include "sgp/error.hpp"
+#include "sgp_config.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "sgp: decentralized deep learning by Stochastic Gradient Push (Assran et al., ICML 2019).\n"
+      "Peers train one model with no central server, mixing parameters by push-sum gossip."};
+  app.set_version_flag("--version", SGP_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();
+  sgp::cli::add_train_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const sgp::InputError& e) {
+    std::fprintf(stderr, "sgp: error: %s\n", e.what());
+    return 2;
+  } catch (const sgp::IoError& e) {
+    std::fprintf(stderr, "sgp: I/O error: %s\n", e.what());
+    return 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sgp: internal error: %s\n", e.what());
+    return 4;
+  }
+  return 0;
+}

@@ -1,0 +1,79 @@
+#include "sgp/compute/device.hpp"
+
+#include <charconv>
+
+#include <spdlog/spdlog.h>
+
+#include "sgp/compute/cpu_backend.hpp"
+#include "sgp/error.hpp"
+#include "sgp_config.h"
+
+#if SGP_HAVE_CUDA
+#include "sgp/compute/cuda_backend.hpp"
+#endif
+
+namespace sgp::compute {
+
+namespace {
+
+struct ParsedDevice {
+  DeviceKind kind;
+  bool automatic;
+  int index;
+};
+
+ParsedDevice parse_device(const std::string& text) {
+  if (text == "auto") return {DeviceKind::cuda, true, 0};
+  if (text == "cpu") return {DeviceKind::cpu, false, 0};
+  if (text == "cuda") return {DeviceKind::cuda, false, 0};
+  if (text.starts_with("cuda:")) {
+    int index = -1;
+    const char* first = text.data() + 5;
+    const char* last = text.data() + text.size();
+    const auto [end, ec] = std::from_chars(first, last, index);
+    if (ec == std::errc() && end == last && first != last && index >= 0) {
+      return {DeviceKind::cuda, false, index};
+    }
+  }
+  throw InputError(fmt::format(
+      "--device: '{}' is not a device (expected auto, cpu, cuda or cuda:<index>)", text));
+}
+
+}  // namespace
+
+bool cuda_compiled() { return SGP_HAVE_CUDA != 0; }
+
+int cuda_device_count(std::string* why_not) {
+#if SGP_HAVE_CUDA
+  return CudaBackend::usable_device_count(why_not);
+#else
+  if (why_not) *why_not = "this build has no CUDA backend (configured with -Dcuda=disabled or no nvcc)";
+  return 0;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const DeviceOptions& options) {
+  if (options.blas_threads < 1) {
+    throw InputError(fmt::format("--blas-threads: must be at least 1, got {}",
+                                 options.blas_threads));
+  }
+  const ParsedDevice parsed = parse_device(options.device);
+  if (parsed.kind == DeviceKind::cuda) {
+    std::string why_not;
+    const int count = cuda_device_count(&why_not);
+    if (count > parsed.index) {
+#if SGP_HAVE_CUDA
+      return std::make_unique<CudaBackend>(parsed.index, options.allow_tf32);
+#endif
+    } else if (count > 0) {
+      why_not = fmt::format("only {} CUDA device(s) are usable", count);
+    }
+    if (!parsed.automatic) {
+      throw InputError(fmt::format("--device {}: no usable GPU: {}", options.device, why_not));
+    }
+    spdlog::info("device auto: running on the CPU because {}", why_not);
+  }
+  return std::make_unique<CpuBackend>(options.blas_threads);
+}
+
+}  // namespace sgp::compute

@@ -1,0 +1,82 @@
+#include "sgp/data/dataset.hpp"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <fmt/std.h>
+
+#include "sgp/data/idx_file.hpp"
+#include "sgp/error.hpp"
+#include "sgp_config.h"
+
+namespace sgp::data {
+
+namespace {
+
+// Prefers the gzip file the Debian package ships; accepts an uncompressed one too.
+std::filesystem::path find_file(const std::filesystem::path& dir, const std::string& name) {
+  const auto gz = dir / (name + ".gz");
+  const auto plain = dir / name;
+  std::error_code ec;
+  if (std::filesystem::exists(gz, ec)) return gz;
+  if (std::filesystem::exists(plain, ec)) return plain;
+  return gz;  // read_idx_u8 reports it missing
+}
+
+}  // namespace
+
+std::filesystem::path resolve_data_dir(const std::string& flag_value) {
+  if (!flag_value.empty()) return flag_value;
+  if (const char* env = std::getenv("SGP_DATA_DIR"); env && *env) return env;
+  return SGP_DEFAULT_DATA_DIR;
+}
+
+Dataset make_dataset(const std::vector<std::uint32_t>& image_dims,
+                     const std::vector<std::uint8_t>& pixels,
+                     const std::vector<std::uint32_t>& label_dims,
+                     const std::vector<std::uint8_t>& labels, int num_classes,
+                     const std::string& where) {
+  if (image_dims.size() != 3 || label_dims.size() != 1) {
+    throw InputError(fmt::format("{}: expected images [n, rows, cols] and labels [n]", where));
+  }
+  if (image_dims[0] != label_dims[0]) {
+    throw InputError(fmt::format("{}: {} images but {} labels", where, image_dims[0],
+                                 label_dims[0]));
+  }
+  if (image_dims[0] == 0 || image_dims[1] == 0 || image_dims[2] == 0) {
+    throw InputError(fmt::format("{}: empty data set ({} x {} x {})", where, image_dims[0],
+                                 image_dims[1], image_dims[2]));
+  }
+  Dataset set;
+  set.rows = static_cast<int>(image_dims[1]);
+  set.cols = static_cast<int>(image_dims[2]);
+  set.num_classes = num_classes;
+  set.labels.resize(labels.size());
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] >= num_classes) {
+      throw InputError(fmt::format("{}: label {} of sample {} is outside 0..{}", where, labels[i],
+                                   i, num_classes - 1));
+    }
+    set.labels[i] = labels[i];
+  }
+  set.images.resize(pixels.size());
+  const float scale = 1.0f / (255.0f * kFashionMnistStd);
+  const float shift = kFashionMnistMean / kFashionMnistStd;
+  for (std::size_t i = 0; i < pixels.size(); ++i) set.images[i] = pixels[i] * scale - shift;
+  return set;
+}
+
+Dataset load_fashion_mnist(const std::filesystem::path& dir, const std::string& split) {
+  if (split != "train" && split != "t10k") {
+    throw InputError(fmt::format("unknown split '{}' (expected train or t10k)", split));
+  }
+  const auto images_path = find_file(dir, split + "-images-idx3-ubyte");
+  const auto labels_path = find_file(dir, split + "-labels-idx1-ubyte");
+  const IdxArray images = read_idx_u8(images_path, 3);
+  const IdxArray labels = read_idx_u8(labels_path, 1);
+  return make_dataset(images.dims, images.values, labels.dims, labels.values,
+                      kFashionMnistClasses,
+                      fmt::format("{} and {}", images_path, labels_path));
+}
+
+}  // namespace sgp::data

@@ -1,0 +1,120 @@
+#include "sgp/data/idx_file.hpp"
+
+#include <zlib.h>
+
+#include <array>
+#include <memory>
+
+#include <fmt/format.h>
+#include <fmt/std.h>
+
+#include "sgp/error.hpp"
+
+namespace sgp::data {
+
+namespace {
+
+constexpr std::uint8_t kUnsignedByteType = 0x08;
+// Refuse absurd headers before allocating: Fashion-MNIST's largest file is 47 MB of pixels.
+constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 32;
+
+struct GzCloser {
+  void operator()(gzFile_s* f) const { gzclose(f); }
+};
+using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
+
+std::uint32_t big_endian_u32(const std::array<std::uint8_t, 4>& b) {
+  return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) |
+         std::uint32_t{b[3]};
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::filesystem::path& path) : path_(path) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      throw InputError(fmt::format("{}: no such file (install the Debian package "
+                                   "dataset-fashion-mnist, or set --data-dir / SGP_DATA_DIR)",
+                                   path));
+    }
+    file_.reset(gzopen(path.c_str(), "rb"));
+    if (!file_) throw InputError(fmt::format("{}: cannot open for reading", path));
+  }
+
+  // Reads exactly `size` bytes; `what` names the part of the file for the error message.
+  void read_exactly(void* dst, std::size_t size, const char* what) {
+    auto* out = static_cast<std::uint8_t*>(dst);
+    std::size_t done = 0;
+    while (done < size) {
+      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(size - done, 1u << 30));
+      const int got = gzread(file_.get(), out + done, chunk);
+      if (got < 0) fail_zlib(what);
+      if (got == 0) {
+        throw InputError(fmt::format("{}: truncated: {} needs {} bytes, only {} present", path_,
+                                     what, size, done));
+      }
+      done += static_cast<std::size_t>(got);
+    }
+  }
+
+  bool at_end() {
+    std::uint8_t extra = 0;
+    const int got = gzread(file_.get(), &extra, 1);
+    if (got < 0) fail_zlib("trailing data");
+    return got == 0;
+  }
+
+ private:
+  [[noreturn]] void fail_zlib(const char* what) {
+    int code = 0;
+    const char* message = gzerror(file_.get(), &code);
+    throw InputError(fmt::format("{}: corrupt compressed data while reading {}: {}", path_, what,
+                                 message ? message : "unknown zlib error"));
+  }
+
+  std::filesystem::path path_;
+  GzFile file_;
+};
+
+}  // namespace
+
+IdxArray read_idx_u8(const std::filesystem::path& path, std::uint32_t expected_ndims) {
+  Reader reader(path);
+  std::array<std::uint8_t, 4> magic{};
+  reader.read_exactly(magic.data(), magic.size(), "the 4-byte magic number");
+  if (magic[0] != 0 || magic[1] != 0) {
+    throw InputError(fmt::format(
+        "{}: not an IDX file: magic number starts with {:#04x} {:#04x}, expected 0x00 0x00", path,
+        magic[0], magic[1]));
+  }
+  if (magic[2] != kUnsignedByteType) {
+    throw InputError(fmt::format("{}: IDX data type {:#04x} is not supported (expected 0x08, "
+                                 "unsigned byte)",
+                                 path, magic[2]));
+  }
+  if (magic[3] != expected_ndims) {
+    throw InputError(fmt::format("{}: IDX file has {} dimensions, expected {}", path, magic[3],
+                                 expected_ndims));
+  }
+  IdxArray array;
+  std::uint64_t elements = 1;
+  for (std::uint32_t d = 0; d < expected_ndims; ++d) {
+    std::array<std::uint8_t, 4> size{};
+    reader.read_exactly(size.data(), size.size(), "the dimension sizes");
+    array.dims.push_back(big_endian_u32(size));
+    elements *= array.dims.back();
+    if (elements > kMaxElements) {
+      throw InputError(fmt::format("{}: IDX header declares an implausible size", path));
+    }
+  }
+  array.values.resize(elements);
+  reader.read_exactly(array.values.data(), array.values.size(),
+                      fmt::format("the data ({} values)", elements).c_str());
+  if (!reader.at_end()) {
+    throw InputError(fmt::format("{}: unexpected bytes after the {} values the header declares",
+                                 path, elements));
+  }
+  return array;
+}
+
+}  // namespace sgp::data

@@ -1,0 +1,153 @@
+#include <zlib.h>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "sgp/data/dataset.hpp"
+#include "sgp/data/idx_file.hpp"
+#include "sgp/error.hpp"
+#include "temp_dir.hpp"
+
+using sgp::InputError;
+using sgp::data::read_idx_u8;
+
+namespace {
+
+std::vector<std::uint8_t> idx_bytes(std::vector<std::uint32_t> dims,
+                                    const std::vector<std::uint8_t>& values,
+                                    std::uint8_t type = 0x08) {
+  std::vector<std::uint8_t> bytes = {0, 0, type, static_cast<std::uint8_t>(dims.size())};
+  for (std::uint32_t d : dims) {
+    for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back((d >> shift) & 0xff);
+  }
+  bytes.insert(bytes.end(), values.begin(), values.end());
+  return bytes;
+}
+
+void write_plain(const std::filesystem::path& path, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+void write_gz(const std::filesystem::path& path, const std::vector<std::uint8_t>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) ==
+          static_cast<int>(bytes.size()));
+  gzclose(f);
+}
+
+// Runs `fn`, expecting an InputError whose message contains every one of `parts`.
+template <class Fn>
+void check_error(Fn fn, std::vector<std::string> parts) {
+  try {
+    fn();
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    for (const auto& part : parts) CHECK_MESSAGE(message.find(part) != std::string::npos, message);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("IDX reader reads plain and gzip files") {
+  sgp::testing::TempDir dir;
+  const std::vector<std::uint8_t> values = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const auto bytes = idx_bytes({2, 2, 3}, values);
+  write_plain(dir / "plain", bytes);
+  write_gz(dir / "packed.gz", bytes);
+  for (const char* name : {"plain", "packed.gz"}) {
+    const auto array = read_idx_u8(dir / name, 3);
+    CHECK(array.dims == std::vector<std::uint32_t>{2, 2, 3});
+    CHECK(array.values == values);
+  }
+}
+
+TEST_CASE("IDX reader rejects broken files with the file and the problem") {
+  sgp::testing::TempDir dir;
+  const auto good = idx_bytes({3, 2, 2}, std::vector<std::uint8_t>(12, 7));
+
+  SUBCASE("missing") { check_error([&] { read_idx_u8(dir / "nope.gz", 3); }, {"nope.gz", "no such file"}); }
+  SUBCASE("truncated data") {
+    auto bytes = good;
+    bytes.resize(bytes.size() - 5);
+    write_gz(dir / "short.gz", bytes);
+    check_error([&] { read_idx_u8(dir / "short.gz", 3); }, {"short.gz", "truncated", "12"});
+  }
+  SUBCASE("truncated header") {
+    write_plain(dir / "tiny", {0, 0});
+    check_error([&] { read_idx_u8(dir / "tiny", 3); }, {"tiny", "truncated", "magic"});
+  }
+  SUBCASE("wrong magic") {
+    auto bytes = good;
+    bytes[0] = 0x1f;
+    write_plain(dir / "magic", bytes);
+    check_error([&] { read_idx_u8(dir / "magic", 3); }, {"magic", "not an IDX file"});
+  }
+  SUBCASE("wrong type") {
+    write_plain(dir / "floats", idx_bytes({1}, {0, 0, 0, 0}, 0x0d));
+    check_error([&] { read_idx_u8(dir / "floats", 1); }, {"floats", "0x0d", "not supported"});
+  }
+  SUBCASE("wrong number of dimensions") {
+    write_plain(dir / "dims", good);
+    check_error([&] { read_idx_u8(dir / "dims", 1); }, {"dims", "3 dimensions, expected 1"});
+  }
+  SUBCASE("trailing bytes") {
+    auto bytes = good;
+    bytes.push_back(9);
+    write_plain(dir / "long", bytes);
+    check_error([&] { read_idx_u8(dir / "long", 3); }, {"long", "unexpected bytes"});
+  }
+  SUBCASE("corrupt gzip stream") {
+    std::vector<std::uint8_t> bytes = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 0xde, 0xad, 0xbe, 0xef,
+                                       0x00, 0x11, 0x22};
+    write_plain(dir / "corrupt.gz", bytes);
+    check_error([&] { read_idx_u8(dir / "corrupt.gz", 3); }, {"corrupt.gz"});
+  }
+}
+
+TEST_CASE("data sets check counts and label range, and normalise pixels") {
+  SUBCASE("label out of range") {
+    check_error(
+        [] {
+          sgp::data::make_dataset({2, 1, 1}, {0, 255}, {2}, {3, 10}, 10, "set.idx");
+        },
+        {"set.idx", "label 10 of sample 1", "0..9"});
+  }
+  SUBCASE("count mismatch") {
+    check_error([] { sgp::data::make_dataset({2, 1, 1}, {0, 255}, {3}, {1, 2, 3}, 10, "x"); },
+                {"2 images but 3 labels"});
+  }
+  SUBCASE("normalisation") {
+    const auto set = sgp::data::make_dataset({2, 1, 1}, {0, 255}, {2}, {3, 9}, 10, "x");
+    CHECK(set.images[0] == doctest::Approx(-0.2860 / 0.3530).epsilon(1e-6));
+    CHECK(set.images[1] == doctest::Approx((1.0 - 0.2860) / 0.3530).epsilon(1e-6));
+    CHECK(set.labels == std::vector<std::int32_t>{3, 9});
+  }
+}
+
+TEST_CASE("a missing data directory names the files and the Debian package") {
+  sgp::testing::TempDir dir;
+  check_error([&] { sgp::data::load_fashion_mnist(dir.path(), "train"); },
+              {"train-images-idx3-ubyte", "dataset-fashion-mnist"});
+}
+
+TEST_CASE("the real Fashion-MNIST files load with the documented shapes") {
+  const auto dir = sgp::data::resolve_data_dir("");
+  if (!std::filesystem::exists(dir / "t10k-labels-idx1-ubyte.gz")) {
+    MESSAGE("SKIPPED: Fashion-MNIST not installed at " << dir.string());
+    return;
+  }
+  const auto test = sgp::data::load_fashion_mnist(dir, "t10k");
+  CHECK(test.size() == 10000);
+  CHECK(test.rows == 28);
+  CHECK(test.cols == 28);
+  std::vector<int> per_class(10);
+  for (auto label : test.labels) ++per_class[label];
+  for (int count : per_class) CHECK(count == 1000);
+}
