@@ -12,6 +12,7 @@
 // write_graphviz at -O2: silence that one warning for Boost's headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/graphviz.hpp>
 
@@ -174,6 +175,40 @@ std::string edge_name(int s, int t, const std::string& phase) {
                        : fmt::format("edge {} -> {} (phase {})", s, t, phase);
 }
 
+// A weight attribute: empty (none) or a finite number >= 0; nullopt (and a problem) otherwise.
+std::optional<double> check_weight(const std::string& name, const std::string& text,
+                                   Problems& problems) {
+  if (text.empty()) return std::nullopt;
+  const auto weight = parse_number(text);
+  if (!weight)
+    problems.add("{}: weight '{}' is not a number", name, text);
+  else if (!std::isfinite(*weight))
+    problems.add("{}: weight {} is not finite", name, text);
+  else if (*weight < 0.0)
+    problems.add("{}: weight {} is negative; expected a weight >= 0", name, text);
+  else
+    return weight;
+  return std::nullopt;
+}
+
+// A phase attribute in 0..period-1 (period 0: unknown, the period attribute itself is broken).
+std::optional<int> check_phase(const std::string& name, const std::string& text, bool static_graph,
+                               int period, Problems& problems) {
+  const auto p = parse_integer(text);
+  if (!p)
+    problems.add("{}: phase '{}' is not an integer", name, text);
+  else if (static_graph && *p != 0)
+    problems.add(
+        "{}: phase {} but the graph has no period attribute (a static graph has only "
+        "phase 0; add e.g. period={} to the graph)",
+        name, *p, *p + 1);
+  else if (period > 0 && (*p < 0 || *p >= period))
+    problems.add("{}: phase {} is outside 0..{} (period {})", name, *p, period - 1, period);
+  else if (period > 0)
+    return static_cast<int>(*p);
+  return std::nullopt;
+}
+
 // Turns the edges of one rank in one phase into its weights (rules in dot_file.hpp); reports
 // problems and returns the self weight (or nothing when the column is broken).
 std::optional<double> resolve_column(int rank, int phase, int period, Column& column,
@@ -238,9 +273,13 @@ std::optional<double> resolve_column(int rank, int phase, int period, Column& co
     return self;
   }
   if (d == 0) return 1.0;
-  const double self = options.self_weight ? *options.self_weight : 1.0 / static_cast<double>(d + 1);
-  for (ReadEdge& e : column.out) e.weight = (1.0 - self) / static_cast<double>(d);
-  return self;
+  if (!options.self_weight) {  // uniform, computed exactly as the generators do
+    const double uniform = 1.0 / static_cast<double>(d + 1);
+    for (ReadEdge& e : column.out) e.weight = uniform;
+    return uniform;
+  }
+  for (ReadEdge& e : column.out) e.weight = (1.0 - *options.self_weight) / static_cast<double>(d);
+  return *options.self_weight;
 }
 
 }  // namespace
@@ -345,11 +384,11 @@ Schedule parse_dot(std::string_view text, const std::string& source_name,
     if (rank_of[v]) endpoints[*rank_of[v]] = e;
   }
 
-  // Edges, into columns [phase][rank].
+  // Edges, into columns [phase][rank], in file order per source (vertices appear in file order
+  // and each one's out-edges keep theirs).
   std::vector<std::vector<Column>> columns(period, std::vector<Column>(n));
   std::map<std::tuple<int, int, int>, std::string> seen;  // (phase, s, t) -> first edge's name
-  // Edge order as in the file: vertices in order of appearance, each one's out-edges in order.
-  for (int v = 0; v < n; ++v)
+  for (int v = 0; v < n; ++v) {
     for (const auto& e : boost::make_iterator_range(boost::out_edges(v, g))) {
       const auto s_rank = rank_of[v];
       const auto t_rank = rank_of[boost::target(e, g)];
@@ -357,58 +396,39 @@ Schedule parse_dot(std::string_view text, const std::string& source_name,
       const int s = *s_rank, t = *t_rank;
       const DotEdge& attributes = g[e];
       const std::string name = edge_name(s, t, attributes.phase);
-      bool ok = true;
-      std::optional<double> weight;
-      if (!attributes.weight.empty()) {
-        weight = parse_number(attributes.weight);
-        if (!weight) {
-          problems.add("{}: weight '{}' is not a number", name, attributes.weight);
-          ok = false;
-        } else if (!std::isfinite(*weight)) {
-          problems.add("{}: weight {} is not finite", name, attributes.weight);
-          ok = false;
-        } else if (*weight < 0.0) {
-          problems.add("{}: weight {} is negative; expected a weight >= 0", name,
-                       attributes.weight);
-          ok = false;
-        }
-      }
+      const std::optional<double> weight = check_weight(name, attributes.weight, problems);
+      const bool ok = attributes.weight.empty() || weight.has_value();
       std::vector<int> phases;
       if (attributes.phase.empty()) {
         for (int p = 0; p < period; ++p) phases.push_back(p);
-      } else {
-        const auto p = parse_integer(attributes.phase);
-        if (!p) {
-          problems.add("{}: phase '{}' is not an integer", name, attributes.phase);
-          ok = false;
-        } else if (period_text.empty() && *p != 0) {
-          problems.add(
-              "{}: phase {} but the graph has no period attribute (a static graph has "
-              "only phase 0; add e.g. period={} to the graph)",
-              name, *p, *p + 1);
-          ok = false;
-        } else if (period_known && (*p < 0 || *p >= period)) {
-          problems.add("{}: phase {} is outside 0..{} (period {})", name, *p, period - 1, period);
-          ok = false;
-        } else if (period_known) {
-          phases.push_back(static_cast<int>(*p));
-        }
+      } else if (const auto p = check_phase(name, attributes.phase, period_text.empty(),
+                                            period_known ? period : 0, problems)) {
+        phases.push_back(*p);
       }
+      std::vector<int> repeated_in;
+      std::string first;
       for (int p : phases) {
         const std::string phase_name = edge_name(s, t, period > 1 ? std::to_string(p) : "");
         if (auto [it, fresh] = seen.emplace(std::make_tuple(p, s, t), name); !fresh) {
-          problems.add("{} appears twice{} (also as {}); each edge may appear once per phase",
-                       phase_name, period > 1 ? fmt::format(" in phase {}", p) : "", it->second);
-          continue;
+          if (repeated_in.empty()) first = it->second;
+          repeated_in.push_back(p);
+        } else if (ok) {
+          ReadEdge read{t, weight, phase_name};
+          if (s == t)
+            columns[p][s].self = read;
+          else
+            columns[p][s].out.push_back(read);
         }
-        if (!ok) continue;
-        ReadEdge read{t, weight, phase_name};
-        if (s == t)
-          columns[p][s].self = read;
-        else
-          columns[p][s].out.push_back(read);
       }
+      if (!repeated_in.empty())
+        problems.add("{} appears twice{}: also as {}; each edge may appear once per phase", name,
+                     period == 1 ? ""
+                     : repeated_in.size() == 1
+                         ? fmt::format(" in phase {}", repeated_in[0])
+                         : fmt::format(" in phases {}", fmt::join(repeated_in, ", ")),
+                     first);
     }
+  }
   problems.throw_if_any();
 
   // Weights per column.
