@@ -1,0 +1,34 @@
+#pragma once
+// A run directory: config.json, peer-<rank>.jsonl (one JSON object per logged step, flushed as
+// written so a crash loses nothing logged) and summary.json. Whole files are written atomically.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace sgp::peer {
+
+// Writes `content` to `path` so that readers see either the old file or the new one, never a
+// torn one: temporary file in the same directory, fsync, rename, fsync of the directory.
+void write_file_atomically(const std::filesystem::path& path, const std::string& content);
+
+// "runs/<prefix>-YYYYmmdd-HHMMSS" under the current directory.
+std::filesystem::path default_run_dir(const std::string& prefix);
+
+class RunDirectory {
+ public:
+  // Creates the directory (and parents); InputError naming it if that fails.
+  RunDirectory(std::filesystem::path dir, int rank);
+
+  const std::filesystem::path& path() const { return dir_; }
+  void write_json(const std::string& name, const nlohmann::json& value) const;
+  // Appends one line to peer-<rank>.jsonl and flushes it.
+  void log(const nlohmann::json& record);
+
+ private:
+  std::filesystem::path dir_;
+  std::ofstream log_;
+};
+
+}  // namespace sgp::peer

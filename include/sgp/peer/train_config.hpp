@@ -1,0 +1,44 @@
+#pragma once
+// Every setting of a training run, in one place: filled by the CLI, written to config.json.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace sgp::peer {
+
+struct TrainConfig {
+  // model and data
+  std::vector<int> hidden = {512, 512};  // hidden widths; input 784 and 10 classes from the data
+  std::string data_dir;                  // empty: $SGP_DATA_DIR or the Debian package's path
+  std::uint64_t seed = 0;                // model initialisation, shard split and batch order
+  // optimisation
+  double epochs = 1.0;
+  std::int64_t max_iterations = 0;       // > 0: stop after this many iterations (short runs)
+  int batch_size = 32;                   // per peer
+  // lr is the rate for a global batch of 256, scaled linearly to batch * peers (Goyal et al.);
+  // lr 0.1 with Nesterov 0.9 unscaled diverges at batch 32.
+  double lr = 0.1;
+  std::string lr_scaling = "linear";     // none | linear (lr * global batch / 256)
+  double warmup_epochs = 0.0;
+  std::string lr_decay = "cosine";       // constant | step | cosine
+  std::vector<double> lr_milestones;     // epochs, for step decay
+  double lr_gamma = 0.1;
+  float momentum = 0.9f;
+  bool nesterov = true;
+  float weight_decay = 1e-4f;
+  // compute
+  std::string device = "auto";
+  int blas_threads = 1;
+  bool tf32 = false;
+  // reporting
+  std::string run_dir;                   // empty: runs/<command>-<timestamp>
+  std::int64_t log_every = 50;           // iterations between JSONL records
+  double eval_every_epochs = 0.25;       // test accuracy this often (and at the end)
+  std::string log_level = "info";
+};
+
+void to_json(nlohmann::json& j, const TrainConfig& c);
+
+}  // namespace sgp::peer

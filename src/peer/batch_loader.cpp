@@ -1,0 +1,31 @@
+#include "sgp/peer/batch_loader.hpp"
+
+#include <algorithm>
+
+#include "sgp/error.hpp"
+
+namespace sgp::peer {
+
+BatchLoader::BatchLoader(compute::Backend& backend, const data::Dataset& set, int max_batch)
+    : set_(set),
+      host_images_(static_cast<std::size_t>(max_batch) * set.features()),
+      host_labels_(max_batch),
+      images_(backend, host_images_.size()),
+      labels_(backend, host_labels_.size()) {}
+
+int BatchLoader::load(const std::vector<std::size_t>& indices) {
+  SGP_ENFORCE(indices.size() <= host_labels_.size(), "batch of {} exceeds the maximum {}",
+              indices.size(), host_labels_.size());
+  const auto features = static_cast<std::size_t>(set_.features());
+  for (std::size_t r = 0; r < indices.size(); ++r) {
+    const float* image = set_.image(indices[r]);
+    std::copy(image, image + features, host_images_.begin() + r * features);
+    host_labels_[r] = set_.labels[indices[r]];
+  }
+  const auto n = indices.size();
+  images_.upload(std::span<const float>(host_images_.data(), n * features));
+  labels_.upload(std::span<const std::int32_t>(host_labels_.data(), n));
+  return static_cast<int>(n);
+}
+
+}  // namespace sgp::peer

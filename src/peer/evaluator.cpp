@@ -1,0 +1,31 @@
+#include "sgp/peer/evaluator.hpp"
+
+#include <algorithm>
+
+namespace sgp::peer {
+
+Evaluator::Evaluator(compute::Backend& backend, const std::vector<int>& widths,
+                     const data::Dataset& set)
+    : backend_(backend),
+      mlp_(backend, widths, kChunk),
+      images_(backend, std::span<const float>(set.images)),
+      labels_(backend, std::span<const std::int32_t>(set.labels)),
+      features_(set.features()) {}
+
+Evaluation Evaluator::evaluate(const float* params) {
+  const auto n = static_cast<int>(labels_.size());
+  std::int64_t correct = 0;
+  double loss = 0.0;
+  for (int begin = 0; begin < n; begin += kChunk) {
+    const int rows = std::min(kChunk, n - begin);
+    const float* logits = mlp_.forward(
+        params, images_.data() + static_cast<std::size_t>(begin) * features_, rows);
+    const std::int32_t* labels = labels_.data() + begin;
+    correct += backend_.count_correct(logits, labels, rows, mlp_.num_classes());
+    loss += rows * backend_.softmax_cross_entropy(logits, labels, rows, mlp_.num_classes(),
+                                                  nullptr);
+  }
+  return {static_cast<double>(correct) / n, loss / n};
+}
+
+}  // namespace sgp::peer

@@ -1,0 +1,90 @@
+#include "sgp/peer/run_directory.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+
+#include <fmt/format.h>
+#include <fmt/std.h>
+
+#include "sgp/error.hpp"
+
+namespace sgp::peer {
+
+namespace {
+
+[[noreturn]] void fail(const std::filesystem::path& path, const char* what) {
+  throw IoError(fmt::format("{}: cannot {}: {}", path, what, std::strerror(errno)));
+}
+
+void fsync_path(const std::filesystem::path& path, int flags) {
+  const int fd = ::open(path.c_str(), flags);
+  if (fd < 0) fail(path, "open for fsync");
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) fail(path, "fsync");
+}
+
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& path, const std::string& content) {
+  const auto temp = path.parent_path() / ("." + path.filename().string() + ".tmp");
+  {
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) fail(temp, "create");
+    std::size_t done = 0;
+    while (done < content.size()) {
+      const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        ::close(fd);
+        fail(temp, "write");
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    if (::fsync(fd) != 0) {
+      ::close(fd);
+      fail(temp, "fsync");
+    }
+    ::close(fd);
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) fail(path, "rename into place");
+  fsync_path(path.parent_path().empty() ? "." : path.parent_path(), O_RDONLY | O_DIRECTORY);
+}
+
+std::filesystem::path default_run_dir(const std::string& prefix) {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  return std::filesystem::path("runs") / fmt::format("{}-{}", prefix, stamp);
+}
+
+RunDirectory::RunDirectory(std::filesystem::path dir, int rank) : dir_(std::move(dir)) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec || !std::filesystem::is_directory(dir_)) {
+    throw InputError(fmt::format("run directory {}: cannot create it: {}", dir_,
+                                 ec ? ec.message() : "exists and is not a directory"));
+  }
+  const auto log_path = dir_ / fmt::format("peer-{}.jsonl", rank);
+  log_.open(log_path, std::ios::app);
+  if (!log_) throw IoError(fmt::format("{}: cannot open for writing", log_path));
+}
+
+void RunDirectory::write_json(const std::string& name, const nlohmann::json& value) const {
+  write_file_atomically(dir_ / name, value.dump(2) + "\n");
+}
+
+void RunDirectory::log(const nlohmann::json& record) {
+  log_ << record.dump() << '\n';
+  log_.flush();
+  if (!log_) throw IoError(fmt::format("{}: write failed", dir_ / "peer log"));
+}
+
+}  // namespace sgp::peer

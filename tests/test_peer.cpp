@@ -1,0 +1,57 @@
+#include <fstream>
+#include <sstream>
+
+#include <doctest/doctest.h>
+
+#include "sgp/error.hpp"
+#include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/trainer.hpp"
+#include "temp_dir.hpp"
+
+using namespace sgp::peer;
+
+namespace {
+std::string read(const std::filesystem::path& path) {
+  std::ostringstream out;
+  out << std::ifstream(path).rdbuf();
+  return out.str();
+}
+}  // namespace
+
+TEST_CASE("atomic writes replace the whole file and leave no temporary behind") {
+  sgp::testing::TempDir dir;
+  write_file_atomically(dir / "a.json", "first");
+  write_file_atomically(dir / "a.json", "second, longer");
+  CHECK(read(dir / "a.json") == "second, longer");
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+  CHECK(entries == 1);
+  CHECK_THROWS_AS(write_file_atomically(dir / "missing" / "b", "x"), sgp::IoError);
+}
+
+TEST_CASE("a run directory holds config, one JSONL line per record and the summary") {
+  sgp::testing::TempDir dir;
+  RunDirectory run(dir / "run", 3);
+  run.write_json("config.json", {{"lr", 0.1}});
+  run.log({{"iteration", 1}});
+  run.log({{"iteration", 2}});
+  CHECK(nlohmann::json::parse(read(dir / "run" / "config.json"))["lr"] == 0.1);
+  CHECK(read(dir / "run" / "peer-3.jsonl") == "{\"iteration\":1}\n{\"iteration\":2}\n");
+  std::ofstream(dir / "file") << "x";
+  CHECK_THROWS_AS(RunDirectory(dir / "file", 0), sgp::InputError);
+}
+
+TEST_CASE("iterations per epoch are the same on every peer") {
+  CHECK(iterations_per_epoch(60000, 1, 32) == 1875);
+  CHECK(iterations_per_epoch(60000, 4, 32) == 469);
+  CHECK(iterations_per_epoch(60000, 7, 32) == 268);
+}
+
+TEST_CASE("percentiles skip the warm-up iterations") {
+  std::vector<double> times(20, 100.0);  // warm-up, ignored
+  for (int i = 1; i <= 11; ++i) times.push_back(i);
+  const auto p = percentiles(times, 20);
+  CHECK(p.median == 6.0);
+  CHECK(p.p90 == 10.0);
+  CHECK(percentiles({}, 20).median == 0.0);
+}
