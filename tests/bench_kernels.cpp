@@ -28,6 +28,7 @@
 #include "sgp/compute/device_buffer.hpp"
 #include "sgp/model/mlp.hpp"
 #include "sgp/model/sgd.hpp"
+#include "src/compute/column_major_gemm.hpp"
 #include "src/compute/cuda_check.hpp"
 
 using namespace sgp::compute;
@@ -131,12 +132,14 @@ void bench_gemms(bool tf32) {
       gpu.gemm(s.ta, s.tb, s.m, s.n, s.k, alpha, a.data(), s.lda, b.data(), s.ldb, beta, c.data(),
                s.ldc);
     };
-    // The row-major -> column-major mapping the backend uses (cuda_backend.cpp).
+    // The same cuBLAS call as the backend's (src/compute/column_major_gemm.hpp).
+    const auto g = ColumnMajorGemm::from_row_major(s.ta, s.tb, s.m, s.n, s.k, a.data(), s.lda,
+                                                   b.data(), s.ldb);
     const auto alone = [&] {
-      SGP_CUBLAS_CHECK(cublasSgemm(handle, s.tb == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                   s.ta == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N, s.n, s.m,
-                                   s.k, &alpha, b.data(), s.ldb, a.data(), s.lda, &beta, c.data(),
-                                   s.ldc));
+      SGP_CUBLAS_CHECK(cublasSgemm(handle, g.op_first == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   g.op_second == Transpose::yes ? CUBLAS_OP_T : CUBLAS_OP_N, g.m,
+                                   g.n, g.k, &alpha, g.first, g.ld_first, g.second, g.ld_second,
+                                   &beta, c.data(), s.ldc));
     };
     const double t_ours = median_seconds(
         ours, [&] { gpu.synchronize(); }, 10);

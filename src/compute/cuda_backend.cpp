@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "column_major_gemm.hpp"
 #include "cuda_check.hpp"
 #include "kernels/elementwise.cuh"
 #include "kernels/launch.cuh"
@@ -281,11 +282,10 @@ void CudaBackend::gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k
                        const float* a, int lda, const float* b, int ldb, float beta, float* c,
                        int ldc) {
   state_->activate();
-  // cuBLAS is column-major, and a row-major matrix read column-major is its transpose. So the
-  // row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T: swap the operands and
-  // m <-> n; the transpose flags and leading dimensions carry over unchanged.
-  SGP_CUBLAS_CHECK(cublasSgemm(state_->blas, to_cublas(trans_b), to_cublas(trans_a), n, m, k,
-                               &alpha, b, ldb, a, lda, &beta, c, ldc));
+  const auto g = ColumnMajorGemm::from_row_major(trans_a, trans_b, m, n, k, a, lda, b, ldb);
+  SGP_CUBLAS_CHECK(cublasSgemm(state_->blas, to_cublas(g.op_first), to_cublas(g.op_second), g.m,
+                               g.n, g.k, &alpha, g.first, g.ld_first, g.second, g.ld_second, &beta,
+                               c, ldc));
 }
 
 // --- neural-network operations ------------------------------------------------------------------
