@@ -1,5 +1,5 @@
-// Benchmark of the CUDA backend on the W2 workload (shared/BENCHMARKS.md): `meson benchmark
-// kernels`. Prints figures and asserts nothing; without a usable GPU it says so and exits 0.
+// Benchmark of the CUDA backend on the W2 workload (shared/BENCHMARKS.md): `meson test -C <build>
+// --benchmark kernels`. Prints figures, asserts nothing; without a usable GPU it says so, exits 0.
 //
 // Figures, defined before they are printed:
 //   time       median over 7 samples of (several calls, then a stream synchronisation) / calls;

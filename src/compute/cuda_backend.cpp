@@ -60,8 +60,11 @@ struct CudaBackend::State {
 
   // Releases whatever was created, also after a half-finished constructor. Never throws.
   ~State() {
+    // The compute stream is created first: without it nothing else exists, and cudaSetDevice
+    // (which creates a context) is not worth calling.
+    if (compute == nullptr) return;
     if (cudaSetDevice(device) != cudaSuccess) (void)cudaGetLastError();
-    if (compute) (void)cudaStreamSynchronize(compute);
+    (void)cudaStreamSynchronize(compute);
     if (transfer) (void)cudaStreamSynchronize(transfer);
     if (blas) (void)cublasDestroy(blas);
     if (partials) (void)cudaFree(partials);
@@ -69,7 +72,7 @@ struct CudaBackend::State {
     if (host_result) (void)cudaFreeHost(host_result);
     if (compute_mark) (void)cudaEventDestroy(compute_mark);
     if (transfer) (void)cudaStreamDestroy(transfer);
-    if (compute) (void)cudaStreamDestroy(compute);
+    (void)cudaStreamDestroy(compute);
     (void)cudaGetLastError();
   }
 
