@@ -10,6 +10,8 @@
 //   TFLOP/s    2 m n k / time for one GEMM; for a training step, the sum over its GEMMs / time.
 //   FP32 peak  SMs x FP32 lanes per SM x 2 x clock (non-tensor; TF32 tensor cores go beyond it).
 //   cuBLAS alone: the same cublasSgemm call on a fresh handle and stream, outside the backend.
+//   % of the step: time cuBLAS alone needs for the step's GEMMs / time of the whole step
+//              (forward, backward, loss, SGD update) through the backend.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -108,7 +110,8 @@ std::vector<GemmShape> w2_gemms() {
   return shapes;
 }
 
-void bench_gemms(bool tf32) {
+// Returns the seconds cuBLAS alone takes for all the GEMMs of one step.
+double bench_gemms(bool tf32) {
   CudaBackend gpu(0, tf32);
   fmt::print("\nW2 GEMMs (batch {}), {} math; FP32 non-tensor peak {:.1f} TFLOP/s\n", kBatch,
              tf32 ? "TF32 tensor-core" : "fp32", gpu.peak_fp32_flops() * 1e-12);
@@ -158,9 +161,11 @@ void bench_gemms(bool tf32) {
              100.0 * alone_total / ours_total);
   SGP_CUBLAS_CHECK(cublasDestroy(handle));
   SGP_CUDA_CHECK(cudaStreamDestroy(stream));
+  return alone_total;
 }
 
-void bench_step(bool tf32) {
+// gemms_alone: bench_gemms' seconds for the step's GEMMs done by cuBLAS alone.
+void bench_step(bool tf32, double gemms_alone) {
   CudaBackend gpu(0, tf32);
   sgp::model::Mlp mlp(gpu, kWidths, kBatch);
   const std::vector<float> host_params = mlp.initial_parameters(1);
@@ -183,9 +188,11 @@ void bench_step(bool tf32) {
   };
   const double seconds = median_seconds(
       step, [&] { gpu.synchronize(); }, 5);
-  fmt::print("\nW2 local step ({} parameters, batch {}, {}): {:.3f} ms, GEMMs {:.1f} TFLOP/s\n",
-             params.size(), kBatch, tf32 ? "TF32" : "fp32", seconds * 1e3,
-             step_flops / seconds * 1e-12);
+  fmt::print(
+      "\nW2 local step ({} parameters, batch {}, {}): {:.3f} ms, GEMMs {:.1f} TFLOP/s; the same "
+      "GEMMs by cuBLAS alone: {:.3f} ms = {:.0f}% of the step\n",
+      params.size(), kBatch, tf32 ? "TF32" : "fp32", seconds * 1e3, step_flops / seconds * 1e-12,
+      gemms_alone * 1e3, 100.0 * gemms_alone / seconds);
 }
 
 }  // namespace
@@ -205,8 +212,9 @@ int main() {
       w2_parameters = mlp.parameter_count();
     }
     bench_mixing(gpu, w2_parameters);
-    for (bool tf32 : {false, true}) bench_gemms(tf32);
-    for (bool tf32 : {false, true}) bench_step(tf32);
+    const double gemms_fp32 = bench_gemms(false), gemms_tf32 = bench_gemms(true);
+    bench_step(false, gemms_fp32);
+    bench_step(true, gemms_tf32);
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_kernels: {}\n", e.what());
     return 1;
