@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-#include "gossip_test_support.hpp"
+#include "gossip_peer_runner.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
@@ -20,73 +20,21 @@ using sgp::testing::Graph;
 
 namespace {
 
-struct PeerResult {
-  std::vector<float> z;
-  std::vector<double> w_after_round;
-  double final_weight = 0;
-  gossip::PushSumMetrics metrics;
-  std::string error;
-};
+using sgp::testing::check_consensus;
+using sgp::testing::Hook;
 
-// Called on a peer's thread after each of its rounds (round = rounds completed).
-using Hook = std::function<void(int rank, std::int64_t round)>;
-
-std::vector<PeerResult> run_inproc(const topology::Schedule& s, transport::InProcNetwork& net,
-                                   std::size_t dim, int rounds, gossip::PushSumConfig cfg,
-                                   const std::set<int>& absent = {}, Hook hook = {}) {
-  const int n = s.num_peers();
-  std::vector<PeerResult> results(n);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < n; ++rank) {
-    if (absent.contains(rank)) continue;
-    threads.emplace_back([&, rank] {
-      PeerResult& out = results[rank];
-      try {
-        compute::CpuBackend backend(1);
-        auto x = sgp::testing::initial_vector(rank, n, dim);
-        transport::InProcTransport t(net, rank);
-        gossip::PushSumEngine engine(backend, s, t, x.data(), dim, cfg);
-        for (int k = 0; k < rounds; ++k) {
-          engine.step(k);
-          out.w_after_round.push_back(engine.weight());
-          if (hook) hook(rank, engine.round());
-        }
-        engine.finish();
-        out.z.resize(dim);
-        engine.debias(out.z.data());
-        out.final_weight = engine.weight();
-        out.metrics = engine.metrics();
-      } catch (const std::exception& e) {
-        out.error = e.what();
-      }
-    });
+std::vector<sgp::testing::PeerResult> run_inproc(const topology::Schedule& s,
+                                                 transport::InProcNetwork& net, std::size_t dim,
+                                                 int rounds, gossip::PushSumConfig cfg,
+                                                 const std::set<int>& absent = {}, Hook hook = {}) {
+  std::vector<std::unique_ptr<transport::InProcTransport>> owned;
+  std::vector<transport::Transport*> transports;
+  for (int rank = 0; rank < s.num_peers(); ++rank) {
+    owned.push_back(
+        absent.contains(rank) ? nullptr : std::make_unique<transport::InProcTransport>(net, rank));
+    transports.push_back(owned.back().get());
   }
-  for (auto& t : threads) t.join();
-  return results;
-}
-
-double relative_error(const std::vector<float>& z, const std::vector<double>& mean) {
-  double worst = 0, scale = 0;
-  for (std::size_t d = 0; d < z.size(); ++d) {
-    worst = std::max(worst, std::abs(z[d] - mean[d]));
-    scale = std::max(scale, std::abs(mean[d]));
-  }
-  return worst / scale;
-}
-
-void check_consensus(const std::vector<PeerResult>& results, const topology::Schedule& s,
-                     std::size_t dim, int rounds, double min_tolerance = 1e-6) {
-  const int n = s.num_peers();
-  const auto mean = sgp::testing::exact_mean(n, dim);
-  const double tolerance = std::max(min_tolerance, 2 * sgp::testing::float32_floor(s, dim, rounds));
-  double total_w = 0;
-  for (int r = 0; r < n; ++r) {
-    INFO("rank " << r);
-    REQUIRE(results[r].error == "");
-    CHECK(relative_error(results[r].z, mean) <= tolerance);
-    total_w += results[r].final_weight;
-  }
-  CHECK(std::abs(total_w - n) <= 1e-12);
+  return sgp::testing::run_peers(s, transports, dim, rounds, cfg, hook);
 }
 
 const Graph kGraphs[] = {Graph::ring, Graph::exponential, Graph::complete};
