@@ -29,8 +29,8 @@ Schedule::Schedule(int num_peers, std::vector<std::vector<std::vector<Push>>> ou
                 "phase {} must list all {} peers", p, num_peers);
     for (int i = 0; i < num_peers; ++i) {
       double column = self_weights_[p][i];
-      SGP_ENFORCE(column >= 0.0 && std::isfinite(column), "phase {}: self weight of {} is {}", p,
-                  i, column);
+      SGP_ENFORCE(column >= 0.0 && std::isfinite(column), "phase {}: self weight of {} is {}", p, i,
+                  column);
       std::set<int> seen;
       for (const Push& push : out_edges_[p][i]) {
         SGP_ENFORCE(push.peer >= 0 && push.peer < num_peers && push.peer != i,

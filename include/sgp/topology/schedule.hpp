@@ -29,9 +29,7 @@ class Schedule {
 
   int num_peers() const { return num_peers_; }
   int period() const { return static_cast<int>(out_edges_.size()); }
-  int phase_of(std::int64_t iteration) const {
-    return static_cast<int>(iteration % period());
-  }
+  int phase_of(std::int64_t iteration) const { return static_cast<int>(iteration % period()); }
 
   const std::vector<Push>& out_edges(int rank, std::int64_t iteration) const;
   double self_weight(int rank, std::int64_t iteration) const;
@@ -53,6 +51,9 @@ class Schedule {
   // The same graphs with self weight `a` in every phase and 1 - a spread evenly over each rank's
   // out-edges (the --self-weight mixing rate). a in (0, 1]; a rank with no out-edges keeps 1.
   Schedule with_self_weight(double a) const;
+
+  // Same peers, phases, weights (exactly), edge order and endpoints.
+  friend bool operator==(const Schedule&, const Schedule&) = default;
 
  private:
   int num_peers_;

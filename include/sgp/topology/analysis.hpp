@@ -1,0 +1,79 @@
+#pragma once
+// What a topology promises: connectivity, diameter, degrees, traffic and the consensus rate.
+//
+// Mixing matrices. Phase p has the N x N matrix M_p with M_p[j][i] = p_ji (the weight i pushes to
+// j; the diagonal holds the self weights). Columns sum to 1 (column-stochastic), so push-sum keeps
+// sum(x) and sum(w). One period (rounds 0..P-1) applies A = M_{P-1} ... M_1 M_0.
+//
+// Consensus rate. With J = 1 1^T / N and x the stacked values of the peers,
+//     sigma = || A (I - J) ||_2   (largest singular value of A (I - J)).
+// Because 1^T A = 1^T, J A = J and A (I - J) = (I - J) A (I - J), so sigma is the norm of A
+// restricted to the complement of consensus, and A^t (I - J) = (A (I - J))^t. Since the push-sum
+// weights are w_t = A^t 1 and x_t = A^t x_0, the deviation of the numerators from the exact
+// average times the weights obeys
+//     || x_t - mean(x_0) w_t ||_2 <= sigma^t || x_0 - mean(x_0) 1 ||_2   (t whole periods),
+// so sigma is the guaranteed factor by which the distance to consensus shrinks per period.
+// For a doubly stochastic A it is the second largest singular value of A. Closed forms: complete
+// graph with uniform weights: A = J, sigma = 0; directed ring with self weight 1/2:
+// sigma = |1/2 + 1/2 e^(2 pi i / N)| = cos(pi / N); one-peer exponential with N = 2^d and self
+// weight 1/2: A = J after d rounds, sigma = 0.
+// Predicted rounds to shrink the distance by `tolerance` (1e-6): P * ceil(ln(tol) / ln(sigma))
+// when 0 < sigma < 1, P when sigma = 0, none when sigma >= 1.
+// The asymptotic rate rho = spectral radius of A (I - J) (= the largest |eigenvalue| of A other
+// than the Perron eigenvalue 1 when the union is strongly connected) is also given:
+// rho <= sigma, and the distance shrinks like rho^t in the long run.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sgp/topology/matrix.hpp"
+#include "sgp/topology/schedule.hpp"
+
+namespace sgp::topology {
+
+// M_p as above (phase taken mod period).
+Matrix mixing_matrix(const Schedule& schedule, int phase);
+// A = M_{P-1} ... M_0.
+Matrix period_product(const Schedule& schedule);
+
+// The number of strongly connected components of the union of the phases' graphs (Boost
+// strong_components); 1 means every peer's value can reach every other peer.
+int union_strong_components(const Schedule& schedule);
+// Longest shortest path (hops) in the union graph, or nullopt when it is not strongly connected.
+std::optional<int> union_diameter(const Schedule& schedule);
+
+// Payload bytes one message carries: 4 bytes per float32 parameter + 8 for the push-sum weight
+// (a double); transport framing not counted.
+std::int64_t message_bytes(std::int64_t parameter_count);
+
+struct DegreeRange {
+  int min = 0;
+  int max = 0;
+  double mean = 0.0;
+};
+
+struct TopologyReport {
+  int num_peers = 0;
+  int period = 0;
+  std::vector<DegreeRange> out_degree;  // per phase (self-edges not counted)
+  std::vector<DegreeRange> in_degree;   // per phase
+  DegreeRange union_out_degree;         // distinct peers a rank ever pushes to
+  DegreeRange union_in_degree;
+  int strong_components = 0;
+  std::optional<int> diameter;
+  std::int64_t parameter_count = 0;
+  double mean_bytes_per_round = 0.0;     // per peer, averaged over peers and phases
+  std::int64_t max_bytes_per_round = 0;  // the busiest peer in the busiest phase
+  double consensus_rate = 0.0;           // sigma, per period
+  double asymptotic_rate = 0.0;          // rho, per period
+  double tolerance = 1e-6;
+  std::optional<std::int64_t> predicted_rounds;  // from sigma; nullopt when sigma >= 1
+};
+
+TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter_count,
+                                double tolerance = 1e-6);
+// Human-readable text of a report, including the formulas used.
+std::string format_report(const TopologyReport& report);
+
+}  // namespace sgp::topology

@@ -1,0 +1,88 @@
+#pragma once
+// Generators for the standard gossip topologies. Each returns a Schedule with column-stochastic
+// weights and one endpoint per rank. Every kind needs at least 2 peers.
+//
+// Kinds (the CLI names in quotes; i -> j means i pushes to j; indices are mod N):
+//   "ring"                  directed ring: i -> i+1.
+//   "bidirectional-ring"    i -> i-1 and i -> i+1.
+//   "exponential"           static: i -> i + 2^j for every j in 0..ceil(log2 N)-1.
+//   "one-peer-exponential"  time-varying (SGP's default), period ceil(log2 N): at iteration k,
+//                           i -> i + 2^(k mod period).
+//   "torus"                 2-D torus R x C with R the largest divisor of N not above sqrt(N)
+//                           (rank = r*C + c); pushes to its 4 grid neighbours (fewer when a side
+//                           is 2). N must not be prime (R >= 2).
+//   "hypercube"             N = 2^d: i -> i xor 2^j for j in 0..d-1.
+//   "complete"              i -> every other rank.
+//   "random-regular"        random directed graph, every rank has out- and in-degree k
+//                           (default ceil(log2 N), at most N-1), no self loops, strongly
+//                           connected; reproducible from the seed.
+//   "star"                  bidirectional star around rank 0: 0 -> every leaf, leaf -> 0. (A
+//                           one-way star is never strongly connected, so push-sum could not reach
+//                           consensus on it; we only generate the two-way one.)
+// Weights: uniform over out-degree + 1 (p_ii = p_ji = 1/(d_i + 1)); with a self weight a, each
+// rank keeps a and spreads 1 - a evenly over its out-neighbours.
+// Endpoints: round robin over the hosts; rank r lives on host r % H as its (r / H)-th peer and
+// gets tcp://HOST:(base_port + r / H).
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sgp/topology/schedule.hpp"
+
+namespace sgp::topology {
+
+enum class TopologyKind {
+  kRing,
+  kBidirectionalRing,
+  kExponential,
+  kOnePeerExponential,
+  kTorus,
+  kHypercube,
+  kComplete,
+  kRandomRegular,
+  kStar,
+};
+
+// Every kind, in the order above.
+const std::vector<TopologyKind>& all_topology_kinds();
+// The CLI name, e.g. "one-peer-exponential".
+std::string_view topology_kind_name(TopologyKind kind);
+// The inverse of topology_kind_name; throws InputError naming the valid names.
+TopologyKind parse_topology_kind(std::string_view name);
+// One line per kind: its name and what it generates (for --help).
+std::string topology_kinds_help();
+
+struct GeneratorOptions {
+  int num_peers = 0;
+  // The mixing rate a in (0, 1); unset: uniform over out-degree + 1.
+  std::optional<double> self_weight;
+  // random-regular: out-degree k in 1..N-1; 0 means ceil(log2 N) (at most N-1).
+  int degree = 0;
+  // random-regular only.
+  std::uint64_t seed = 0;
+  std::vector<std::string> hosts = {"127.0.0.1"};
+  int base_port = 29500;
+};
+
+// Throws InputError when the options do not fit the kind (N too small, N not a power of two for
+// a hypercube, a prime N for a torus, self weight outside (0, 1), ports beyond 65535, ...).
+Schedule generate_topology(TopologyKind kind, const GeneratorOptions& options);
+
+// The `sgp topology generate ...` command line that reproduces this schedule (written as a
+// comment at the top of generated files).
+std::string generator_command_line(TopologyKind kind, const GeneratorOptions& options);
+
+// tcp://HOST:PORT per rank, round robin over `hosts` (see above). Throws InputError on an empty
+// host list or an empty host name, or a port outside 1..65535.
+std::vector<std::string> round_robin_endpoints(int num_peers, const std::vector<std::string>& hosts,
+                                               int base_port);
+
+// A hosts file: one host name or address per line; blank lines and '#' comments are skipped.
+// Throws InputError (file and line) on an unreadable file, a line with spaces inside the host,
+// or a file with no host.
+std::vector<std::string> read_hosts_file(const std::filesystem::path& path);
+
+}  // namespace sgp::topology

@@ -1,0 +1,193 @@
+#include "sgp/topology/analysis.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/strong_components.hpp>
+#include <boost/graph/visitors.hpp>
+
+#include "sgp/error.hpp"
+
+namespace sgp::topology {
+
+namespace {
+
+using UnionGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+
+UnionGraph union_graph(const Schedule& schedule) {
+  UnionGraph g(schedule.num_peers());
+  for (int i = 0; i < schedule.num_peers(); ++i)
+    for (int j : schedule.all_out_neighbors(i)) boost::add_edge(i, j, g);
+  return g;
+}
+
+DegreeRange degree_range(const std::vector<int>& degrees) {
+  DegreeRange r;
+  r.min = *std::min_element(degrees.begin(), degrees.end());
+  r.max = *std::max_element(degrees.begin(), degrees.end());
+  double sum = 0.0;
+  for (int d : degrees) sum += d;
+  r.mean = sum / static_cast<double>(degrees.size());
+  return r;
+}
+
+std::string format_degrees(const DegreeRange& r) {
+  if (r.min == r.max) return fmt::format("{}", r.min);
+  return fmt::format("{}..{} (mean {:.3g})", r.min, r.max, r.mean);
+}
+
+}  // namespace
+
+Matrix mixing_matrix(const Schedule& schedule, int phase) {
+  const int n = schedule.num_peers();
+  Matrix m(n);
+  for (int i = 0; i < n; ++i) {
+    m(i, i) = schedule.self_weight(i, phase);
+    for (const Push& push : schedule.out_edges(i, phase)) m(push.peer, i) = push.weight;
+  }
+  return m;
+}
+
+Matrix period_product(const Schedule& schedule) {
+  Matrix a = Matrix::identity(schedule.num_peers());
+  for (int p = 0; p < schedule.period(); ++p) a = mixing_matrix(schedule, p) * a;
+  return a;
+}
+
+int union_strong_components(const Schedule& schedule) {
+  const UnionGraph g = union_graph(schedule);
+  std::vector<int> component(boost::num_vertices(g));
+  return boost::strong_components(
+      g, boost::make_iterator_property_map(component.begin(), boost::get(boost::vertex_index, g)));
+}
+
+std::optional<int> union_diameter(const Schedule& schedule) {
+  const UnionGraph g = union_graph(schedule);
+  const int n = schedule.num_peers();
+  int diameter = 0;
+  for (int source = 0; source < n; ++source) {
+    std::vector<int> distance(n, -1);
+    distance[source] = 0;
+    boost::breadth_first_search(
+        g, source,
+        boost::visitor(boost::make_bfs_visitor(boost::record_distances(
+            boost::make_iterator_property_map(distance.begin(), boost::get(boost::vertex_index, g)),
+            boost::on_tree_edge()))));
+    for (int v = 0; v < n; ++v) {
+      // record_distances only writes reached vertices; the rest keep -1.
+      if (v != source && distance[v] <= 0) return std::nullopt;
+      diameter = std::max(diameter, distance[v]);
+    }
+  }
+  return diameter;
+}
+
+std::int64_t message_bytes(std::int64_t parameter_count) { return 4 * parameter_count + 8; }
+
+TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter_count,
+                                double tolerance) {
+  SGP_ENFORCE(tolerance > 0.0 && tolerance < 1.0, "tolerance {} must be in (0, 1)", tolerance);
+  SGP_ENFORCE(parameter_count >= 0, "parameter count {} is negative", parameter_count);
+  TopologyReport r;
+  const int n = schedule.num_peers();
+  r.num_peers = n;
+  r.period = schedule.period();
+  r.parameter_count = parameter_count;
+  r.tolerance = tolerance;
+
+  double total_messages = 0.0;
+  int busiest = 0;
+  for (int p = 0; p < r.period; ++p) {
+    std::vector<int> out(n), in(n);
+    for (int i = 0; i < n; ++i) {
+      out[i] = static_cast<int>(schedule.out_edges(i, p).size());
+      in[i] = static_cast<int>(schedule.in_neighbors(i, p).size());
+      total_messages += out[i];
+    }
+    r.out_degree.push_back(degree_range(out));
+    r.in_degree.push_back(degree_range(in));
+    busiest = std::max(busiest, r.out_degree.back().max);
+  }
+  std::vector<int> union_out(n), union_in(n);
+  for (int i = 0; i < n; ++i) {
+    union_out[i] = static_cast<int>(schedule.all_out_neighbors(i).size());
+    union_in[i] = static_cast<int>(schedule.all_in_neighbors(i).size());
+  }
+  r.union_out_degree = degree_range(union_out);
+  r.union_in_degree = degree_range(union_in);
+  r.mean_bytes_per_round = total_messages / (static_cast<double>(n) * r.period) *
+                           static_cast<double>(message_bytes(parameter_count));
+  r.max_bytes_per_round = busiest * message_bytes(parameter_count);
+
+  r.strong_components = union_strong_components(schedule);
+  r.diameter = union_diameter(schedule);
+
+  // B = A (I - J), J = 1 1^T / N: subtract each row's mean from that row of A.
+  Matrix b = period_product(schedule);
+  for (int row = 0; row < n; ++row) {
+    double mean = 0.0;
+    for (int col = 0; col < n; ++col) mean += b(row, col);
+    mean /= n;
+    for (int col = 0; col < n; ++col) b(row, col) -= mean;
+  }
+  r.consensus_rate = b.singular_values().front();
+  r.asymptotic_rate = std::min(b.spectral_radius(), r.consensus_rate);
+  // Entries of A are sums of products of weights, exact to ~1e-16; below that, sigma is 0.
+  constexpr double kZero = 1e-12;
+  if (r.consensus_rate <= kZero) {
+    r.predicted_rounds = r.period;
+  } else if (r.consensus_rate < 1.0) {
+    const double periods = std::ceil(std::log(tolerance) / std::log(r.consensus_rate));
+    r.predicted_rounds = static_cast<std::int64_t>(periods) * r.period;
+  }
+  return r;
+}
+
+std::string format_report(const TopologyReport& r) {
+  std::string s;
+  s += fmt::format("peers: {}\nperiod: {} round{}\n", r.num_peers, r.period,
+                   r.period == 1 ? " (static)" : "s");
+  for (int p = 0; p < r.period; ++p)
+    s += fmt::format("phase {}: out-degree {}, in-degree {}\n", p, format_degrees(r.out_degree[p]),
+                     format_degrees(r.in_degree[p]));
+  s += fmt::format("union over a period: out-degree {}, in-degree {}\n",
+                   format_degrees(r.union_out_degree), format_degrees(r.union_in_degree));
+  if (r.strong_components == 1)
+    s += "union strongly connected: yes\n";
+  else
+    s += fmt::format(
+        "union strongly connected: NO ({} strongly connected components; consensus is "
+        "impossible)\n",
+        r.strong_components);
+  s += r.diameter ? fmt::format("diameter of the union: {} hop{}\n", *r.diameter,
+                                *r.diameter == 1 ? "" : "s")
+                  : "diameter of the union: infinite (not strongly connected)\n";
+  s += fmt::format(
+      "bytes sent per peer per round for {} parameters (4 B per float32 parameter + 8 B push-sum "
+      "weight per message): mean {:.0f}, max {}\n",
+      r.parameter_count, r.mean_bytes_per_round, r.max_bytes_per_round);
+  s += fmt::format(
+      "consensus rate per period: sigma = ||A (I - 11^T/N)||_2 = {:.6g}\n"
+      "  (A = M_{{P-1}} ... M_0, M_p[j][i] = weight i pushes to j; after t periods "
+      "||x - mean(x0) w|| <= sigma^t ||x0 - mean(x0) 1||)\n",
+      r.consensus_rate);
+  s += fmt::format("asymptotic rate per period: rho = spectral radius of A (I - 11^T/N) = {:.6g}\n",
+                   r.asymptotic_rate);
+  if (r.predicted_rounds)
+    s += fmt::format(
+        "predicted rounds to shrink the distance to consensus by {:g}: {} "
+        "(= P * ceil(ln {:g} / ln sigma), P when sigma = 0)\n",
+        r.tolerance, *r.predicted_rounds, r.tolerance);
+  else
+    s += fmt::format(
+        "predicted rounds to shrink the distance to consensus by {:g}: none "
+        "(sigma >= 1: no guaranteed shrink per period)\n",
+        r.tolerance);
+  return s;
+}
+
+}  // namespace sgp::topology

@@ -1,0 +1,321 @@
+#include "sgp/topology/generator.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "sgp/error.hpp"
+
+namespace sgp::topology {
+
+namespace {
+
+struct KindInfo {
+  TopologyKind kind;
+  std::string_view name;
+  std::string_view help;
+};
+
+constexpr std::array<KindInfo, 9> kKinds = {{
+    {TopologyKind::kRing, "ring", "directed ring: i -> i+1"},
+    {TopologyKind::kBidirectionalRing, "bidirectional-ring", "i -> i-1 and i -> i+1"},
+    {TopologyKind::kExponential, "exponential", "static: i -> i + 2^j for every j < ceil(log2 N)"},
+    {TopologyKind::kOnePeerExponential, "one-peer-exponential",
+     "time-varying, period ceil(log2 N): round k, i -> i + 2^(k mod period) (SGP's default)"},
+    {TopologyKind::kTorus, "torus",
+     "2-D torus R x C (R = largest divisor of N <= sqrt N, N not prime), 4 grid neighbours"},
+    {TopologyKind::kHypercube, "hypercube", "N = 2^d: i -> i xor 2^j"},
+    {TopologyKind::kComplete, "complete", "i -> every other rank"},
+    {TopologyKind::kRandomRegular, "random-regular",
+     "random directed graph, out- and in-degree k (--degree, default ceil(log2 N)), seeded"},
+    {TopologyKind::kStar, "star", "two-way star around rank 0 (0 -> leaves, leaves -> 0)"},
+}};
+
+const KindInfo& info(TopologyKind kind) {
+  for (const KindInfo& k : kKinds)
+    if (k.kind == kind) return k;
+  SGP_ENFORCE(false, "unknown topology kind {}", static_cast<int>(kind));
+  return kKinds[0];  // unreachable
+}
+
+int ceil_log2(int n) {
+  int d = 0;
+  while ((1LL << d) < n) ++d;
+  return d;
+}
+
+using Adjacency = std::vector<std::vector<int>>;  // [rank] -> out-neighbours, in order
+
+// mt19937_64 is fully specified by the standard; the standard distributions are not, so draw
+// bounded integers ourselves to make seeded graphs identical on every platform.
+std::uint64_t uniform_below(std::mt19937_64& rng, std::uint64_t bound) {
+  const std::uint64_t limit = std::mt19937_64::max() - std::mt19937_64::max() % bound;
+  std::uint64_t draw;
+  do {
+    draw = rng();
+  } while (draw >= limit);
+  return draw % bound;
+}
+
+bool strongly_connected(const Adjacency& out) {
+  const int n = static_cast<int>(out.size());
+  Adjacency in(n);
+  for (int i = 0; i < n; ++i)
+    for (int j : out[i]) in[j].push_back(i);
+  for (const Adjacency* adj : {&out, static_cast<const Adjacency*>(&in)}) {
+    std::vector<bool> seen(n, false);
+    std::vector<int> stack = {0};
+    seen[0] = true;
+    int count = 1;
+    while (!stack.empty()) {
+      const int v = stack.back();
+      stack.pop_back();
+      for (int w : (*adj)[v])
+        if (!seen[w]) {
+          seen[w] = true;
+          ++count;
+          stack.push_back(w);
+        }
+    }
+    if (count != n) return false;
+  }
+  return true;
+}
+
+// Start from the circulant i -> i+1..i+k (k-regular, strongly connected) and randomize it with
+// degree-preserving swaps (a->b, c->d) => (a->d, c->b); repeat until strongly connected again.
+Adjacency random_regular(int n, int k, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<int, int>> edges;
+  std::set<std::pair<int, int>> present;
+  for (int i = 0; i < n; ++i)
+    for (int s = 1; s <= k; ++s) {
+      edges.emplace_back(i, (i + s) % n);
+      present.insert(edges.back());
+    }
+  const std::uint64_t m = edges.size();
+  auto to_adjacency = [&] {
+    Adjacency out(n);
+    for (auto [a, b] : edges) out[a].push_back(b);
+    for (auto& o : out) std::sort(o.begin(), o.end());
+    return out;
+  };
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    for (std::uint64_t swap = 0; swap < 10 * m; ++swap) {
+      const std::uint64_t e = uniform_below(rng, m), f = uniform_below(rng, m);
+      auto [a, b] = edges[e];
+      auto [c, d] = edges[f];
+      if (a == c || b == d || a == d || c == b) continue;
+      if (present.count({a, d}) || present.count({c, b})) continue;
+      present.erase({a, b});
+      present.erase({c, d});
+      edges[e] = {a, d};
+      edges[f] = {c, b};
+      present.insert(edges[e]);
+      present.insert(edges[f]);
+    }
+    Adjacency out = to_adjacency();
+    if (strongly_connected(out)) return out;
+  }
+  SGP_ENFORCE(false, "no strongly connected {}-regular graph on {} peers after 1000 tries", k, n);
+  return {};
+}
+
+Adjacency static_graph(TopologyKind kind, int n, const GeneratorOptions& options) {
+  Adjacency out(n);
+  auto add = [&](int i, int j) {
+    j = ((j % n) + n) % n;
+    if (j != i && std::find(out[i].begin(), out[i].end(), j) == out[i].end()) out[i].push_back(j);
+  };
+  switch (kind) {
+    case TopologyKind::kRing:
+      for (int i = 0; i < n; ++i) add(i, i + 1);
+      break;
+    case TopologyKind::kBidirectionalRing:
+      for (int i = 0; i < n; ++i) {
+        add(i, i - 1);
+        add(i, i + 1);
+      }
+      break;
+    case TopologyKind::kExponential:
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < ceil_log2(n); ++j) add(i, i + (1 << j));
+      break;
+    case TopologyKind::kTorus: {
+      int rows = 1;
+      for (int r = 1; r * r <= n; ++r)
+        if (n % r == 0) rows = r;
+      if (rows < 2)
+        throw InputError(fmt::format(
+            "torus: {} peers cannot form an R x C grid with R, C >= 2 (use a composite count)", n));
+      const int cols = n / rows;
+      for (int i = 0; i < n; ++i) {
+        const int r = i / cols, c = i % cols;
+        add(i, r * cols + (c + 1) % cols);
+        add(i, r * cols + (c + cols - 1) % cols);
+        add(i, ((r + 1) % rows) * cols + c);
+        add(i, ((r + rows - 1) % rows) * cols + c);
+      }
+      break;
+    }
+    case TopologyKind::kHypercube:
+      if ((n & (n - 1)) != 0)
+        throw InputError(
+            fmt::format("hypercube: the number of peers must be a power of two, got {}", n));
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; (1 << j) < n; ++j) add(i, i ^ (1 << j));
+      break;
+    case TopologyKind::kComplete:
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) add(i, j);
+      break;
+    case TopologyKind::kRandomRegular: {
+      const int k = options.degree == 0 ? std::min(ceil_log2(n), n - 1) : options.degree;
+      if (k < 1 || k > n - 1)
+        throw InputError(fmt::format("random-regular: degree must be in 1..{} for {} peers, got {}",
+                                     n - 1, n, k));
+      return random_regular(n, k, options.seed);
+    }
+    case TopologyKind::kStar:
+      for (int j = 1; j < n; ++j) {
+        add(0, j);
+        add(j, 0);
+      }
+      break;
+    case TopologyKind::kOnePeerExponential:
+      SGP_ENFORCE(false, "one-peer-exponential is not static");
+  }
+  return out;
+}
+
+// Uniform weights over out-degree + 1.
+Schedule uniform_schedule(int n, const std::vector<Adjacency>& phases) {
+  std::vector<std::vector<std::vector<Push>>> edges(phases.size());
+  std::vector<std::vector<double>> selves(phases.size());
+  for (std::size_t p = 0; p < phases.size(); ++p) {
+    edges[p].resize(n);
+    selves[p].resize(n);
+    for (int i = 0; i < n; ++i) {
+      const double w = 1.0 / static_cast<double>(phases[p][i].size() + 1);
+      selves[p][i] = w;
+      for (int j : phases[p][i]) edges[p][i].push_back({j, w});
+    }
+  }
+  return Schedule(n, std::move(edges), std::move(selves));
+}
+
+}  // namespace
+
+const std::vector<TopologyKind>& all_topology_kinds() {
+  static const std::vector<TopologyKind> kinds = [] {
+    std::vector<TopologyKind> v;
+    for (const KindInfo& k : kKinds) v.push_back(k.kind);
+    return v;
+  }();
+  return kinds;
+}
+
+std::string_view topology_kind_name(TopologyKind kind) { return info(kind).name; }
+
+TopologyKind parse_topology_kind(std::string_view name) {
+  std::string names;
+  for (const KindInfo& k : kKinds) {
+    if (k.name == name) return k.kind;
+    names += names.empty() ? "" : ", ";
+    names += k.name;
+  }
+  throw InputError(fmt::format("unknown topology kind '{}': expected one of {}", name, names));
+}
+
+std::string topology_kinds_help() {
+  std::string text;
+  for (const KindInfo& k : kKinds) text += fmt::format("  {:<22}{}\n", k.name, k.help);
+  return text;
+}
+
+std::vector<std::string> round_robin_endpoints(int num_peers, const std::vector<std::string>& hosts,
+                                               int base_port) {
+  if (hosts.empty()) throw InputError("no hosts given to place the peers on");
+  for (const std::string& h : hosts)
+    if (h.empty() || h.find_first_of(" \t:/") != std::string::npos)
+      throw InputError(fmt::format("host '{}' is not a host name or IPv4 address", h));
+  const int h = static_cast<int>(hosts.size());
+  const int last_port = base_port + (num_peers - 1) / h;
+  if (base_port < 1 || last_port > 65535)
+    throw InputError(fmt::format("ports {}..{} for {} peers on {} host(s) are outside 1..65535",
+                                 base_port, last_port, num_peers, h));
+  std::vector<std::string> endpoints;
+  for (int r = 0; r < num_peers; ++r)
+    endpoints.push_back(fmt::format("tcp://{}:{}", hosts[r % h], base_port + r / h));
+  return endpoints;
+}
+
+std::vector<std::string> read_hosts_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("{}: cannot open the hosts file", path.string()));
+  std::vector<std::string> hosts;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    line = line.substr(0, line.find('#'));
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    const auto last = line.find_last_not_of(" \t\r");
+    std::string host = line.substr(first, last - first + 1);
+    if (host.find_first_of(" \t") != std::string::npos)
+      throw InputError(
+          fmt::format("{}:{}: expected one host per line, got '{}'", path.string(), number, host));
+    hosts.push_back(std::move(host));
+  }
+  if (hosts.empty()) throw InputError(fmt::format("{}: no host in the file", path.string()));
+  return hosts;
+}
+
+Schedule generate_topology(TopologyKind kind, const GeneratorOptions& options) {
+  const int n = options.num_peers;
+  if (n < 2)
+    throw InputError(
+        fmt::format("{}: a topology needs at least 2 peers, got {}", topology_kind_name(kind), n));
+  if (options.self_weight &&
+      !(*options.self_weight > 0.0 && *options.self_weight < 1.0))  // also rejects NaN
+    throw InputError(
+        fmt::format("self weight must be strictly between 0 and 1, got {}", *options.self_weight));
+  if (kind != TopologyKind::kRandomRegular && options.degree != 0)
+    throw InputError(
+        fmt::format("--degree only applies to random-regular, not {}", topology_kind_name(kind)));
+  std::vector<Adjacency> phases;
+  if (kind == TopologyKind::kOnePeerExponential) {
+    for (int k = 0; k < ceil_log2(n); ++k) {
+      Adjacency out(n);
+      for (int i = 0; i < n; ++i) out[i] = {(i + (1 << k)) % n};
+      phases.push_back(std::move(out));
+    }
+  } else {
+    phases.push_back(static_graph(kind, n, options));
+  }
+  Schedule schedule = uniform_schedule(n, phases);
+  if (options.self_weight) schedule = schedule.with_self_weight(*options.self_weight);
+  schedule.set_endpoints(round_robin_endpoints(n, options.hosts, options.base_port));
+  return schedule;
+}
+
+std::string generator_command_line(TopologyKind kind, const GeneratorOptions& options) {
+  std::string line = fmt::format("sgp topology generate {} --peers {}", topology_kind_name(kind),
+                                 options.num_peers);
+  if (options.self_weight) line += fmt::format(" --self-weight {}", *options.self_weight);
+  if (kind == TopologyKind::kRandomRegular) {
+    if (options.degree != 0) line += fmt::format(" --degree {}", options.degree);
+    line += fmt::format(" --seed {}", options.seed);
+  }
+  line +=
+      fmt::format(" --host {} --base-port {}", fmt::join(options.hosts, ","), options.base_port);
+  return line;
+}
+
+}  // namespace sgp::topology

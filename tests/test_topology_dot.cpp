@@ -1,0 +1,245 @@
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include "sgp/error.hpp"
+#include "sgp/topology/dot_file.hpp"
+#include "sgp/topology/generator.hpp"
+#include "temp_dir.hpp"
+
+using namespace sgp::topology;
+using sgp::InputError;
+
+namespace {
+
+const DotReadOptions kNeedEndpoints{.require_endpoints = true, .self_weight = std::nullopt};
+
+// The message of the InputError that parsing `text` throws ("" when it does not throw).
+std::string error_of(const std::string& text, const DotReadOptions& options = {}) {
+  try {
+    parse_dot(text, "bad.dot", options);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("round trip: every generator, with and without self weight and endpoints") {
+  for (TopologyKind kind : all_topology_kinds()) {
+    for (int n : {4, 6, 8, 16}) {
+      for (std::optional<double> a : {std::optional<double>(), std::optional<double>(0.3)}) {
+        GeneratorOptions o;
+        o.num_peers = n;
+        o.self_weight = a;
+        o.seed = 3;
+        o.hosts = {"10.0.0.1", "node-b"};
+        Schedule s = [&] {
+          try {
+            return generate_topology(kind, o);
+          } catch (const InputError&) {  // torus 6 is fine; hypercube 6 is not
+            return Schedule(1, {{{}}}, {{1.0}});
+          }
+        }();
+        if (s.num_peers() == 1) continue;
+        CAPTURE(topology_kind_name(kind));
+        CAPTURE(n);
+        const std::string text = to_dot(s, "a comment\non two lines");
+        CHECK(parse_dot(text, "rt.dot") == s);
+        CHECK(parse_dot(text, "rt.dot", kNeedEndpoints) == s);
+        s.set_endpoints({});
+        CHECK(parse_dot(to_dot(s), "rt.dot") == s);
+      }
+    }
+  }
+}
+
+TEST_CASE("round trip keeps awkward weights bit for bit") {
+  // 1e-7 must be written quoted (Graphviz would read an unquoted 1e-7 as 1).
+  const Schedule s(3, {{{{1, 1e-7}, {2, 0.1}}, {{0, 1.0 / 3.0}}, {}}},
+                   {{1.0 - 1e-7 - 0.1, 2.0 / 3.0, 1.0}},
+                   {"tcp://h:1", "ipc:///tmp/x", "tcp://h:2"});
+  const std::string text = to_dot(s);
+  CHECK(contains(text, "\"1e-07\""));
+  CHECK(parse_dot(text, "rt.dot") == s);
+}
+
+TEST_CASE("the written file is plain Graphviz with period, phase, weight and endpoint") {
+  GeneratorOptions o;
+  o.num_peers = 4;
+  const std::string text = to_dot(generate_topology(TopologyKind::kOnePeerExponential, o), "hi");
+  CHECK(text.rfind("// hi\ndigraph G {\nperiod=2;\n", 0) == 0);
+  CHECK(contains(text, "0 [endpoint=\"tcp://127.0.0.1:29500\"];"));
+  CHECK(contains(text, "0->1  [phase=0, weight=0.5];"));
+  CHECK(contains(text, "0->2  [phase=1, weight=0.5];"));
+  CHECK(contains(text, "0->0  [phase=1, weight=0.5];"));
+  const std::string ring = to_dot(generate_topology(TopologyKind::kRing, o));
+  CHECK_FALSE(contains(ring, "phase"));
+  CHECK_FALSE(contains(ring, "period"));
+}
+
+TEST_CASE("defaults when reading: uniform weights, self-edges, self weight option, all phases") {
+  const Schedule s = parse_dot(R"(
+    /* a hand-written file */
+    digraph ring {
+      period = 2;
+      0 -> 1;                          // every phase
+      1 -> 0; 1 -> 2 [phase=1];
+      2 -> 0 [phase=0];
+      2 -> 2 [weight=0.25, phase=0];   // self weight given, out-edges share the rest
+      0 -> 0 [color=red];              // no weight: the default applies
+    })",
+                               "hand.dot");
+  REQUIRE(s.period() == 2);
+  CHECK(s.out_edges(0, 0) == std::vector<Push>{{1, 0.5}});
+  CHECK(s.out_edges(0, 1) == std::vector<Push>{{1, 0.5}});
+  CHECK(s.out_edges(1, 0) == std::vector<Push>{{0, 0.5}});
+  CHECK(s.out_edges(1, 1) == std::vector<Push>{{0, 1.0 / 3.0}, {2, 1.0 / 3.0}});
+  CHECK(s.out_edges(2, 0) == std::vector<Push>{{0, 0.75}});
+  CHECK(s.self_weight(2, 0) == 0.25);
+  CHECK(s.out_edges(2, 1).empty());
+  CHECK(s.self_weight(2, 1) == 1.0);
+  CHECK_FALSE(s.has_endpoints());
+
+  const Schedule a = parse_dot("digraph { 0 -> 1; 0 -> 2; 1 -> 0; 2 -> 0 [weight=0.125] }", "a.dot",
+                               {.self_weight = 0.6});
+  CHECK(a.self_weight(0, 0) == 0.6);
+  CHECK(a.out_edges(0, 0)[0].weight == doctest::Approx(0.2));
+  CHECK(a.self_weight(2, 0) == 0.875);  // explicit weights override the self weight option
+}
+
+TEST_CASE("bad files: each problem is reported with its place and what was expected") {
+  struct Case {
+    std::string text;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"digraph { 0 -> }", "syntax error"},
+      {"graph { 0 -- 1 }", "the file holds an undirected `graph`; expected a `digraph`"},
+      {"", "syntax error"},
+      {"digraph { }", "the graph has no nodes"},
+      {"digraph { 0 -> 1; 1 -> a }", "node 'a': its name must be its rank"},
+      {"digraph { 0 -> 1; 1 -> a }", "rank 2 has no node"},
+      {"digraph { 0 -> 01; 01 -> 0 }", "node '01'"},
+      {"digraph { 0 -> 2; 2 -> 0 }", "node 2: rank 2 is outside 0..1"},
+      {"digraph { 0 [endpoint=\"tcp://a:1\"]; 0 -> 1; 1 -> 0 }",
+       "node 1: no endpoint; expected an attribute like endpoint=\"tcp://10.0.0.3:5600\" (other "
+       "nodes have one)"},
+      {"digraph { 0 [endpoint=\"a:1\"]; 1 [endpoint=\"tcp://a:2\"]; 0 -> 1; 1 -> 0 }",
+       "node 0: endpoint 'a:1' is not a ZeroMQ address"},
+      {"digraph { 0 [endpoint=\"tcp://a:1\"]; 1 [endpoint=\"tcp://a:1\"]; 0 -> 1; 1 -> 0 }",
+       "node 1: endpoint tcp://a:1 is already node 0's"},
+      {"digraph { 0 -> 1 [weight=-0.5]; 1 -> 0 }",
+       "edge 0 -> 1: weight -0.5 is negative; expected a weight >= 0"},
+      {"digraph { 0 -> 1 [weight=\"inf\"]; 1 -> 0 }", "edge 0 -> 1: weight inf is not finite"},
+      {"digraph { 0 -> 1 [weight=\"nan\"]; 1 -> 0 }", "edge 0 -> 1: weight nan is not finite"},
+      {"digraph { 0 -> 1 [weight=half]; 1 -> 0 }", "edge 0 -> 1: weight 'half' is not a number"},
+      {"digraph { 0 -> 1 [weight=1e-3]; 1 -> 0 }",
+       "line 1: badly delimited number '1e-3': Graphviz reads it as '1' followed by 'e-3'"},
+      {"digraph { 0 -> 1 [weight=0.75]; 0 -> 2 [weight=0.5]; 1 -> 0; 2 -> 0 }",
+       "rank 0: the weights of its out-edges sum to 1.25, above 1"},
+      {"digraph { 0 -> 1 [weight=0.5]; 0 -> 0 [weight=0.25]; 1 -> 0 }",
+       "edge 0 -> 0: self-edge weight 0.25 conflicts with its out-edges, which leave it 1 - 0.5 = "
+       "0.5"},
+      {"digraph { 0 -> 1 [weight=0.5]; 0 -> 2; 1 -> 0; 2 -> 0 }",
+       "rank 0: edge 0 -> 1 has a weight but edge 0 -> 2 has none"},
+      {"digraph { 0 -> 1; 1 -> 0; 2 -> 2 [weight=0.5]; 2 -> 0 [phase=0] }", ""},  // fine
+      {"digraph { 0 -> 1; 1 -> 0; 2 -> 2 [weight=0.5] }",
+       "edge 2 -> 2: rank 2 pushes to nobody, so it keeps everything: its self weight must be 1"},
+      {"digraph { 0 -> 1; 1 -> 0; 1 -> 1 [weight=1.5] }",
+       "edge 1 -> 1: self weight 1.5 is above 1"},
+      {"digraph { period=2; 0 -> 1 [phase=2]; 1 -> 0 }",
+       "edge 0 -> 1 (phase 2): phase 2 is outside 0..1 (period 2)"},
+      {"digraph { period=2; 0 -> 1 [phase=-1]; 1 -> 0 }",
+       "edge 0 -> 1 (phase -1): phase -1 is outside 0..1"},
+      {"digraph { period=2; 0 -> 1 [phase=one]; 1 -> 0 }",
+       "edge 0 -> 1 (phase one): phase 'one' is not an integer"},
+      {"digraph { 0 -> 1 [phase=1]; 1 -> 0 }",
+       "edge 0 -> 1 (phase 1): phase 1 but the graph has no period attribute"},
+      {"digraph { period=0; 0 -> 1; 1 -> 0 }", "graph attribute period='0': expected an integer"},
+      {"digraph { 0 -> 1; 1 -> 0; 0 -> 1 }",
+       "edge 0 -> 1 appears twice: also as edge 0 -> 1; each edge may appear once per phase"},
+      {"digraph { period=2; 0 -> 1; 1 -> 0; 0 -> 1 [phase=1] }",
+       "edge 0 -> 1 (phase 1) appears twice in phase 1: also as edge 0 -> 1"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.text);
+    const std::string what = error_of(c.text);
+    if (c.expected.empty()) {
+      CHECK(what == "");
+    } else {
+      CHECK(contains(what, "topology file bad.dot has"));
+      CHECK(contains(what, "bad.dot: " + c.expected));
+    }
+  }
+  CHECK(contains(error_of("digraph { 0 -> 1; 1 -> 0 }", kNeedEndpoints),
+                 "node 0: no endpoint"));
+}
+
+TEST_CASE("every problem in a file is reported, not only the first") {
+  const std::string what = error_of(R"(digraph {
+    period=3;
+    0 [endpoint="tcp://h:1"]; 1; 2 [endpoint="tcp://h:1"];
+    0 -> 1 [weight=-1];
+    1 -> 2 [phase=5];
+    2 -> 0 [weight=2e-1];
+    2 -> 0;
+  })");
+  CHECK(contains(what, "has 6 problems:"));
+  CHECK(contains(what, "bad.dot: line 6: badly delimited number '2e-1'"));
+  CHECK(contains(what, "bad.dot: node 1: no endpoint"));
+  CHECK(contains(what, "bad.dot: node 2: endpoint tcp://h:1 is already node 0's"));
+  CHECK(contains(what, "bad.dot: edge 0 -> 1: weight -1 is negative"));
+  CHECK(contains(what, "bad.dot: edge 1 -> 2 (phase 5): phase 5 is outside 0..2"));
+  CHECK(
+      contains(what, "bad.dot: edge 2 -> 0 appears twice in phases 0, 1, 2: also as edge 2 -> 0"));
+}
+
+TEST_CASE("files: read what was written, clear errors for missing or unwritable paths") {
+  sgp::testing::TempDir dir;
+  GeneratorOptions o;
+  o.num_peers = 8;
+  const Schedule s = generate_topology(TopologyKind::kTorus, o);
+  write_dot_file(s, dir / "torus.dot", "torus");
+  CHECK(read_dot_file(dir / "torus.dot", kNeedEndpoints) == s);
+  CHECK_THROWS_WITH_AS(read_dot_file(dir / "missing.dot"), doctest::Contains("missing.dot"),
+                       InputError);
+  CHECK_THROWS_AS(write_dot_file(s, dir / "no-such-dir" / "x.dot"), sgp::IoError);
+}
+
+TEST_CASE("shipped topologies/*.dot equal what the generator makes now") {
+  const char* source_dir = std::getenv("SGP_SOURCE_DIR");
+  REQUIRE_MESSAGE(source_dir != nullptr, "SGP_SOURCE_DIR is set by tests/meson.build");
+  const std::filesystem::path dir = std::filesystem::path(source_dir) / "topologies";
+  int files = 0;
+  for (TopologyKind kind : all_topology_kinds()) {
+    for (int n : {4, 8, 16}) {
+      GeneratorOptions o;
+      o.num_peers = n;
+      const Schedule s = generate_topology(kind, o);
+      const auto path = dir / fmt::format("{}-{}.dot", topology_kind_name(kind), n);
+      CAPTURE(path.string());
+      std::ifstream in(path, std::ios::binary);
+      REQUIRE_MESSAGE(in.good(), "run scripts/generate-topologies to create it");
+      std::ostringstream text;
+      text << in.rdbuf();
+      CHECK(text.str() == to_dot(s, generator_command_line(kind, o)));
+      CHECK(read_dot_file(path, kNeedEndpoints) == s);
+      ++files;
+    }
+  }
+  int on_disk = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    on_disk += entry.path().extension() == ".dot" ? 1 : 0;
+  CHECK(on_disk == files);  // nothing stale is shipped beside them
+}
