@@ -13,6 +13,8 @@
 #include "sgp/error.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
 #include "sgp/gossip/wire_format.hpp"
+#include "sgp/topology/analysis.hpp"
+#include "sgp/topology/generator.hpp"
 #include "sgp/transport/inproc_transport.hpp"
 
 using namespace sgp;
@@ -37,19 +39,54 @@ std::vector<sgp::testing::PeerResult> run_inproc(const topology::Schedule& s,
   return sgp::testing::run_peers(s, transports, dim, rounds, cfg, hook);
 }
 
-const Graph kGraphs[] = {Graph::ring, Graph::exponential, Graph::complete};
 const int kSizes[] = {1, 2, 3, 5, 8, 16};
 constexpr std::size_t kDim = 33;
+
+struct Case {
+  std::string name;
+  topology::Schedule schedule;
+};
+
+// Every generator kind for every N in kSizes it accepts (a hypercube needs a power of two, a
+// torus a composite N, every kind N >= 2), plus the single peer.
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (int n : kSizes) {
+    if (n == 1) {
+      cases.push_back({"single peer", sgp::testing::make_schedule(Graph::ring, 1)});
+      continue;
+    }
+    for (auto kind : topology::all_topology_kinds()) {
+      topology::GeneratorOptions options;
+      options.num_peers = n;
+      options.seed = 7;
+      try {
+        cases.push_back({fmt::format("{} N={}", topology::topology_kind_name(kind), n),
+                         topology::generate_topology(kind, options)});
+      } catch (const InputError&) {
+        // This kind does not exist for this N.
+      }
+    }
+  }
+  return cases;
+}
+
+// Rounds for a relative error of 1e-6: what the topology's consensus rate predicts for 1e-7 (a
+// factor 10 of margin), plus 10% and one period.
+int predicted_rounds(const topology::Schedule& s) {
+  const auto report = topology::analyze_topology(s, kDim, 1e-7);
+  REQUIRE(report.predicted_rounds.has_value());
+  return static_cast<int>(*report.predicted_rounds * 11 / 10) + s.period() + 1;
+}
 
 }  // namespace
 
 TEST_CASE("sync push-sum reaches the exact mean and conserves weight every round") {
-  for (Graph g : kGraphs) {
-    for (int n : kSizes) {
-      CAPTURE(sgp::testing::graph_name(g));
-      CAPTURE(n);
-      const auto s = sgp::testing::make_schedule(g, n);
-      const int rounds = sgp::testing::reference_rounds(s, kDim, 1e-7) * 11 / 10 + 5;
+  for (const auto& [name, s] : all_cases()) {
+    {
+      CAPTURE(name);
+      const int n = s.num_peers();
+      const int rounds = predicted_rounds(s);
       transport::InProcNetwork net(n);
       gossip::PushSumConfig cfg;
       cfg.timeout = std::chrono::milliseconds(20000);
@@ -69,12 +106,11 @@ TEST_CASE("sync push-sum reaches the exact mean and conserves weight every round
 
 TEST_CASE("overlap push-sum (tau 0, 1, 2) converges and conserves mass after finish") {
   for (int tau : {0, 1, 2}) {
-    for (Graph g : kGraphs) {
-      for (int n : {1, 3, 8, 16}) {
+    for (const auto& [name, s] : all_cases()) {
+      {
         CAPTURE(tau);
-        CAPTURE(sgp::testing::graph_name(g));
-        CAPTURE(n);
-        const auto s = sgp::testing::make_schedule(g, n);
+        CAPTURE(name);
+        const int n = s.num_peers();
         // Stale mixing is slower: the rate with every message tau rounds late, plus a margin.
         const int rounds = sgp::testing::reference_rounds(s, kDim, 1e-7, tau) * 11 / 10 + 5;
         transport::InProcNetwork net(n);
