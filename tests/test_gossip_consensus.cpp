@@ -8,11 +8,13 @@
 #include <set>
 #include <thread>
 
-#include "gossip_test_support.hpp"
+#include "gossip_peer_runner.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
 #include "sgp/gossip/wire_format.hpp"
+#include "sgp/topology/analysis.hpp"
+#include "sgp/topology/generator.hpp"
 #include "sgp/transport/inproc_transport.hpp"
 
 using namespace sgp;
@@ -20,88 +22,71 @@ using sgp::testing::Graph;
 
 namespace {
 
-struct PeerResult {
-  std::vector<float> z;
-  std::vector<double> w_after_round;
-  double final_weight = 0;
-  gossip::PushSumMetrics metrics;
-  std::string error;
-};
+using sgp::testing::check_consensus;
+using sgp::testing::Hook;
 
-// Called on a peer's thread after each of its rounds (round = rounds completed).
-using Hook = std::function<void(int rank, std::int64_t round)>;
-
-std::vector<PeerResult> run_inproc(const topology::Schedule& s, transport::InProcNetwork& net,
-                                   std::size_t dim, int rounds, gossip::PushSumConfig cfg,
-                                   const std::set<int>& absent = {}, Hook hook = {}) {
-  const int n = s.num_peers();
-  std::vector<PeerResult> results(n);
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < n; ++rank) {
-    if (absent.contains(rank)) continue;
-    threads.emplace_back([&, rank] {
-      PeerResult& out = results[rank];
-      try {
-        compute::CpuBackend backend(1);
-        auto x = sgp::testing::initial_vector(rank, n, dim);
-        transport::InProcTransport t(net, rank);
-        gossip::PushSumEngine engine(backend, s, t, x.data(), dim, cfg);
-        for (int k = 0; k < rounds; ++k) {
-          engine.step(k);
-          out.w_after_round.push_back(engine.weight());
-          if (hook) hook(rank, engine.round());
-        }
-        engine.finish();
-        out.z.resize(dim);
-        engine.debias(out.z.data());
-        out.final_weight = engine.weight();
-        out.metrics = engine.metrics();
-      } catch (const std::exception& e) {
-        out.error = e.what();
-      }
-    });
+std::vector<sgp::testing::PeerResult> run_inproc(const topology::Schedule& s,
+                                                 transport::InProcNetwork& net, std::size_t dim,
+                                                 int rounds, gossip::PushSumConfig cfg,
+                                                 const std::set<int>& absent = {}, Hook hook = {}) {
+  std::vector<std::unique_ptr<transport::InProcTransport>> owned;
+  std::vector<transport::Transport*> transports;
+  for (int rank = 0; rank < s.num_peers(); ++rank) {
+    owned.push_back(
+        absent.contains(rank) ? nullptr : std::make_unique<transport::InProcTransport>(net, rank));
+    transports.push_back(owned.back().get());
   }
-  for (auto& t : threads) t.join();
-  return results;
+  return sgp::testing::run_peers(s, transports, dim, rounds, cfg, hook);
 }
 
-double relative_error(const std::vector<float>& z, const std::vector<double>& mean) {
-  double worst = 0, scale = 0;
-  for (std::size_t d = 0; d < z.size(); ++d) {
-    worst = std::max(worst, std::abs(z[d] - mean[d]));
-    scale = std::max(scale, std::abs(mean[d]));
-  }
-  return worst / scale;
-}
-
-void check_consensus(const std::vector<PeerResult>& results, const topology::Schedule& s,
-                     std::size_t dim, int rounds, double min_tolerance = 1e-6) {
-  const int n = s.num_peers();
-  const auto mean = sgp::testing::exact_mean(n, dim);
-  const double tolerance = std::max(min_tolerance, 2 * sgp::testing::float32_floor(s, dim, rounds));
-  double total_w = 0;
-  for (int r = 0; r < n; ++r) {
-    INFO("rank " << r);
-    REQUIRE(results[r].error == "");
-    CHECK(relative_error(results[r].z, mean) <= tolerance);
-    total_w += results[r].final_weight;
-  }
-  CHECK(std::abs(total_w - n) <= 1e-12);
-}
-
-const Graph kGraphs[] = {Graph::ring, Graph::exponential, Graph::complete};
 const int kSizes[] = {1, 2, 3, 5, 8, 16};
 constexpr std::size_t kDim = 33;
+
+struct Case {
+  std::string name;
+  topology::Schedule schedule;
+};
+
+// Every generator kind for every N in kSizes it accepts (a hypercube needs a power of two, a
+// torus a composite N, every kind N >= 2), plus the single peer.
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (int n : kSizes) {
+    if (n == 1) {
+      cases.push_back({"single peer", sgp::testing::make_schedule(Graph::ring, 1)});
+      continue;
+    }
+    for (auto kind : topology::all_topology_kinds()) {
+      topology::GeneratorOptions options;
+      options.num_peers = n;
+      options.seed = 7;
+      try {
+        cases.push_back({fmt::format("{} N={}", topology::topology_kind_name(kind), n),
+                         topology::generate_topology(kind, options)});
+      } catch (const InputError&) {
+        // This kind does not exist for this N.
+      }
+    }
+  }
+  return cases;
+}
+
+// Rounds for a relative error of 1e-6: what the topology's consensus rate predicts for 1e-7 (a
+// factor 10 of margin), plus 10% and one period.
+int predicted_rounds(const topology::Schedule& s) {
+  const auto report = topology::analyze_topology(s, kDim, 1e-7);
+  REQUIRE(report.predicted_rounds.has_value());
+  return static_cast<int>(*report.predicted_rounds * 11 / 10) + s.period() + 1;
+}
 
 }  // namespace
 
 TEST_CASE("sync push-sum reaches the exact mean and conserves weight every round") {
-  for (Graph g : kGraphs) {
-    for (int n : kSizes) {
-      CAPTURE(sgp::testing::graph_name(g));
-      CAPTURE(n);
-      const auto s = sgp::testing::make_schedule(g, n);
-      const int rounds = sgp::testing::reference_rounds(s, kDim, 1e-7) * 11 / 10 + 5;
+  for (const auto& [name, s] : all_cases()) {
+    {
+      CAPTURE(name);
+      const int n = s.num_peers();
+      const int rounds = predicted_rounds(s);
       transport::InProcNetwork net(n);
       gossip::PushSumConfig cfg;
       cfg.timeout = std::chrono::milliseconds(20000);
@@ -121,12 +106,11 @@ TEST_CASE("sync push-sum reaches the exact mean and conserves weight every round
 
 TEST_CASE("overlap push-sum (tau 0, 1, 2) converges and conserves mass after finish") {
   for (int tau : {0, 1, 2}) {
-    for (Graph g : kGraphs) {
-      for (int n : {1, 3, 8, 16}) {
+    for (const auto& [name, s] : all_cases()) {
+      {
         CAPTURE(tau);
-        CAPTURE(sgp::testing::graph_name(g));
-        CAPTURE(n);
-        const auto s = sgp::testing::make_schedule(g, n);
+        CAPTURE(name);
+        const int n = s.num_peers();
         // Stale mixing is slower: the rate with every message tau rounds late, plus a margin.
         const int rounds = sgp::testing::reference_rounds(s, kDim, 1e-7, tau) * 11 / 10 + 5;
         transport::InProcNetwork net(n);

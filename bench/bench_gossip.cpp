@@ -1,0 +1,185 @@
+// Benchmark (figures only, no assertions): one push-sum round between peers on loopback, next to
+// the two limits measured in the same run (BENCHMARKS.md):
+//   memcpy    single-threaded memcpy of the message size (the machine's copy bandwidth);
+//   raw zmq   libzmq PUSH->PULL over tcp://127.0.0.1, the same message size and the same pattern
+//             (every peer sends one message to its out-neighbour and waits for one), zero-copy
+//             send, no header, no hashing, no mixing: what ZeroMQ alone achieves;
+//   push-sum  PushSumEngine::mix() over ZmqTransport (header, XXH3 on both sides, axpy).
+// Figures: median wall time of one round and "algorithm bandwidth" = message bytes / round time
+// (the bytes each peer sends in a round, divided by the round's time). ratio = push-sum GB/s /
+// raw zmq GB/s (goal >= 0.70).
+//
+// Usage: bench_gossip [peers=2] [reps=7] [sizes in floats...]  (default: 669706 and 37500000,
+// i.e. the 2.68 MB W1 model and a 150 MB vector)
+#include <zmq.h>
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sgp/compute/cpu_backend.hpp"
+#include "sgp/gossip/push_sum_engine.hpp"
+#include "sgp/topology/schedule.hpp"
+#include "sgp/transport/zmq_transport.hpp"
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double memcpy_seconds(std::size_t bytes, int reps) {
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    a[r % bytes] = b[(r * 7) % bytes];  // keep the copy observable
+  }
+  return median(t);
+}
+
+void check_zmq(int rc, const char* what) {
+  if (rc < 0) {
+    std::fprintf(stderr, "bench_gossip: %s: %s\n", what, zmq_strerror(zmq_errno()));
+    std::exit(1);
+  }
+}
+
+// Every thread: one PULL bound on 127.0.0.1:*, one PUSH to the next rank (a directed ring); one
+// context (one I/O thread) per peer, as in separate peer processes and in ZmqTransport.
+double raw_zmq_seconds(int peers, std::size_t bytes, int reps) {
+  std::vector<void*> ctx(peers);
+  std::vector<void*> pull(peers), push(peers);
+  std::vector<std::string> endpoints(peers);
+  for (int r = 0; r < peers; ++r) {
+    ctx[r] = zmq_ctx_new();
+    pull[r] = zmq_socket(ctx[r], ZMQ_PULL);
+    check_zmq(zmq_bind(pull[r], "tcp://127.0.0.1:*"), "bind");
+    char ep[256];
+    size_t len = sizeof ep;
+    zmq_getsockopt(pull[r], ZMQ_LAST_ENDPOINT, ep, &len);
+    endpoints[r] = ep;
+  }
+  for (int r = 0; r < peers; ++r) {
+    push[r] = zmq_socket(ctx[r], ZMQ_PUSH);
+    check_zmq(zmq_connect(push[r], endpoints[(r + 1) % peers].c_str()), "connect");
+  }
+  std::vector<std::vector<char>> buffers(peers, std::vector<char>(bytes, 3));
+  std::vector<double> times;
+  std::barrier sync(peers);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < peers; ++r) {
+    threads.emplace_back([&, r] {
+      for (int k = 0; k < reps + 1; ++k) {
+        sync.arrive_and_wait();
+        const auto start = Clock::now();
+        zmq_msg_t out;
+        zmq_msg_init_data(&out, buffers[r].data(), bytes, nullptr, nullptr);
+        check_zmq(zmq_msg_send(&out, push[r], 0), "send");
+        zmq_msg_t in;
+        zmq_msg_init(&in);
+        check_zmq(zmq_msg_recv(&in, pull[r], 0), "recv");
+        zmq_msg_close(&in);
+        sync.arrive_and_wait();
+        if (r == 0 && k > 0)
+          times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < peers; ++r) {
+    zmq_close(push[r]);
+    zmq_close(pull[r]);
+    zmq_ctx_term(ctx[r]);
+  }
+  return median(times);
+}
+
+double push_sum_seconds(int peers, std::size_t n, int reps) {
+  std::vector<std::vector<sgp::topology::Push>> edges(peers);
+  std::vector<double> self(peers, 1.0);
+  if (peers > 1) {
+    for (int r = 0; r < peers; ++r) {
+      edges[r].push_back({(r + 1) % peers, 0.5});
+      self[r] = 0.5;
+    }
+  }
+  sgp::topology::Schedule schedule(peers, {edges}, {self});
+  std::vector<std::unique_ptr<sgp::transport::ZmqTransport>> ts;
+  for (int r = 0; r < peers; ++r) {
+    ts.push_back(std::make_unique<sgp::transport::ZmqTransport>(r, "tcp://127.0.0.1:*"));
+  }
+  for (int r = 0; r < peers; ++r) {
+    for (int d : schedule.all_out_neighbors(r)) ts[r]->connect(d, ts[d]->endpoint());
+  }
+  std::vector<double> times;
+  std::barrier sync(peers);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < peers; ++r) {
+    threads.emplace_back([&, r] {
+      sgp::compute::CpuBackend backend(1);
+      std::vector<float> x(n, static_cast<float>(r + 1));
+      sgp::gossip::PushSumConfig cfg;
+      cfg.timeout = std::chrono::milliseconds(120000);
+      sgp::gossip::PushSumEngine engine(backend, schedule, *ts[r], x.data(), n, cfg);
+      for (int k = 0; k < reps + 1; ++k) {
+        sync.arrive_and_wait();
+        const auto start = Clock::now();
+        engine.mix();
+        sync.arrive_and_wait();
+        if (r == 0 && k > 0)
+          times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      }
+      if (r == 0) {
+        const auto m = engine.metrics();
+        std::printf("    rank 0 over %lld rounds: send %.1f ms, wait %.1f ms, apply %.1f ms\n",
+                    static_cast<long long>(m.rounds), m.send_seconds * 1e3, m.wait_seconds * 1e3,
+                    m.apply_seconds * 1e3);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return median(times);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int peers = argc > 1 ? std::atoi(argv[1]) : 2;
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 7;
+  std::vector<std::size_t> sizes;
+  for (int i = 3; i < argc; ++i) sizes.push_back(std::strtoull(argv[i], nullptr, 10));
+  if (sizes.empty()) sizes = {669706, 37500000};
+  if (peers < 2 || reps < 1) {
+    std::fprintf(stderr, "usage: bench_gossip [peers>=2] [reps>=1] [floats...]\n");
+    return 2;
+  }
+  std::printf(
+      "push-sum round, %d peers in one process (directed ring, self weight 1/2), tcp "
+      "loopback, %d reps, median\n",
+      peers, reps);
+  for (std::size_t n : sizes) {
+    const std::size_t bytes = n * sizeof(float);
+    const double gb = static_cast<double>(bytes) / 1e9;
+    std::printf("message %zu floats = %.2f MB\n", n, bytes / 1e6);
+    const double t_copy = memcpy_seconds(bytes, reps);
+    const double t_raw = raw_zmq_seconds(peers, bytes, reps);
+    const double t_ps = push_sum_seconds(peers, n, reps);
+    std::printf("  memcpy    %9.3f ms  %7.2f GB/s\n", t_copy * 1e3, gb / t_copy);
+    std::printf("  raw zmq   %9.3f ms  %7.2f GB/s\n", t_raw * 1e3, gb / t_raw);
+    std::printf("  push-sum  %9.3f ms  %7.2f GB/s   ratio to raw zmq %.2f\n", t_ps * 1e3, gb / t_ps,
+                t_raw / t_ps);
+  }
+  return 0;
+}

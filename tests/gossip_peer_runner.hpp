@@ -1,0 +1,87 @@
+#pragma once
+// Runs N push-sum peers as threads of this process, one engine each, over transports the test
+// made (in-process or ZeroMQ), and checks the consensus they reach.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <thread>
+
+#include "gossip_test_support.hpp"
+#include "sgp/compute/cpu_backend.hpp"
+#include "sgp/gossip/push_sum_engine.hpp"
+
+namespace sgp::testing {
+
+struct PeerResult {
+  std::vector<float> z;
+  std::vector<double> w_after_round;
+  double final_weight = 0;
+  gossip::PushSumMetrics metrics;
+  std::string error;
+};
+
+// Called on a peer's thread after each of its rounds (round = rounds completed).
+using Hook = std::function<void(int rank, std::int64_t round)>;
+
+// transports[rank] == nullptr: that peer never starts.
+inline std::vector<PeerResult> run_peers(const topology::Schedule& s,
+                                         const std::vector<transport::Transport*>& transports,
+                                         std::size_t dim, int rounds, gossip::PushSumConfig cfg,
+                                         Hook hook = {}) {
+  const int n = s.num_peers();
+  std::vector<PeerResult> results(n);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; ++rank) {
+    if (transports[rank] == nullptr) continue;
+    threads.emplace_back([&, rank] {
+      PeerResult& out = results[rank];
+      try {
+        compute::CpuBackend backend(1);
+        auto x = initial_vector(rank, n, dim);
+        gossip::PushSumEngine engine(backend, s, *transports[rank], x.data(), dim, cfg);
+        for (int k = 0; k < rounds; ++k) {
+          engine.step(k);
+          out.w_after_round.push_back(engine.weight());
+          if (hook) hook(rank, engine.round());
+        }
+        engine.finish();
+        out.z.resize(dim);
+        engine.debias(out.z.data());
+        out.final_weight = engine.weight();
+        out.metrics = engine.metrics();
+      } catch (const std::exception& e) {
+        out.error = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+inline double relative_error(const std::vector<float>& z, const std::vector<double>& mean) {
+  double worst = 0, scale = 0;
+  for (std::size_t d = 0; d < z.size(); ++d) {
+    worst = std::max(worst, std::abs(z[d] - mean[d]));
+    scale = std::max(scale, std::abs(mean[d]));
+  }
+  return worst / scale;
+}
+
+// Every peer within max(min_tolerance, 2 x the float32 floor) of the exact mean; total weight N.
+inline void check_consensus(const std::vector<PeerResult>& results, const topology::Schedule& s,
+                            std::size_t dim, int rounds, double min_tolerance = 1e-6) {
+  const int n = s.num_peers();
+  const auto mean = exact_mean(n, dim);
+  const double tolerance = std::max(min_tolerance, 2 * float32_floor(s, dim, rounds));
+  double total_w = 0;
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r);
+    REQUIRE(results[r].error == "");
+    CHECK(relative_error(results[r].z, mean) <= tolerance);
+    total_w += results[r].final_weight;
+  }
+  CHECK(std::abs(total_w - n) <= 1e-12);
+}
+
+}  // namespace sgp::testing
