@@ -134,6 +134,29 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
   return record;
 }
 
+void serve_monitor(ConsensusMonitor& monitor, transport::SnapshotReceiver& receiver,
+                   const std::atomic<bool>& stop, std::int64_t until_iteration,
+                   std::chrono::milliseconds drain) {
+  auto done = [&] {
+    return until_iteration > 0 && !monitor.records().empty() &&
+           monitor.records().back().iteration >= until_iteration;
+  };
+  try {
+    while (!stop.load() && !done()) {
+      if (auto message = receiver.receive(std::chrono::milliseconds(200))) {
+        monitor.add(std::move(*message));
+      }
+    }
+    while (!done()) {
+      auto message = receiver.receive(drain);
+      if (!message) break;
+      monitor.add(std::move(*message));
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("monitor stopped: {} (training goes on without it)", e.what());
+  }
+}
+
 nlohmann::json ConsensusMonitor::summary() const {
   nlohmann::json s = {{"evaluations", records_.size()}, {"rejected_snapshots", rejected_}};
   if (!records_.empty()) {

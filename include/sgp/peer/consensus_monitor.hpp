@@ -10,7 +10,10 @@
 //
 // Snapshots use the gossip wire format (gossip/wire_format.hpp) with sender = rank,
 // round = iteration, weight = coefficient = 1, so every field is validated the same way.
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -25,6 +28,7 @@
 
 namespace sgp::transport {
 class SnapshotSender;
+class SnapshotReceiver;
 }
 
 namespace sgp::peer {
@@ -79,6 +83,14 @@ class ConsensusMonitor {
   std::vector<MonitorRecord> records_;
   std::uint64_t rejected_ = 0;
 };
+
+// Receives snapshots into `monitor` until `stop` is set, then drains what is still queued
+// (until nothing arrives for `drain`) and returns. Errors are logged, never thrown: a monitor
+// problem must not stop anything else. With until_iteration > 0 it also returns once that
+// iteration's record is complete.
+void serve_monitor(ConsensusMonitor& monitor, transport::SnapshotReceiver& receiver,
+                   const std::atomic<bool>& stop, std::int64_t until_iteration = 0,
+                   std::chrono::milliseconds drain = std::chrono::milliseconds(1000));
 
 // Consensus error of host vectors, exactly as the monitor computes it (for tests and tools).
 double relative_consensus_error(const std::vector<std::vector<float>>& z);
