@@ -161,6 +161,8 @@ TEST_CASE("degrees, bytes per round and connectivity") {
   for (int leaf = 1; leaf < 4; ++leaf) edges[0][0].push_back({leaf, 0.25});
   const Schedule one_way(4, edges, {{0.25, 1.0, 1.0, 1.0}});
   CHECK(union_strong_components(one_way) == 4);
+  CHECK(union_components(one_way) == std::vector<std::vector<int>>{{0}, {1}, {2}, {3}});
+  CHECK(union_components(make(TopologyKind::kStar, 3)) == std::vector<std::vector<int>>{{0, 1, 2}});
   CHECK_FALSE(union_diameter(one_way).has_value());
   const TopologyReport r = analyze_topology(one_way, 1);
   CHECK(format_report(r).find("NO (4 strongly connected components") != std::string::npos);

@@ -182,8 +182,7 @@ TEST_CASE("bad files: each problem is reported with its place and what was expec
       CHECK(contains(what, "bad.dot: " + c.expected));
     }
   }
-  CHECK(contains(error_of("digraph { 0 -> 1; 1 -> 0 }", kNeedEndpoints),
-                 "node 0: no endpoint"));
+  CHECK(contains(error_of("digraph { 0 -> 1; 1 -> 0 }", kNeedEndpoints), "node 0: no endpoint"));
 }
 
 TEST_CASE("every problem in a file is reported, not only the first") {

@@ -58,11 +58,19 @@ Matrix period_product(const Schedule& schedule) {
   return a;
 }
 
-int union_strong_components(const Schedule& schedule) {
+std::vector<std::vector<int>> union_components(const Schedule& schedule) {
   const UnionGraph g = union_graph(schedule);
   std::vector<int> component(boost::num_vertices(g));
-  return boost::strong_components(
+  const int count = boost::strong_components(
       g, boost::make_iterator_property_map(component.begin(), boost::get(boost::vertex_index, g)));
+  std::vector<std::vector<int>> groups(count);
+  for (int rank = 0; rank < schedule.num_peers(); ++rank) groups[component[rank]].push_back(rank);
+  std::sort(groups.begin(), groups.end());
+  return groups;
+}
+
+int union_strong_components(const Schedule& schedule) {
+  return static_cast<int>(union_components(schedule).size());
 }
 
 std::optional<int> union_diameter(const Schedule& schedule) {

@@ -40,6 +40,8 @@ Matrix period_product(const Schedule& schedule);
 // The number of strongly connected components of the union of the phases' graphs (Boost
 // strong_components); 1 means every peer's value can reach every other peer.
 int union_strong_components(const Schedule& schedule);
+// The same components as groups of ranks: each group ascending, groups ordered by their first rank.
+std::vector<std::vector<int>> union_components(const Schedule& schedule);
 // Longest shortest path (hops) in the union graph, or nullopt when it is not strongly connected.
 std::optional<int> union_diameter(const Schedule& schedule);
 
