@@ -38,7 +38,7 @@ using DotGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directed
                                        DotGraphAttributes>;
 
 constexpr double kColumnTolerance = 1e-9;
-constexpr int kMaxPeriod = 1 << 20;
+constexpr int kMaxPeriod = 1024;  // far above any real schedule; bounds memory
 
 // The problems found in one file; thrown together as one InputError.
 class Problems {

@@ -67,11 +67,16 @@ struct TopologyReport {
   std::int64_t parameter_count = 0;
   double mean_bytes_per_round = 0.0;     // per peer, averaged over peers and phases
   std::int64_t max_bytes_per_round = 0;  // the busiest peer in the busiest phase
-  double consensus_rate = 0.0;           // sigma, per period
-  double asymptotic_rate = 0.0;          // rho, per period
+  // sigma and rho per period; nullopt above kMaxSpectralPeers peers (dense O(N^3) work).
+  std::optional<double> consensus_rate;
+  std::optional<double> asymptotic_rate;
   double tolerance = 1e-6;
-  std::optional<std::int64_t> predicted_rounds;  // from sigma; nullopt when sigma >= 1
+  std::optional<std::int64_t> predicted_rounds;  // from sigma; nullopt when sigma >= 1 or unknown
 };
+
+// Above this many peers analyze_topology skips sigma, rho and the predicted rounds (about a
+// minute of dense linear algebra at 1024 peers already).
+inline constexpr int kMaxSpectralPeers = 1024;
 
 TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter_count,
                                 double tolerance = 1e-6);
