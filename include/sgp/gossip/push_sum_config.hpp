@@ -1,0 +1,57 @@
+#pragma once
+// Settings and metrics of the push-sum engine (PushSumEngine).
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "sgp/gossip/wire_format.hpp"
+
+namespace sgp::gossip {
+
+enum class Mode {
+  sync,     // SGP: round k ends when every in-neighbour's round-k message is in
+  overlap,  // OSGP: a communication thread sends/receives while the caller computes; bounded lag
+};
+
+// "sync" or "overlap"; throws InputError naming `what` otherwise.
+Mode parse_mode(const std::string& text, const std::string& what = "--mode");
+std::string_view mode_name(Mode mode);
+
+struct PushSumConfig {
+  Mode mode = Mode::sync;
+  // Overlap mode: round k may end while every in-neighbour's messages of rounds <= k - tau are
+  // in (tau = 0 waits like sync mode). Ignored in sync mode.
+  int tau = 1;
+  // step(iteration) gossips once every `gossip_every` iterations (H).
+  int gossip_every = 1;
+  // Longest wait for a peer's message, or for the transport to release a sent buffer, before
+  // IoError (naming the peer and the round).
+  std::chrono::milliseconds timeout{30000};
+  // Messages for a round more than this far ahead of ours are rejected (future_round).
+  std::int64_t max_rounds_ahead = 1024;
+};
+
+// Counters since construction. Bytes count payload plus header.
+struct PushSumMetrics {
+  std::int64_t rounds = 0;
+  std::uint64_t messages_sent = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t messages_received = 0;  // accepted and applied
+  std::uint64_t bytes_received = 0;
+  double send_seconds = 0.0;   // caller's thread: staging, hashing and queuing sends
+  double wait_seconds = 0.0;   // caller's thread: blocked on peers' messages or buffer releases
+  double apply_seconds = 0.0;  // caller's thread: scale and axpy of the mixing
+  std::array<std::uint64_t, kNumRejectCauses> rejected{};
+
+  std::uint64_t rejected_total() const {
+    std::uint64_t total = 0;
+    for (auto r : rejected) total += r;
+    return total;
+  }
+  std::uint64_t rejected_for(RejectCause cause) const {
+    return rejected[static_cast<std::size_t>(cause)];
+  }
+};
+
+}  // namespace sgp::gossip

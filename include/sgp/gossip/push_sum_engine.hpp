@@ -1,0 +1,133 @@
+#pragma once
+// The push-sum gossip engine of one peer (Assran et al. 2019, Algorithm 1 = SGP and its overlap
+// variant OSGP). State: the caller's flat parameter buffer x (backend memory, CPU or GPU) and the
+// push-sum weight w (starts at 1). Round k:
+//   keep p_ii * (x, w), push p_ji * (x, w) to each out-neighbour j of phase k % period,
+//   add what the in-neighbours pushed for round k.  De-biased parameters: z = x / w.
+// Messages carry x UNSCALED plus the coefficient p_ji (see wire_format.hpp), so on the CPU the
+// caller's x goes to the transport without a copy; GPU buffers are staged through host memory.
+//
+// The engine sees only the abstract Transport, the Schedule and the compute Backend. It is used
+// from one thread (the peer's compute thread); in overlap mode it owns one communication thread.
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sgp/compute/backend.hpp"
+#include "sgp/gossip/push_sum_config.hpp"
+#include "sgp/gossip/wire_format.hpp"
+#include "sgp/topology/schedule.hpp"
+#include "sgp/transport/transport.hpp"
+
+namespace sgp::gossip {
+
+class InFlight;
+class RoundTracker;
+
+class PushSumEngine {
+ public:
+  // x: n floats in `backend`'s memory, the caller's parameters (the engine mixes them in place
+  // and never frees them; they must outlive the engine). The transport's rank is this peer's
+  // rank in `schedule`. w starts at 1.
+  PushSumEngine(compute::Backend& backend, topology::Schedule schedule,
+                transport::Transport& transport, float* x, std::size_t n,
+                PushSumConfig config = {});
+  // Stops the communication thread and waits (bounded) until the transport has released every
+  // buffer it was given.
+  ~PushSumEngine();
+  PushSumEngine(const PushSumEngine&) = delete;
+  PushSumEngine& operator=(const PushSumEngine&) = delete;
+
+  // Gossips (mix()) when (iteration + 1) % gossip_every == 0; returns whether it did.
+  bool step(std::int64_t iteration);
+  // One push-sum round (round() is its number). Sync: returns once the round is complete.
+  // Overlap: queues this round's pushes, applies what has arrived, and blocks only while some
+  // in-neighbour's messages of a round <= round() - tau are missing.
+  // Throws IoError naming the peer and round when a message is missing past the timeout.
+  void mix();
+  // Overlap: blocks until every message of every round mixed so far has been received and
+  // applied and every sent buffer released (mass is then exactly where sync mode puts it).
+  // Sync: waits for outstanding buffer releases only.
+  void finish();
+
+  // z = x / w (z: n floats in backend memory).
+  void debias(float* z);
+  double weight() const { return w_; }
+  std::int64_t round() const { return round_; }  // rounds mixed so far
+  int rank() const { return rank_; }
+  std::size_t size() const { return n_; }
+  const PushSumConfig& config() const { return config_; }
+  const topology::Schedule& schedule() const { return schedule_; }
+  PushSumMetrics metrics() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  const float* stage_for_send();
+  void send_round(std::int64_t round, const float* src, double weight,
+                  std::vector<transport::ReleaseFn> releases);
+  void scale_self(std::int64_t round);
+  std::optional<DecodedMessage> next_message(Clock::time_point deadline);
+  std::optional<DecodedMessage> decode(transport::Message message);
+  void drain_inbox();
+  void admit(DecodedMessage message);
+  void apply_ready(std::int64_t up_to_round);
+  void apply(const DecodedMessage& message);
+  void wait_until_complete(std::int64_t round);
+  void wait_until_closed(std::int64_t target, std::int64_t apply_limit);
+  void wait_released(const void* buffer, std::int64_t round);
+  void add_wait(Clock::time_point start);
+  [[noreturn]] void fail_missing(std::int64_t round);
+  void reject(RejectCause cause, const std::string& detail);
+  void comm_loop();
+  void rethrow_comm_error();
+
+  compute::Backend& backend_;
+  topology::Schedule schedule_;
+  transport::Transport& transport_;
+  float* x_;
+  std::size_t n_;
+  PushSumConfig config_;
+  int rank_;
+  bool host_x_;  // x lives in host memory (CPU backend): sent and read without staging
+  double w_ = 1.0;
+  std::int64_t round_ = 0;
+  bool failed_ = false;
+
+  std::shared_ptr<InFlight> in_flight_;  // shared with release callbacks that may outlive us
+  std::vector<float*> staging_;          // host buffers (allocate_host) for snapshots / GPU
+  float* scratch_host_ = nullptr;        // aligned copy of a misaligned received payload
+  float* scratch_device_ = nullptr;      // GPU: upload target of a received payload
+  std::unique_ptr<RoundTracker> tracker_;
+  std::map<std::int64_t, std::vector<DecodedMessage>> held_;  // accepted, not yet applied
+
+  mutable std::mutex metrics_mutex_;
+  PushSumMetrics metrics_;
+  std::array<bool, kNumRejectCauses> logged_{};
+
+  // Overlap mode: the communication thread and its queues.
+  struct SendJob {
+    std::int64_t round;
+    const float* src;
+    double weight;
+    std::vector<transport::ReleaseFn> releases;  // one per out-edge, in order
+  };
+  std::mutex comm_mutex_;
+  std::condition_variable inbox_ready_;
+  std::deque<SendJob> send_queue_;
+  std::deque<DecodedMessage> inbox_;
+  std::exception_ptr comm_error_;
+  bool stop_ = false;
+  std::thread comm_thread_;
+};
+
+}  // namespace sgp::gossip

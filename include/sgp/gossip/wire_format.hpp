@@ -1,0 +1,97 @@
+#pragma once
+// The push-sum message on the wire: two ZeroMQ frames (or in-process frames), a fixed 64-byte
+// header and the payload. All integers and floats little-endian (checked at compile time).
+//
+//   offset size  field
+//        0    4  magic            0x53475031 ("SGP1" read as a big-endian word)
+//        4    2  version          1
+//        6    2  dtype            1 = float32 (the only one so far)
+//        8    4  sender           int32, the sender's rank
+//       12    4  reserved         0
+//       16    8  round            int64, the gossip round the message belongs to
+//       24    8  weight           float64, the sender's push-sum weight w when it sent
+//       32    8  coefficient      float64, p_ji: the receiver adds coefficient * (payload, weight)
+//       40    8  count            uint64, number of elements in the payload
+//       48    8  payload_hash     XXH3_64bits of the payload bytes
+//       56    8  header_hash      XXH3_64bits of header bytes 0..55
+//   frame 2: count * sizeof(dtype) bytes: the sender's x, UNSCALED.
+//
+// Why the coefficient travels with the message: the sender pushes its own x buffer as it is
+// (zero copy) instead of a scaled copy p_ji * x; the receiver performs y += p_ji * x_msg (one
+// axpy it has to do anyway), and the sender scales its own x by p_ii once the transport has
+// released the buffer. Mass is conserved exactly as in the textbook form. The receiver checks the
+// coefficient against its own copy of the schedule.
+//
+// Every field is validated before anything is applied (decode_message below for what one message
+// can tell, RoundTracker for rounds and duplicates); a rejected message is counted per
+// RejectCause and never applied.
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <variant>
+
+#include "sgp/transport/message.hpp"
+
+namespace sgp::gossip {
+
+static_assert(std::endian::native == std::endian::little, "the wire format assumes little-endian");
+
+inline constexpr std::uint32_t kWireMagic = 0x53475031;
+inline constexpr std::uint16_t kWireVersion = 1;
+inline constexpr std::uint16_t kDtypeFloat32 = 1;
+inline constexpr std::size_t kHeaderBytes = 64;
+
+struct WireHeader {
+  std::int32_t sender = 0;
+  std::int64_t round = 0;
+  double weight = 0.0;
+  double coefficient = 0.0;
+  std::uint64_t count = 0;
+  std::uint64_t payload_hash = 0;
+};
+
+// Why a message was refused. Keep reject_cause_name() and kNumRejectCauses in step.
+enum class RejectCause : int {
+  frame_count,  // not exactly [header, payload]
+  header_size,  // header frame truncated or oversized
+  bad_magic,
+  bad_version,
+  header_checksum,  // header bytes corrupted
+  bad_dtype,
+  bad_size,  // count differs from the local vector, or payload bytes != count * 4
+  payload_checksum,
+  unknown_sender,     // rank outside 0..N-1, or our own rank
+  bad_weight,         // weight or coefficient not finite and positive
+  unexpected_sender,  // sender does not push to us in that round
+  bad_coefficient,    // coefficient differs from the schedule's p_ji
+  stale_round,        // round already completed (beyond the staleness bound)
+  duplicate_round,    // a second message from the same sender for the same round
+  future_round,       // round too far ahead of ours
+};
+inline constexpr int kNumRejectCauses = 15;
+std::string_view reject_cause_name(RejectCause cause);
+
+// 64 header bytes for `header` (magic, version, dtype and header hash filled in).
+std::array<std::byte, kHeaderBytes> encode_header(const WireHeader& header);
+
+// XXH3_64bits over a payload.
+std::uint64_t payload_hash(std::span<const std::byte> payload);
+
+// A message whose frames passed every check that needs no state beyond the vector length and
+// the number of peers: frame layout, magic, version, header hash, dtype, size, sender range,
+// finite positive weight/coefficient, payload hash.
+struct DecodedMessage {
+  WireHeader header;
+  std::span<const std::byte> payload;  // points into `message`
+  transport::Message message;
+};
+
+// Either the decoded message or why it was refused. `self` is the receiver's rank.
+std::variant<DecodedMessage, RejectCause> decode_message(transport::Message message,
+                                                         std::uint64_t expected_count,
+                                                         int num_peers, int self);
+
+}  // namespace sgp::gossip

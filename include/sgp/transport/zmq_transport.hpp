@@ -1,0 +1,76 @@
+#pragma once
+// The ZeroMQ transport, one per peer process (the only code in sgp that includes zmq.hpp).
+//
+// Sockets. Each peer binds ONE PULL socket at its own endpoint and connects one PUSH socket to
+// every rank it may ever push to. PULL rather than ROUTER because gossip traffic is one-way
+// (nothing is ever answered), PULL fair-queues all senders into one inbox, and ROUTER's identity
+// frame would prove nothing anyway: the sender is named in the (validated) message header, and
+// authenticity is a job for CURVE, not for socket identities. One PUSH socket per destination,
+// not one shared one, because a shared PUSH would round-robin between peers instead of addressing
+// one.
+//
+// Zero copy. send() copies the small header frame and hands the payload frame to ZeroMQ with
+// zmq_msg_init_data and a free callback: ZeroMQ writes the caller's buffer straight to the
+// kernel, and the callback (run by ZeroMQ's I/O thread once the bytes are written, or when the
+// message is dropped) is the caller's on_release. Received frames are not copied either.
+//
+// Settings, chosen on purpose (ZmqOptions):
+//   SNDHWM / RCVHWM  bound the messages queued per link (memory: HWM x message size); a push-sum
+//                    peer has at most tau + 1 rounds in flight, so small numbers suffice.
+//   SNDTIMEO         how long send() may block on a full queue before IoError (peer not reading).
+//   LINGER           on close, how long queued messages still get to be delivered: a peer that
+//                    finishes must still deliver its last round to neighbours that need it.
+//   MAXMSGSIZE       on the PULL socket: a frame bigger than this drops the sender's connection
+//                    before ZeroMQ allocates it (a hostile peer cannot exhaust memory).
+//   IMMEDIATE = 0    (the default, kept) messages to a peer that has not started yet are queued
+//                    and delivered when it comes up; peers may start in any order.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "sgp/transport/transport.hpp"
+
+namespace sgp::transport {
+
+struct ZmqOptions {
+  int io_threads = 1;
+  int send_hwm = 16;
+  int receive_hwm = 64;
+  std::chrono::milliseconds send_timeout{30000};
+  std::chrono::milliseconds linger{5000};
+  std::int64_t max_frame_bytes = -1;  // -1: unlimited
+};
+
+class ZmqTransport final : public Transport {
+ public:
+  // Binds the PULL socket at `bind_endpoint` (e.g. "tcp://127.0.0.1:5600", or ":*" for a port
+  // chosen by the OS; endpoint() tells which). Throws IoError if the endpoint cannot be bound.
+  ZmqTransport(int rank, const std::string& bind_endpoint, ZmqOptions options = {});
+  ~ZmqTransport() override;
+
+  // The endpoint actually bound (ZMQ_LAST_ENDPOINT), e.g. "tcp://127.0.0.1:41233".
+  const std::string& endpoint() const { return endpoint_; }
+  // Connects a PUSH socket to `dest`'s endpoint (once per destination).
+  void connect(int dest, const std::string& endpoint);
+
+  int rank() const override { return rank_; }
+  void send(int dest, std::span<const std::byte> header, std::span<const std::byte> payload,
+            ReleaseFn on_release) override;
+  std::optional<Message> receive(std::chrono::milliseconds timeout) override;
+  void wake() override;
+  void discard_pending(int dest) override;
+
+ private:
+  struct Sockets;  // zmq context and sockets, kept out of this header
+  int rank_;
+  ZmqOptions options_;
+  std::unique_ptr<Sockets> sockets_;
+  std::string endpoint_;
+  std::set<int> discarded_;
+  int wake_fd_ = -1;  // eventfd polled beside the PULL socket
+};
+
+}  // namespace sgp::transport

@@ -1,0 +1,448 @@
+#include "sgp/gossip/push_sum_engine.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "in_flight.hpp"
+#include "round_tracker.hpp"
+#include "sgp/error.hpp"
+
+namespace sgp::gossip {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::span<const std::byte> as_bytes(const float* p, std::size_t n) {
+  return {reinterpret_cast<const std::byte*>(p), n * sizeof(float)};
+}
+
+}  // namespace
+
+PushSumEngine::PushSumEngine(compute::Backend& backend, topology::Schedule schedule,
+                             transport::Transport& transport, float* x, std::size_t n,
+                             PushSumConfig config)
+    : backend_(backend),
+      schedule_(std::move(schedule)),
+      transport_(transport),
+      x_(x),
+      n_(n),
+      config_(config),
+      rank_(transport.rank()),
+      host_x_(backend.kind() == compute::DeviceKind::cpu),
+      in_flight_(std::make_shared<InFlight>()) {
+  SGP_ENFORCE(rank_ >= 0 && rank_ < schedule_.num_peers(),
+              "transport rank {} is not a rank of the {}-peer schedule", rank_,
+              schedule_.num_peers());
+  SGP_ENFORCE(x != nullptr && n > 0, "the push-sum vector is empty");
+  SGP_ENFORCE(config.tau >= 0, "tau must be >= 0, got {}", config.tau);
+  SGP_ENFORCE(config.gossip_every >= 1, "gossip_every must be >= 1, got {}", config.gossip_every);
+  SGP_ENFORCE(config.timeout.count() > 0, "the gossip timeout must be positive");
+  SGP_ENFORCE(config.max_rounds_ahead >= 1, "max_rounds_ahead must be >= 1");
+  tracker_ = std::make_unique<RoundTracker>(schedule_, rank_, config.max_rounds_ahead);
+  if (!host_x_) scratch_device_ = static_cast<float*>(backend_.allocate(n_ * sizeof(float)));
+  if (config_.mode == Mode::overlap) comm_thread_ = std::thread([this] { comm_loop(); });
+}
+
+PushSumEngine::~PushSumEngine() {
+  if (comm_thread_.joinable()) {
+    {
+      std::lock_guard lock(comm_mutex_);
+      stop_ = true;
+    }
+    transport_.wake();
+    comm_thread_.join();
+  }
+  // Jobs never sent (the communication thread failed): their buffers are not in the transport.
+  for (auto& job : send_queue_) {
+    for (auto& release : job.releases) release();
+  }
+  send_queue_.clear();
+  held_.clear();
+  inbox_.clear();
+  // Every buffer given to the transport must be released before it is freed. A healthy peer has
+  // nothing in flight here; after a failure, give up on the links that still hold buffers.
+  auto deadline = Clock::now() + (failed_ ? std::chrono::milliseconds(0) : config_.timeout);
+  auto holders = in_flight_->wait(nullptr, deadline);
+  if (!holders.empty()) {
+    for (int dest : holders) {
+      try {
+        transport_.discard_pending(dest);
+      } catch (const std::exception& e) {
+        spdlog::warn("rank {}: discarding messages to rank {}: {}", rank_, dest, e.what());
+      }
+    }
+    holders = in_flight_->wait(nullptr, Clock::now() + std::chrono::seconds(2));
+  }
+  if (!holders.empty()) {
+    // Freeing memory the transport may still read would be worse than leaking it.
+    spdlog::error("rank {}: {} sent buffer(s) never released by the transport; leaking them", rank_,
+                  holders.size());
+    return;
+  }
+  for (float* b : staging_) backend_.deallocate_host(b);
+  if (scratch_host_) backend_.deallocate_host(scratch_host_);
+  if (scratch_device_) backend_.deallocate(scratch_device_);
+}
+
+bool PushSumEngine::step(std::int64_t iteration) {
+  if ((iteration + 1) % config_.gossip_every != 0) return false;
+  mix();
+  return true;
+}
+
+PushSumMetrics PushSumEngine::metrics() const {
+  std::lock_guard lock(metrics_mutex_);
+  return metrics_;
+}
+
+void PushSumEngine::debias(float* z) { backend_.debias(x_, w_, z, n_); }
+
+void PushSumEngine::reject(RejectCause cause, const std::string& detail) {
+  bool first = false;
+  {
+    std::lock_guard lock(metrics_mutex_);
+    const auto i = static_cast<std::size_t>(cause);
+    ++metrics_.rejected[i];
+    first = !logged_[i];
+    logged_[i] = true;
+  }
+  if (first) {
+    spdlog::warn(
+        "rank {}: rejected a message ({}): {}; further ones for this cause are only "
+        "counted",
+        rank_, reject_cause_name(cause), detail);
+  }
+}
+
+// The buffer this round's pushes read: x itself (host memory, sync mode: zero copy), or a host
+// snapshot/staging buffer that is free (overlap mode: the caller goes on modifying x; GPU: x is
+// not host memory).
+const float* PushSumEngine::stage_for_send() {
+  if (host_x_ && config_.mode == Mode::sync) return x_;
+  const std::size_t max_buffers = config_.mode == Mode::sync ? 1 : config_.tau + 2;
+  const auto start = Clock::now();
+  float* buffer = nullptr;
+  for (float* b : staging_) {
+    if (!in_flight_->busy(b)) {
+      buffer = b;
+      break;
+    }
+  }
+  if (buffer == nullptr && staging_.size() < max_buffers) {
+    buffer = static_cast<float*>(backend_.allocate_host(n_ * sizeof(float)));
+    staging_.push_back(buffer);
+  }
+  if (buffer == nullptr) {
+    const int i = in_flight_->wait_any_free(staging_, start + config_.timeout);
+    {
+      std::lock_guard lock(metrics_mutex_);
+      metrics_.wait_seconds += seconds_since(start);
+    }
+    if (i < 0) {
+      failed_ = true;
+      auto holders = in_flight_->wait(nullptr, Clock::now());
+      throw IoError(fmt::format(
+          "rank {}: round {}: the transport still holds every send buffer after {} ms (messages "
+          "to rank(s) {} not delivered: peer gone or not reading)",
+          rank_, round_, config_.timeout.count(), fmt::join(holders, ", ")));
+    }
+    buffer = staging_[static_cast<std::size_t>(i)];
+  }
+  if (host_x_) {
+    backend_.copy(buffer, x_, n_ * sizeof(float));
+  } else {
+    backend_.download_async(buffer, x_, n_ * sizeof(float));
+    backend_.wait_transfers();
+  }
+  return buffer;
+}
+
+void PushSumEngine::send_round(std::int64_t round, const float* src, double weight,
+                               std::vector<transport::ReleaseFn> releases) {
+  const auto start = Clock::now();
+  const auto& edges = schedule_.out_edges(rank_, round);
+  WireHeader h;
+  h.sender = rank_;
+  h.round = round;
+  h.weight = weight;
+  h.count = n_;
+  h.payload_hash = payload_hash(as_bytes(src, n_));
+  std::size_t i = 0;
+  try {
+    for (; i < edges.size(); ++i) {
+      h.coefficient = edges[i].weight;
+      const auto header = encode_header(h);
+      transport_.send(edges[i].peer, header, as_bytes(src, n_), std::move(releases[i]));
+    }
+  } catch (...) {
+    // releases[i] went to the transport, which runs it; the others never left.
+    for (std::size_t j = i + 1; j < releases.size(); ++j) releases[j]();
+    throw;
+  }
+  std::lock_guard lock(metrics_mutex_);
+  metrics_.messages_sent += edges.size();
+  metrics_.bytes_sent += edges.size() * (kHeaderBytes + n_ * sizeof(float));
+  metrics_.send_seconds += seconds_since(start);
+}
+
+void PushSumEngine::mix() {
+  rethrow_comm_error();
+  const std::int64_t r = round_;
+  const auto& edges = schedule_.out_edges(rank_, r);
+  const float* src = nullptr;
+  if (!edges.empty()) {
+    const auto start = Clock::now();
+    src = stage_for_send();
+    std::vector<transport::ReleaseFn> releases;
+    for (const auto& e : edges) releases.push_back(in_flight_->hold(src, e.peer));
+    if (config_.mode == Mode::overlap) {
+      {
+        std::lock_guard lock(comm_mutex_);
+        send_queue_.push_back(SendJob{r, src, w_, std::move(releases)});
+      }
+      transport_.wake();
+      std::lock_guard lock(metrics_mutex_);
+      metrics_.send_seconds += seconds_since(start);
+    } else {
+      try {
+        send_round(r, src, w_, std::move(releases));
+      } catch (const IoError&) {
+        failed_ = true;
+        throw;
+      }
+    }
+  }
+  if (config_.mode == Mode::overlap) {
+    // OSGP: keep p_ii of (x, w) now; add arrivals as they come; wait only on lag > tau.
+    scale_self(r);
+    drain_inbox();
+    apply_ready(r);
+    wait_until_closed(r - config_.tau, r);
+  } else {
+    // SGP: all of round r's messages first; x may be in the transport's hands until released.
+    wait_until_complete(r);
+    if (src == x_) wait_released(x_, r);
+    scale_self(r);
+    apply_ready(r);
+    tracker_->advance_floor(r);
+  }
+  round_ = r + 1;
+  std::lock_guard lock(metrics_mutex_);
+  metrics_.rounds = round_;
+}
+
+void PushSumEngine::finish() {
+  if (config_.mode == Mode::overlap && round_ > 0) {
+    rethrow_comm_error();
+    wait_until_closed(round_ - 1, round_ - 1);
+  }
+  wait_released(nullptr, round_ - 1);
+}
+
+void PushSumEngine::scale_self(std::int64_t round) {
+  const auto start = Clock::now();
+  const double a = schedule_.self_weight(rank_, round);
+  backend_.scale(x_, n_, static_cast<float>(a));
+  w_ *= a;
+  std::lock_guard lock(metrics_mutex_);
+  metrics_.apply_seconds += seconds_since(start);
+}
+
+void PushSumEngine::admit(DecodedMessage message) {
+  const auto& h = message.header;
+  if (auto cause = tracker_->admit(h.sender, h.round, h.coefficient, round_)) {
+    reject(*cause, fmt::format("from rank {} for round {} while mixing round {}", h.sender, h.round,
+                               round_));
+    return;
+  }
+  held_[h.round].push_back(std::move(message));
+}
+
+void PushSumEngine::apply_ready(std::int64_t up_to_round) {
+  while (!held_.empty() && held_.begin()->first <= up_to_round) {
+    for (const auto& m : held_.begin()->second) apply(m);
+    held_.erase(held_.begin());
+  }
+}
+
+void PushSumEngine::apply(const DecodedMessage& m) {
+  const auto start = Clock::now();
+  // The schedule's p_ji (the header's coefficient was checked against it): the sender kept
+  // exactly 1 - sum of these, so mass is conserved to the last bit the arithmetic allows.
+  const double p = schedule_.push_weight(m.header.sender, rank_, m.header.round);
+  const auto* data = m.payload.data();
+  const float* src = reinterpret_cast<const float*>(data);
+  if (!host_x_) {
+    backend_.upload_async(scratch_device_, data, m.payload.size());
+    backend_.wait_transfers();
+    src = scratch_device_;
+  } else if (reinterpret_cast<std::uintptr_t>(data) % alignof(float) != 0) {
+    // Small ZeroMQ messages may sit at any offset of the receive buffer.
+    if (!scratch_host_) {
+      scratch_host_ = static_cast<float*>(backend_.allocate_host(n_ * sizeof(float)));
+    }
+    std::memcpy(scratch_host_, data, m.payload.size());
+    src = scratch_host_;
+  }
+  backend_.axpy(static_cast<float>(p), src, x_, n_);
+  w_ += p * m.header.weight;
+  std::lock_guard lock(metrics_mutex_);
+  metrics_.messages_received += 1;
+  metrics_.bytes_received += kHeaderBytes + m.payload.size();
+  metrics_.apply_seconds += seconds_since(start);
+}
+
+std::optional<DecodedMessage> PushSumEngine::next_message(Clock::time_point deadline) {
+  if (config_.mode == Mode::overlap) {
+    std::unique_lock lock(comm_mutex_);
+    inbox_ready_.wait_until(lock, deadline, [&] { return !inbox_.empty() || comm_error_; });
+    if (comm_error_ || inbox_.empty()) return std::nullopt;
+    DecodedMessage m = std::move(inbox_.front());
+    inbox_.pop_front();
+    return m;
+  }
+  for (auto now = Clock::now(); now < deadline; now = Clock::now()) {
+    auto message = transport_.receive(std::chrono::ceil<std::chrono::milliseconds>(deadline - now));
+    if (!message) continue;
+    if (auto decoded = decode(std::move(*message))) return decoded;
+  }
+  return std::nullopt;
+}
+
+std::optional<DecodedMessage> PushSumEngine::decode(transport::Message message) {
+  const std::size_t frames = message.num_frames();
+  const std::size_t bytes = message.total_bytes();
+  auto result = decode_message(std::move(message), n_, schedule_.num_peers(), rank_);
+  if (auto* cause = std::get_if<RejectCause>(&result)) {
+    reject(*cause, fmt::format("{} frame(s), {} bytes", frames, bytes));
+    return std::nullopt;
+  }
+  return std::move(std::get<DecodedMessage>(result));
+}
+
+void PushSumEngine::drain_inbox() {
+  std::deque<DecodedMessage> arrived;
+  {
+    std::lock_guard lock(comm_mutex_);
+    arrived.swap(inbox_);
+  }
+  for (auto& m : arrived) admit(std::move(m));
+}
+
+void PushSumEngine::wait_until_complete(std::int64_t round) {
+  const auto start = Clock::now();
+  const auto deadline = start + config_.timeout;
+  while (!tracker_->complete(round)) {
+    auto m = next_message(deadline);
+    if (!m) {
+      add_wait(start);
+      fail_missing(round);
+    }
+    admit(std::move(*m));
+  }
+  add_wait(start);
+}
+
+// Overlap: rounds <= target must be closed (all messages in); arrivals up to `apply_limit` are
+// applied as they come.
+void PushSumEngine::wait_until_closed(std::int64_t target, std::int64_t apply_limit) {
+  const auto start = Clock::now();
+  const auto deadline = start + config_.timeout;
+  tracker_->advance_floor(apply_limit);
+  while (tracker_->floor() < target) {
+    auto m = next_message(deadline);
+    if (!m) {
+      add_wait(start);
+      rethrow_comm_error();
+      fail_missing(tracker_->floor() + 1);
+    }
+    admit(std::move(*m));
+    apply_ready(apply_limit);
+    tracker_->advance_floor(apply_limit);
+  }
+  add_wait(start);
+}
+
+void PushSumEngine::add_wait(Clock::time_point start) {
+  std::lock_guard lock(metrics_mutex_);
+  metrics_.wait_seconds += seconds_since(start);
+}
+
+void PushSumEngine::fail_missing(std::int64_t round) {
+  failed_ = true;
+  const auto missing = tracker_->missing(round);
+  throw IoError(fmt::format(
+      "rank {}: no message from rank{} {} for gossip round {} within {} ms (peer not started, "
+      "dead or too slow)",
+      rank_, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), round,
+      config_.timeout.count()));
+}
+
+void PushSumEngine::wait_released(const void* buffer, std::int64_t round) {
+  const auto start = Clock::now();
+  auto holders = in_flight_->wait(buffer, start + config_.timeout);
+  add_wait(start);
+  if (!holders.empty()) {
+    failed_ = true;
+    throw IoError(fmt::format(
+        "rank {}: round {}: message(s) to rank(s) {} not delivered within {} ms (peer not "
+        "started, dead or not reading)",
+        rank_, round, fmt::join(holders, ", "), config_.timeout.count()));
+  }
+}
+
+void PushSumEngine::rethrow_comm_error() {
+  std::lock_guard lock(comm_mutex_);
+  if (comm_error_) {
+    failed_ = true;
+    std::rethrow_exception(comm_error_);
+  }
+}
+
+void PushSumEngine::comm_loop() {
+  try {
+    for (;;) {
+      std::deque<SendJob> jobs;
+      {
+        std::lock_guard lock(comm_mutex_);
+        if (stop_ && send_queue_.empty()) return;
+        jobs.swap(send_queue_);
+      }
+      for (std::size_t i = 0; i < jobs.size(); ++i) {
+        try {
+          send_round(jobs[i].round, jobs[i].src, jobs[i].weight, std::move(jobs[i].releases));
+        } catch (...) {
+          for (std::size_t j = i + 1; j < jobs.size(); ++j) {
+            for (auto& release : jobs[j].releases) release();
+          }
+          throw;
+        }
+      }
+      // Blocks until a message arrives, wake() (a new job, or stop) or the poll period ends.
+      auto message = transport_.receive(std::chrono::milliseconds(200));
+      if (!message) continue;
+      if (auto decoded = decode(std::move(*message))) {
+        {
+          std::lock_guard lock(comm_mutex_);
+          inbox_.push_back(std::move(*decoded));
+        }
+        inbox_ready_.notify_one();
+      }
+    }
+  } catch (...) {
+    {
+      std::lock_guard lock(comm_mutex_);
+      comm_error_ = std::current_exception();
+    }
+    inbox_ready_.notify_all();
+  }
+}
+
+}  // namespace sgp::gossip

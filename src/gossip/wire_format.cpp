@@ -1,0 +1,119 @@
+#include "sgp/gossip/wire_format.hpp"
+
+#include <xxhash.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace sgp::gossip {
+namespace {
+
+template <class T>
+void put(std::array<std::byte, kHeaderBytes>& out, std::size_t offset, T value) {
+  std::memcpy(out.data() + offset, &value, sizeof value);
+}
+
+template <class T>
+T get(std::span<const std::byte> in, std::size_t offset) {
+  T value;
+  std::memcpy(&value, in.data() + offset, sizeof value);
+  return value;
+}
+
+constexpr std::size_t kHashedHeaderBytes = 56;
+
+}  // namespace
+
+std::string_view reject_cause_name(RejectCause cause) {
+  switch (cause) {
+    case RejectCause::frame_count:
+      return "frame_count";
+    case RejectCause::header_size:
+      return "header_size";
+    case RejectCause::bad_magic:
+      return "bad_magic";
+    case RejectCause::bad_version:
+      return "bad_version";
+    case RejectCause::header_checksum:
+      return "header_checksum";
+    case RejectCause::bad_dtype:
+      return "bad_dtype";
+    case RejectCause::bad_size:
+      return "bad_size";
+    case RejectCause::payload_checksum:
+      return "payload_checksum";
+    case RejectCause::unknown_sender:
+      return "unknown_sender";
+    case RejectCause::bad_weight:
+      return "bad_weight";
+    case RejectCause::unexpected_sender:
+      return "unexpected_sender";
+    case RejectCause::bad_coefficient:
+      return "bad_coefficient";
+    case RejectCause::stale_round:
+      return "stale_round";
+    case RejectCause::duplicate_round:
+      return "duplicate_round";
+    case RejectCause::future_round:
+      return "future_round";
+  }
+  return "unknown";
+}
+
+std::uint64_t payload_hash(std::span<const std::byte> payload) {
+  return XXH3_64bits(payload.data(), payload.size());
+}
+
+std::array<std::byte, kHeaderBytes> encode_header(const WireHeader& h) {
+  std::array<std::byte, kHeaderBytes> out{};
+  put<std::uint32_t>(out, 0, kWireMagic);
+  put<std::uint16_t>(out, 4, kWireVersion);
+  put<std::uint16_t>(out, 6, kDtypeFloat32);
+  put<std::int32_t>(out, 8, h.sender);
+  put<std::uint32_t>(out, 12, 0);
+  put<std::int64_t>(out, 16, h.round);
+  put<double>(out, 24, h.weight);
+  put<double>(out, 32, h.coefficient);
+  put<std::uint64_t>(out, 40, h.count);
+  put<std::uint64_t>(out, 48, h.payload_hash);
+  put<std::uint64_t>(out, 56, XXH3_64bits(out.data(), kHashedHeaderBytes));
+  return out;
+}
+
+std::variant<DecodedMessage, RejectCause> decode_message(transport::Message message,
+                                                         std::uint64_t expected_count,
+                                                         int num_peers, int self) {
+  if (message.num_frames() != 2) return RejectCause::frame_count;
+  const auto head = message.frame(0);
+  const auto payload = message.frame(1);
+  if (head.size() != kHeaderBytes) return RejectCause::header_size;
+  if (get<std::uint32_t>(head, 0) != kWireMagic) return RejectCause::bad_magic;
+  if (get<std::uint16_t>(head, 4) != kWireVersion) return RejectCause::bad_version;
+  if (get<std::uint64_t>(head, 56) != XXH3_64bits(head.data(), kHashedHeaderBytes)) {
+    return RejectCause::header_checksum;
+  }
+  if (get<std::uint16_t>(head, 6) != kDtypeFloat32) return RejectCause::bad_dtype;
+  WireHeader h;
+  h.sender = get<std::int32_t>(head, 8);
+  h.round = get<std::int64_t>(head, 16);
+  h.weight = get<double>(head, 24);
+  h.coefficient = get<double>(head, 32);
+  h.count = get<std::uint64_t>(head, 40);
+  h.payload_hash = get<std::uint64_t>(head, 48);
+  if (h.count != expected_count || payload.size() != expected_count * sizeof(float)) {
+    return RejectCause::bad_size;
+  }
+  if (h.sender < 0 || h.sender >= num_peers || h.sender == self) {
+    return RejectCause::unknown_sender;
+  }
+  if (!std::isfinite(h.weight) || !(h.weight > 0.0) || !std::isfinite(h.coefficient) ||
+      !(h.coefficient > 0.0) || h.coefficient > 1.0) {
+    return RejectCause::bad_weight;
+  }
+  if (XXH3_64bits(payload.data(), payload.size()) != h.payload_hash) {
+    return RejectCause::payload_checksum;
+  }
+  return DecodedMessage{h, payload, std::move(message)};
+}
+
+}  // namespace sgp::gossip

@@ -1,0 +1,160 @@
+#include "sgp/transport/zmq_transport.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+#include <zmq.hpp>
+
+#include "sgp/error.hpp"
+
+namespace sgp::transport {
+
+struct ZmqTransport::Sockets {
+  zmq::context_t context;
+  zmq::socket_t pull;
+  std::map<int, zmq::socket_t> push;
+  explicit Sockets(int io_threads) : context(io_threads), pull(context, zmq::socket_type::pull) {}
+};
+
+namespace {
+
+// ZeroMQ's free callback for zero-copy payloads: runs the sender's release function once.
+void release_payload(void* /*data*/, void* hint) noexcept {
+  auto* fn = static_cast<ReleaseFn*>(hint);
+  try {
+    (*fn)();
+  } catch (...) {
+    // A release function must not throw; nothing sensible can be done on ZeroMQ's thread.
+  }
+  delete fn;
+}
+
+int ms(std::chrono::milliseconds d) { return static_cast<int>(d.count()); }
+
+}  // namespace
+
+ZmqTransport::ZmqTransport(int rank, const std::string& bind_endpoint, ZmqOptions options)
+    : rank_(rank), options_(options) {
+  SGP_ENFORCE(options.io_threads >= 1, "ZeroMQ needs at least one I/O thread");
+  sockets_ = std::make_unique<Sockets>(options.io_threads);
+  auto& pull = sockets_->pull;
+  pull.set(zmq::sockopt::rcvhwm, options.receive_hwm);
+  pull.set(zmq::sockopt::linger, 0);  // nothing is ever sent on it
+  if (options.max_frame_bytes > 0) pull.set(zmq::sockopt::maxmsgsize, options.max_frame_bytes);
+  try {
+    pull.bind(bind_endpoint);
+  } catch (const zmq::error_t& e) {
+    throw IoError(fmt::format("rank {}: cannot bind the receive socket at '{}': {}", rank,
+                              bind_endpoint, e.what()));
+  }
+  endpoint_ = pull.get(zmq::sockopt::last_endpoint);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw IoError(fmt::format("eventfd: {}", std::strerror(errno)));
+}
+
+ZmqTransport::~ZmqTransport() {
+  // Closing the PUSH sockets lets queued messages go out for up to LINGER; the context's
+  // destructor waits for that, and every payload's free callback has run when it returns.
+  sockets_.reset();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void ZmqTransport::connect(int dest, const std::string& endpoint) {
+  SGP_ENFORCE(!sockets_->push.contains(dest), "rank {}: already connected to rank {}", rank_, dest);
+  zmq::socket_t socket(sockets_->context, zmq::socket_type::push);
+  socket.set(zmq::sockopt::sndhwm, options_.send_hwm);
+  socket.set(zmq::sockopt::sndtimeo, ms(options_.send_timeout));
+  socket.set(zmq::sockopt::linger, ms(options_.linger));
+  try {
+    socket.connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    throw IoError(fmt::format("rank {}: cannot connect to rank {} at '{}': {}", rank_, dest,
+                              endpoint, e.what()));
+  }
+  sockets_->push.emplace(dest, std::move(socket));
+}
+
+void ZmqTransport::send(int dest, std::span<const std::byte> header,
+                        std::span<const std::byte> payload, ReleaseFn on_release) {
+  // Wrap the payload first, so that every exit path below releases it exactly once.
+  zmq::message_t body;
+  if (payload.empty()) {
+    if (on_release) on_release();
+  } else {
+    body = zmq::message_t(const_cast<std::byte*>(payload.data()), payload.size(), &release_payload,
+                          new ReleaseFn(std::move(on_release)));
+  }
+  if (discarded_.contains(dest)) {
+    throw IoError(fmt::format("rank {}: the link to rank {} was given up", rank_, dest));
+  }
+  auto it = sockets_->push.find(dest);
+  SGP_ENFORCE(it != sockets_->push.end(), "rank {}: send to rank {}, which was never connected",
+              rank_, dest);
+  zmq::message_t head(header.data(), header.size());
+  try {
+    // The first frame is where the high-water mark applies; the parts travel atomically.
+    if (!it->second.send(head, zmq::send_flags::sndmore)) {
+      throw IoError(fmt::format(
+          "rank {}: could not queue a message for rank {} within {} ms (its queue of {} messages "
+          "is full: the peer is not reading)",
+          rank_, dest, options_.send_timeout.count(), options_.send_hwm));
+    }
+    it->second.send(body, zmq::send_flags::none);
+  } catch (const zmq::error_t& e) {
+    throw IoError(fmt::format("rank {}: send to rank {} failed: {}", rank_, dest, e.what()));
+  }
+}
+
+std::optional<Message> ZmqTransport::receive(std::chrono::milliseconds timeout) {
+  auto& pull = sockets_->pull;
+  zmq::pollitem_t items[] = {{pull.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+  try {
+    zmq::poll(items, 2, timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return std::nullopt;
+    throw IoError(fmt::format("rank {}: poll failed: {}", rank_, e.what()));
+  }
+  if (items[1].revents & ZMQ_POLLIN) {
+    std::uint64_t count = 0;
+    [[maybe_unused]] auto n = ::read(wake_fd_, &count, sizeof count);
+  }
+  if (!(items[0].revents & ZMQ_POLLIN)) return std::nullopt;
+
+  auto parts = std::make_shared<std::vector<zmq::message_t>>();
+  try {
+    do {
+      zmq::message_t part;
+      if (!pull.recv(part, zmq::recv_flags::dontwait)) break;
+      parts->push_back(std::move(part));
+    } while (parts->back().more());
+  } catch (const zmq::error_t& e) {
+    throw IoError(fmt::format("rank {}: receive failed: {}", rank_, e.what()));
+  }
+  if (parts->empty()) return std::nullopt;
+  // Spans are taken only now: a small message keeps its bytes inside message_t, which moves.
+  std::vector<std::span<const std::byte>> frames;
+  frames.reserve(parts->size());
+  for (const auto& p : *parts) {
+    frames.emplace_back(static_cast<const std::byte*>(p.data()), p.size());
+  }
+  return Message(std::move(frames), std::move(parts));
+}
+
+void ZmqTransport::wake() {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+}
+
+void ZmqTransport::discard_pending(int dest) {
+  discarded_.insert(dest);
+  auto it = sockets_->push.find(dest);
+  if (it == sockets_->push.end()) return;
+  it->second.set(zmq::sockopt::linger, 0);  // queued messages are dropped (and released)
+  it->second.close();
+  sockets_->push.erase(it);
+}
+
+}  // namespace sgp::transport
