@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "sgp/gossip/wire_format.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/generator.hpp"
 #include "topology_test_util.hpp"
@@ -182,15 +183,16 @@ TEST_CASE("degrees, bytes per round and connectivity") {
   CHECK(star.out_degree[0].min == 1);
   CHECK(star.in_degree[0].max == 4);
   CHECK(star.max_bytes_per_round == 4 * message_bytes(1000));
-  CHECK(message_bytes(1000) == 4008);
+  CHECK(message_bytes(1000) == 4064);
+  CHECK(kMessageHeaderBytes == static_cast<std::int64_t>(sgp::gossip::kHeaderBytes));
   // 4 + 1 + 1 + 1 + 1 messages over 5 peers.
-  CHECK(star.mean_bytes_per_round == doctest::Approx(8.0 / 5.0 * 4008));
+  CHECK(star.mean_bytes_per_round == doctest::Approx(8.0 / 5.0 * 4064));
 
   const TopologyReport ope = analyze_topology(make(TopologyKind::kOnePeerExponential, 8), 1);
   CHECK(ope.period == 3);
   CHECK(ope.out_degree.size() == 3);
   CHECK(ope.union_out_degree.min == 3);
-  CHECK(ope.mean_bytes_per_round == doctest::Approx(12.0));
+  CHECK(ope.mean_bytes_per_round == doctest::Approx(68.0));
   CHECK(ope.diameter == 3);  // 7 = 1 + 2 + 4
 
   // A one-way star (hub -> leaves only) cannot reach consensus: every peer is its own component.

@@ -94,7 +94,9 @@ std::optional<int> union_diameter(const Schedule& schedule) {
   return diameter;
 }
 
-std::int64_t message_bytes(std::int64_t parameter_count) { return 4 * parameter_count + 8; }
+std::int64_t message_bytes(std::int64_t parameter_count) {
+  return 4 * parameter_count + kMessageHeaderBytes;
+}
 
 TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter_count,
                                 double tolerance) {
@@ -177,9 +179,9 @@ std::string format_report(const TopologyReport& r) {
                                 *r.diameter == 1 ? "" : "s")
                   : "diameter of the union: infinite (not strongly connected)\n";
   s += fmt::format(
-      "bytes sent per peer per round for {} parameters (4 B per float32 parameter + 8 B push-sum "
-      "weight per message): mean {:.0f}, max {}\n",
-      r.parameter_count, r.mean_bytes_per_round, r.max_bytes_per_round);
+      "bytes sent per peer per round for {} parameters (per message: {} B header + 4 B per "
+      "float32 parameter): mean {:.0f}, max {}\n",
+      r.parameter_count, kMessageHeaderBytes, r.mean_bytes_per_round, r.max_bytes_per_round);
   if (!r.consensus_rate) {
     s += fmt::format(
         "consensus rate: not computed (more than {} peers; the dense analysis is O(N^3))\n",

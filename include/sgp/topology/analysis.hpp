@@ -45,8 +45,10 @@ std::vector<std::vector<int>> union_components(const Schedule& schedule);
 // Longest shortest path (hops) in the union graph, or nullopt when it is not strongly connected.
 std::optional<int> union_diameter(const Schedule& schedule);
 
-// Payload bytes one message carries: 4 bytes per float32 parameter + 8 for the push-sum weight
-// (a double); transport framing not counted.
+// Bytes of one push-sum message in the gossip wire format (sgp/gossip/wire_format.hpp): a
+// 64-byte header (round, push-sum weight, coefficient, hashes, ...) + 4 bytes per float32
+// parameter. ZeroMQ/TCP framing is not counted. A test keeps the header size in step.
+inline constexpr std::int64_t kMessageHeaderBytes = 64;
 std::int64_t message_bytes(std::int64_t parameter_count);
 
 struct DegreeRange {
