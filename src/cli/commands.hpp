@@ -9,5 +9,6 @@ class App;
 namespace sgp::cli {
 
 void add_train_command(CLI::App& app);
+void add_consensus_command(CLI::App& app);
 
 }  // namespace sgp::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   sgp::cli::add_train_command(app);
+  sgp::cli::add_consensus_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
