@@ -13,5 +13,6 @@ void add_peer_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_monitor_command(CLI::App& app);
 void add_topology_command(CLI::App& app);
+void add_consensus_command(CLI::App& app);
 
 }  // namespace sgp::cli

@@ -1,0 +1,76 @@
+#pragma once
+// Runs N child processes of the `sgp` binary on this host (for `--local` commands): each child's
+// stdout and stderr go to its own log file; SIGINT/SIGTERM sent to this process are forwarded to
+// the children; the first child that fails (non-zero exit or a signal) is reported with its rank,
+// exit code or signal and the last lines of its log, and the others are stopped. No orphans: the
+// children die with the launcher (PR_SET_PDEATHSIG) and every child is reaped before wait()
+// returns or the destructor ends.
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <signal.h>
+#include <sys/types.h>
+
+namespace sgp::cli {
+
+struct ChildSpec {
+  int rank = 0;
+  std::vector<std::string> args;  // after the executable, e.g. {"consensus", "--rank", "2", ...}
+  std::filesystem::path log_file;
+};
+
+struct ChildFailure {
+  int rank = 0;
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;      // 0 when it exited
+  std::string log_tail;
+  // "rank 2 exited with code 3" / "rank 2 was killed by signal 9 (Killed)", then the log tail.
+  std::string describe() const;
+};
+
+// The running executable (/proc/self/exe).
+std::filesystem::path self_executable();
+
+// The last `lines` lines of a text file ("" when it cannot be read).
+std::string last_lines(const std::filesystem::path& file, int lines);
+
+class LocalProcesses {
+ public:
+  // Starts every child at once. Throws IoError (and stops the ones started) if one cannot be
+  // started or its log file cannot be created.
+  LocalProcesses(std::vector<ChildSpec> children,
+                 std::filesystem::path executable = self_executable(),
+                 std::chrono::milliseconds grace = std::chrono::seconds(5));
+  // Stops (SIGTERM, then SIGKILL after the grace period) and reaps any child still running.
+  ~LocalProcesses();
+  LocalProcesses(const LocalProcesses&) = delete;
+  LocalProcesses& operator=(const LocalProcesses&) = delete;
+
+  // Waits for every child. Returns nothing when all exited with 0; otherwise the first failure
+  // (the others are stopped). A SIGINT/SIGTERM received meanwhile is forwarded to the children;
+  // `interrupted()` then tells which signal.
+  std::optional<ChildFailure> wait();
+  int interrupted() const { return interrupted_; }
+
+ private:
+  struct Child {
+    ChildSpec spec;
+    pid_t pid = -1;
+    bool done = false;
+  };
+  void reap(std::optional<ChildFailure>& first_failure);
+  void signal_running(int sig);
+  void stop_all();
+  bool all_done() const;
+
+  std::vector<Child> children_;
+  std::chrono::milliseconds grace_;
+  int interrupted_ = 0;
+  bool masked_ = false;
+  sigset_t old_mask_{};
+};
+
+}  // namespace sgp::cli

@@ -1,0 +1,160 @@
+// `sgp consensus --local`: N real peer processes over ZeroMQ on 127.0.0.1 (ports picked from the
+// OS by this test), sync and overlap, reach the exact mean; a peer that cannot start is reported
+// with its rank and its own error; bad flags are clear input errors.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "subprocess.hpp"
+#include "temp_dir.hpp"
+
+using sgp::testing::run_sgp;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// `n` distinct free TCP ports on 127.0.0.1, chosen by the OS (all held open until all are known).
+std::vector<int> free_ports(int n) {
+  std::vector<int> fds, ports;
+  for (int i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    ports.push_back(ntohs(addr.sin_port));
+    fds.push_back(fd);
+  }
+  for (int fd : fds) ::close(fd);
+  return ports;
+}
+
+// The one-peer exponential graph (period log2 n, i -> i + 2^p in phase p, weights 1/2).
+std::string exponential_dot(int n, const std::vector<std::string>& endpoints) {
+  int period = 0;
+  while ((1 << period) < n) ++period;
+  std::string dot = "digraph topology {\n  period=" + std::to_string(period) + ";\n";
+  for (int i = 0; i < n; ++i) {
+    dot += "  " + std::to_string(i) + " [endpoint=\"" + endpoints[i] + "\"];\n";
+  }
+  for (int p = 0; p < period; ++p) {
+    for (int i = 0; i < n; ++i) {
+      dot += "  " + std::to_string(i) + " -> " + std::to_string((i + (1 << p)) % n) +
+             " [phase=" + std::to_string(p) + "];\n";
+    }
+  }
+  return dot + "}\n";
+}
+
+std::filesystem::path write_topology(const sgp::testing::TempDir& dir, int n,
+                                     const std::string& bad_endpoint_for_last = "") {
+  std::vector<std::string> endpoints;
+  for (int port : free_ports(n)) endpoints.push_back("tcp://127.0.0.1:" + std::to_string(port));
+  if (!bad_endpoint_for_last.empty()) endpoints.back() = bad_endpoint_for_last;
+  const auto path = dir / "topology.dot";
+  std::ofstream(path) << exponential_dot(n, endpoints);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("sgp consensus --local: 4 and 8 processes reach the exact mean, sync and overlap") {
+  for (int n : {4, 8}) {
+    for (const char* mode : {"sync", "overlap"}) {
+      CAPTURE(n);
+      CAPTURE(mode);
+      sgp::testing::TempDir dir;
+      const auto topology = write_topology(dir, n);
+      // One-peer exponential with N = 2^d is exact after d rounds (up to float rounding) in sync
+      // mode; overlap mixes with up to one round of lag and gets more rounds.
+      const int rounds = std::string(mode) == "sync" ? 12 : 80;
+      const auto run = dir / "run";
+      const auto r = run_sgp("consensus --local --topology " + topology.string() + " --rounds " +
+                             std::to_string(rounds) + " --mode " + mode +
+                             " --dim 50000 --timeout-ms 20000 --run-dir " + run.string());
+      INFO(r.output);
+      REQUIRE(r.exit_code == 0);
+      const auto summary = nlohmann::json::parse(std::ifstream(run / "summary.json"));
+      CHECK(summary["round"] == rounds);
+      CHECK(summary["consensus_error"].get<double>() <= 1e-12);
+      for (int rank = 0; rank < n; ++rank) {
+        std::ifstream in(run / ("peer-" + std::to_string(rank) + ".jsonl"));
+        std::string line, last;
+        int records = 0;
+        while (std::getline(in, line)) {
+          last = line;
+          ++records;
+        }
+        CHECK(records == rounds + 1);  // every round, then the final state
+        const auto final = nlohmann::json::parse(last);
+        CHECK(final["distance_to_mean"].get<double>() <= 1e-6);
+        CHECK(final["rejected"] == 0);
+      }
+      std::ifstream per_round(run / "consensus.jsonl");
+      int lines = 0;
+      for (std::string line; std::getline(per_round, line);) ++lines;
+      CHECK(lines == rounds);
+    }
+  }
+}
+
+TEST_CASE("sgp consensus --local: a peer that cannot start is named with its own error") {
+  sgp::testing::TempDir dir;
+  // 192.0.2.1 (TEST-NET-1) is no address of this host: rank 3 cannot bind.
+  const auto topology = write_topology(dir, 4, "tcp://192.0.2.1:5600");
+  const auto r = run_sgp("consensus --local --topology " + topology.string() +
+                         " --rounds 5 --timeout-ms 3000 --run-dir " + (dir / "run").string());
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "rank 3 exited with code 3"));
+  CHECK(contains(r.output, "cannot bind the receive socket at 'tcp://192.0.2.1:5600'"));
+}
+
+TEST_CASE("sgp consensus --rank: the others fail naming the peer that never started") {
+  sgp::testing::TempDir dir;
+  const auto topology = write_topology(dir, 4);
+  // Only rank 0 runs; rank 3 pushes to it in round 0 and never comes.
+  const auto r = run_sgp("consensus --rank 0 --topology " + topology.string() +
+                         " --rounds 3 --timeout-ms 500 --run-dir " + (dir / "run").string());
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "no message from rank 3 for gossip round 0 within 500 ms"));
+}
+
+TEST_CASE("sgp consensus: bad flags and files are input errors naming them") {
+  sgp::testing::TempDir dir;
+  const auto topology = write_topology(dir, 4);
+  SUBCASE("neither --local nor --rank") {
+    const auto r = run_sgp("consensus --topology " + topology.string());
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "exactly one of --local"));
+  }
+  SUBCASE("rank out of range") {
+    const auto r = run_sgp("consensus --rank 4 --topology " + topology.string());
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "--rank 4"));
+  }
+  SUBCASE("bad mode") {
+    const auto r = run_sgp("consensus --local --mode async --topology " + topology.string() +
+                           " --run-dir " + (dir / "run").string());
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "--mode: 'async'"));
+  }
+  SUBCASE("missing topology file") {
+    const auto r = run_sgp("consensus --local --topology " + (dir / "nope.dot").string());
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "nope.dot"));
+  }
+}

@@ -1,0 +1,80 @@
+// The local process launcher (`--local`): children's output lands in their log files, the first
+// failure is reported with rank, exit code or signal and log tail, the rest are stopped, and no
+// child outlives wait().
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "../src/cli/local_processes.hpp"
+#include "temp_dir.hpp"
+
+using sgp::cli::ChildSpec;
+using sgp::cli::LocalProcesses;
+
+namespace {
+
+ChildSpec shell(int rank, const std::string& script, const sgp::testing::TempDir& dir) {
+  return ChildSpec{rank, {"-c", script}, dir / ("child-" + std::to_string(rank) + ".log")};
+}
+
+std::string read(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("all children succeed: logs written, nothing reported") {
+  sgp::testing::TempDir dir;
+  std::vector<ChildSpec> children;
+  for (int r = 0; r < 3; ++r) children.push_back(shell(r, "echo out $0; echo err >&2", dir));
+  LocalProcesses p(children, "/bin/sh");
+  CHECK_FALSE(p.wait().has_value());
+  CHECK(read(dir / "child-1.log") == "out /bin/sh\nerr\n");
+}
+
+TEST_CASE("a failing child is reported with rank, code and log tail; the others are stopped") {
+  sgp::testing::TempDir dir;
+  const auto start = std::chrono::steady_clock::now();
+  LocalProcesses p({shell(0, "exec sleep 60", dir),
+                    shell(1,
+                          "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do "
+                          "echo line $i; done; exit 3",
+                          dir),
+                    shell(2, "exec sleep 60", dir)},
+                   "/bin/sh", std::chrono::milliseconds(2000));
+  const auto failure = p.wait();
+  REQUIRE(failure.has_value());
+  CHECK(failure->rank == 1);
+  CHECK(failure->exit_code == 3);
+  CHECK(failure->signal == 0);
+  CHECK(failure->log_tail.find("line 20") != std::string::npos);
+  CHECK(failure->log_tail.find("line 5\n") == std::string::npos);  // only the last lines
+  CHECK(failure->describe().find("rank 1 exited with code 3") == 0);
+  // The sleepers were stopped, not waited for (60 s).
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+}
+
+TEST_CASE("a child killed by a signal is reported with the signal") {
+  sgp::testing::TempDir dir;
+  LocalProcesses p({shell(4, "kill -9 $$", dir)}, "/bin/sh");
+  const auto failure = p.wait();
+  REQUIRE(failure.has_value());
+  CHECK(failure->rank == 4);
+  CHECK(failure->signal == SIGKILL);
+  CHECK(failure->describe().find("rank 4 was killed by signal 9") == 0);
+}
+
+TEST_CASE("a program that cannot be executed is reported as exit code 127") {
+  sgp::testing::TempDir dir;
+  LocalProcesses p({ChildSpec{0, {}, dir / "x.log"}}, dir / "no-such-program");
+  const auto failure = p.wait();
+  REQUIRE(failure.has_value());
+  CHECK(failure->exit_code == 127);
+}
