@@ -1,10 +1,6 @@
 // `sgp consensus --local`: N real peer processes over ZeroMQ on 127.0.0.1 (ports picked from the
 // OS by this test), sync and overlap, reach the exact mean; a peer that cannot start is reported
 // with its rank and its own error; bad flags are clear input errors.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -13,6 +9,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include "local_topology.hpp"
 #include "subprocess.hpp"
 #include "temp_dir.hpp"
 
@@ -24,50 +21,10 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// `n` distinct free TCP ports on 127.0.0.1, chosen by the OS (all held open until all are known).
-std::vector<int> free_ports(int n) {
-  std::vector<int> fds, ports;
-  for (int i = 0; i < n; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    ports.push_back(ntohs(addr.sin_port));
-    fds.push_back(fd);
-  }
-  for (int fd : fds) ::close(fd);
-  return ports;
-}
-
-// The one-peer exponential graph (period log2 n, i -> i + 2^p in phase p, weights 1/2).
-std::string exponential_dot(int n, const std::vector<std::string>& endpoints) {
-  int period = 0;
-  while ((1 << period) < n) ++period;
-  std::string dot = "digraph topology {\n  period=" + std::to_string(period) + ";\n";
-  for (int i = 0; i < n; ++i) {
-    dot += "  " + std::to_string(i) + " [endpoint=\"" + endpoints[i] + "\"];\n";
-  }
-  for (int p = 0; p < period; ++p) {
-    for (int i = 0; i < n; ++i) {
-      dot += "  " + std::to_string(i) + " -> " + std::to_string((i + (1 << p)) % n) +
-             " [phase=" + std::to_string(p) + "];\n";
-    }
-  }
-  return dot + "}\n";
-}
-
 std::filesystem::path write_topology(const sgp::testing::TempDir& dir, int n,
                                      const std::string& bad_endpoint_for_last = "") {
-  std::vector<std::string> endpoints;
-  for (int port : free_ports(n)) endpoints.push_back("tcp://127.0.0.1:" + std::to_string(port));
-  if (!bad_endpoint_for_last.empty()) endpoints.back() = bad_endpoint_for_last;
-  const auto path = dir / "topology.dot";
-  std::ofstream(path) << exponential_dot(n, endpoints);
-  return path;
+  return sgp::testing::write_local_topology(dir / "topology.dot", "one-peer-exponential", n,
+                                            bad_endpoint_for_last);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -90,9 +91,11 @@ class CombinedProgress {
     while (!wake_.wait_for(lock, std::chrono::seconds(10), [this] { return stop_; })) {
       std::vector<std::string> parts;
       for (int r : ranks_) {
-        const auto line = last_lines(dir_ / fmt::format("peer-{}.jsonl", r), 1);
+        std::ifstream log(dir_ / fmt::format("peer-{}.jsonl", r));
+        std::string line, last;
+        while (std::getline(log, line)) last = line;
         try {
-          const auto j = nlohmann::json::parse(line);
+          const auto j = nlohmann::json::parse(last);
           parts.push_back(fmt::format("{}: it {} loss {:.3f}", r, j["iteration"].get<long>(),
                                       j["loss"].get<double>()));
         } catch (const std::exception&) {

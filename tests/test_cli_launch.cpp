@@ -1,0 +1,273 @@
+// `sgp launch` / `sgp peer`: real peer processes over ZeroMQ on 127.0.0.1 (ports from the OS),
+// training on the real Fashion-MNIST data, as a user runs them.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "local_topology.hpp"
+#include "subprocess.hpp"
+#include "temp_dir.hpp"
+
+using sgp::testing::run_sgp;
+using nlohmann::json;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+json read_json(const std::filesystem::path& path) { return json::parse(std::ifstream(path)); }
+
+std::vector<json> read_jsonl(const std::filesystem::path& path) {
+  std::vector<json> records;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) records.push_back(json::parse(line));
+  return records;
+}
+
+// A short run's flags: few iterations, frequent evaluations and records.
+std::string short_run(const std::filesystem::path& topology, const std::filesystem::path& run,
+                      int iterations, int timeout_ms = 20000) {
+  return "launch --device cpu --topology " + topology.string() + " --run-dir " + run.string() +
+         " --max-iterations " + std::to_string(iterations) +
+         " --eval-every 0.1 --log-every 10 --timeout-ms " + std::to_string(timeout_ms);
+}
+
+// Starts `sgp <args>` in the background with its output in `log`; returns its pid (exec, so
+// signals sent to the pid reach sgp itself).
+pid_t start_sgp(const std::string& args, const std::filesystem::path& log) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const std::string command =
+        "exec " + sgp::testing::sgp_binary().string() + " " + args + " >" + log.string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// A pgrep/pkill pattern for `text` that does not match the shell running pgrep itself (whose
+// command line holds the pattern, "[x]yz", not the text "xyz").
+std::string self_proof(const std::string& text) { return "[" + text.substr(0, 1) + "]" + text.substr(1); }
+
+// Processes whose command line mentions `marker` (our run directory).
+int processes_mentioning(const std::string& marker) {
+  const auto r = sgp::testing::run_command("pgrep -f -- '" + self_proof(marker) + "' | wc -l");
+  return std::stoi(r.output);
+}
+
+}  // namespace
+
+TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is conserved") {
+  if (!sgp::testing::fashion_mnist_installed()) {
+    MESSAGE("SKIPPED: Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
+    return;
+  }
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const auto run = dir / "run";
+  const auto r = run_sgp(short_run(topology, run, 100));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+
+  const auto summary = read_json(run / "summary.json");
+  CHECK(summary["peers"] == 4);
+  CHECK(summary["iterations"] == 100);
+  CHECK(summary["sum_of_weights"].get<double>() == doctest::Approx(4.0).epsilon(1e-12));
+  REQUIRE(summary.contains("final_consensus_error"));
+  CHECK(summary["final_consensus_error"].get<double>() >= 0.0);
+  CHECK(summary["final_consensus_error"].get<double>() < 1e-2);
+  CHECK(summary["final_average_model_accuracy"].get<double>() > 0.5);
+  CHECK(summary["bytes_sent_per_iteration"].get<double>() == doctest::Approx(64 + 4 * 669706));
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto records = read_jsonl(run / ("peer-" + std::to_string(rank) + ".jsonl"));
+    REQUIRE(records.size() >= 5);
+    CHECK(records.back()["loss"].get<double>() < records.front()["loss"].get<double>());
+    for (const char* key : {"weight", "bytes_sent", "wait_s", "communication_s", "compute_s"}) {
+      CHECK(records.back().contains(key));
+    }
+  }
+  const auto monitor = read_jsonl(run / "monitor.jsonl");
+  REQUIRE(!monitor.empty());
+  CHECK(monitor.back()["iteration"] == 100);
+}
+
+TEST_CASE("SGP's average model beats every local-only peer trained on the same shards") {
+  if (!sgp::testing::fashion_mnist_installed()) {
+    MESSAGE("SKIPPED: Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
+    return;
+  }
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const std::string common = "launch --device cpu --epochs 0.5 --eval-every 0.5 --log-level warn "
+                             "--topology " + topology.string();
+  const auto sgp_run = run_sgp(common + " --algo sgp --run-dir " + (dir / "sgp").string());
+  INFO(sgp_run.output);
+  REQUIRE(sgp_run.exit_code == 0);
+  const auto local_run = run_sgp(common + " --algo local --run-dir " + (dir / "local").string());
+  INFO(local_run.output);
+  REQUIRE(local_run.exit_code == 0);
+  const double average = read_json(dir / "sgp" / "summary.json")["final_average_model_accuracy"];
+  const double best_local = read_json(dir / "local" / "summary.json")["max_peer_accuracy"];
+  MESSAGE("sgp average model " << average << ", best local-only peer " << best_local);
+  CHECK(average > best_local);
+}
+
+TEST_CASE("an interrupted run resumes from its newest complete checkpoint and finishes") {
+  if (!sgp::testing::fashion_mnist_installed()) {
+    MESSAGE("SKIPPED: Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
+    return;
+  }
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const auto run = dir / "run";
+  const std::string args = short_run(topology, run, 160) + " --checkpoint-every 20";
+  const pid_t launcher = start_sgp(args, dir / "first.log");
+  // Stop it (Ctrl-C) once every peer has written its checkpoint of iteration 40.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  auto all_have = [&](int iteration) {
+    for (int rank = 0; rank < 4; ++rank) {
+      if (!std::filesystem::exists(run / "checkpoints" /
+                                   ("checkpoint-" + std::to_string(rank) + "-" +
+                                    std::to_string(iteration) + ".bin")))
+        return false;
+    }
+    return true;
+  };
+  while (!all_have(40) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(all_have(40));
+  ::kill(launcher, SIGINT);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) != 0);  // interrupted
+  CHECK(processes_mentioning(run.string()) == 0);
+  const auto stopped_at = read_jsonl(run / "peer-0.jsonl").back()["iteration"].get<int>();
+  REQUIRE(stopped_at < 160);
+
+  const auto second = run_sgp(args + " --resume");
+  INFO(second.output);
+  REQUIRE(second.exit_code == 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    std::ifstream peer_log(run / ("peer-" + std::to_string(rank) + ".log"));
+    const std::string text((std::istreambuf_iterator<char>(peer_log)), std::istreambuf_iterator<char>());
+    CHECK(contains(text, "resumed from iteration"));
+  }
+  const auto summary = read_json(run / "summary.json");
+  CHECK(summary["sum_of_weights"].get<double>() == doctest::Approx(4.0).epsilon(1e-12));
+  CHECK(summary["final_consensus_error"].get<double>() < 1e-2);
+  // The second run's records continue after a checkpoint (>= 40), none repeats iteration 1.
+  const auto records = read_jsonl(run / "peer-0.jsonl");
+  CHECK(records.back()["iteration"] == 160);
+  int restarts = 0;
+  for (std::size_t i = 1; i < records.size(); ++i) {
+    if (records[i]["iteration"].get<int>() <= records[i - 1]["iteration"].get<int>()) {
+      ++restarts;
+      CHECK(records[i]["iteration"].get<int>() > 40);
+    }
+  }
+  CHECK(restarts <= 1);
+}
+
+TEST_CASE("a peer killed mid-run is reported by rank and signal, and the others stop") {
+  if (!sgp::testing::fashion_mnist_installed()) {
+    MESSAGE("SKIPPED: Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
+    return;
+  }
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const auto run = dir / "run";
+  const auto log = dir / "launch.log";
+  const pid_t launcher = start_sgp(short_run(topology, run, 100000, 5000), log);
+  // Wait until rank 2 has logged, then kill -9 it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!std::filesystem::exists(run / "peer-2.jsonl") &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(std::filesystem::exists(run / "peer-2.jsonl"));
+  const auto killed = sgp::testing::run_command("pkill -9 -f -- '" + self_proof("peer --rank 2 .*" + run.string()) + "'");
+  REQUIRE(killed.exit_code == 0);
+  const auto started = std::chrono::steady_clock::now();
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::ifstream in(log);
+  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO(output);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 3);
+  CHECK(contains(output, "rank 2 was killed by signal 9"));
+  CHECK(seconds < 60.0);
+  CHECK(processes_mentioning(run.string()) == 0);
+}
+
+TEST_CASE("bad peer input gets clear errors") {
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const std::string base = "--device cpu --topology " + topology.string() + " --run-dir " +
+                           (dir / "run").string();
+  SUBCASE("rank outside the topology") {
+    const auto r = run_sgp("peer --rank 4 " + base);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "--rank 4"));
+    CHECK(contains(r.output, "0..3"));
+  }
+  SUBCASE("no rank at all") {
+    const auto r = sgp::testing::run_command("env -u RANK -u SLURM_PROCID " +
+                                             sgp::testing::sgp_binary().string() + " peer " + base);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "RANK or SLURM_PROCID"));
+  }
+  SUBCASE("rank from $RANK that is not a number") {
+    const auto r = sgp::testing::run_command("RANK=two " + sgp::testing::sgp_binary().string() +
+                                             " peer " + base);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "$RANK: 'two' is not a rank"));
+  }
+  SUBCASE("unknown algorithm") {
+    const auto r = run_sgp("launch --algo gossip " + base);
+    CHECK(r.exit_code != 0);
+    CHECK(contains(r.output, "--algo"));
+  }
+  SUBCASE("dpsgd on a directed graph") {
+    const auto ring = sgp::testing::write_local_topology(dir / "ring.dot", "ring", 3);
+    const auto r = run_sgp("peer --rank 0 --algo dpsgd --device cpu --topology " + ring.string() +
+                           " --run-dir " + (dir / "x").string());
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "undirected"));
+    CHECK(contains(r.output, "ring.dot"));
+  }
+  SUBCASE("exact on a graph that is not complete") {
+    const auto r = run_sgp("peer --rank 0 --algo exact " + base);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "complete topology"));
+  }
+  SUBCASE("an endpoint that cannot be bound") {
+    const auto bad = sgp::testing::write_local_topology(dir / "bad.dot", "one-peer-exponential", 4,
+                                                        "tcp://192.0.2.1:5600");
+    const auto r = run_sgp("peer --rank 3 --device cpu --topology " + bad.string() +
+                           " --run-dir " + (dir / "y").string());
+    CHECK(r.exit_code == 3);
+    CHECK(contains(r.output, "192.0.2.1:5600"));
+  }
+  SUBCASE("a topology file that does not exist") {
+    const auto r = run_sgp("launch --topology " + (dir / "none.dot").string());
+    CHECK(r.exit_code != 0);
+    CHECK(contains(r.output, "none.dot"));
+  }
+}
