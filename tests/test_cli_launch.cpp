@@ -71,10 +71,7 @@ int processes_mentioning(const std::string& marker) {
 }  // namespace
 
 TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is conserved") {
-  if (!sgp::testing::fashion_mnist_installed()) {
-    MESSAGE("SKIPPED: Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
-    return;
-  }
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
@@ -105,10 +102,7 @@ TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is c
 }
 
 TEST_CASE("SGP's average model beats every local-only peer trained on the same shards") {
-  if (!sgp::testing::fashion_mnist_installed()) {
-    MESSAGE("SKIPPED: Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
-    return;
-  }
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
   const std::string common = "launch --device cpu --epochs 0.5 --eval-every 0.5 --log-level warn "
@@ -126,10 +120,7 @@ TEST_CASE("SGP's average model beats every local-only peer trained on the same s
 }
 
 TEST_CASE("an interrupted run resumes from its newest complete checkpoint and finishes") {
-  if (!sgp::testing::fashion_mnist_installed()) {
-    MESSAGE("SKIPPED: Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
-    return;
-  }
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
@@ -184,10 +175,7 @@ TEST_CASE("an interrupted run resumes from its newest complete checkpoint and fi
 }
 
 TEST_CASE("a peer killed mid-run is reported by rank and signal, and the others stop") {
-  if (!sgp::testing::fashion_mnist_installed()) {
-    MESSAGE("SKIPPED: Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
-    return;
-  }
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";

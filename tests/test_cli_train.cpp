@@ -17,10 +17,7 @@ bool contains(const std::string& text, const std::string& part) {
 }  // namespace
 
 TEST_CASE("sgp train for one epoch reaches 84% test accuracy and writes its run directory") {
-  if (!sgp::testing::fashion_mnist_installed()) {
-    MESSAGE("SKIPPED: Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)");
-    return;
-  }
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto run = dir / "run";
   const auto result = run_sgp("train --epochs 1 --device cpu --run-dir " + run.string());
