@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   app.fallthrough();
   sgp::cli::add_train_command(app);
   sgp::cli::add_consensus_command(app);
+  sgp::cli::add_peer_command(app);
+  sgp::cli::add_launch_command(app);
+  sgp::cli::add_monitor_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -40,6 +40,7 @@ void add_train_command(CLI::App& app) {
     run.write_json("config.json", recorded);
     peer::Trainer trainer(*config, 0, 1, *backend, train, test, run);
     const auto summary = trainer.run();
+    run.write_json("summary.json", summary);
     spdlog::info("test accuracy {:.2f}%, {:.0f} samples/s; results in {}",
                  100.0 * summary["final_test_accuracy"].get<double>(),
                  summary["samples_per_second"].get<double>(), run.path());

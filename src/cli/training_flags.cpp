@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "sgp/peer/train_config.hpp"
 
 namespace sgp::cli {
@@ -85,6 +88,90 @@ void add_training_flags(CLI::App& cmd, peer::TrainConfig& c) {
   cmd.add_option("--log-level", c.log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str()
       ->group(report);
+}
+
+void add_peer_flags(CLI::App& cmd, peer::TrainConfig& c) {
+  const char* group = "Peers and gossip";
+  cmd.add_option("--topology", c.topology,
+                 "topology file (Graphviz DOT with an endpoint per node; see `sgp topology`)")
+      ->required()
+      ->check(CLI::ExistingFile)
+      ->group(group);
+  cmd.add_option("--algo", c.algo,
+                 "sgp (synchronous push-sum), osgp (overlapped, see --tau), local (no "
+                 "communication), dpsgd (symmetric gossip, undirected topology), exact (complete "
+                 "topology: exact averaging, for comparison)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgp", "osgp", "local", "dpsgd", "exact"}))
+      ->group(group);
+  cmd.add_option("--tau", c.tau, "osgp: how many rounds an in-neighbour may lag behind")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(group);
+  cmd.add_option("--gossip-every", c.gossip_every, "gossip once every H iterations")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  cmd.add_option("--self-weight", c.self_weight,
+                 "mixing rate a in (0, 1): keep a, push (1 - a) spread over the out-neighbours "
+                 "(overrides the file's weights; 0 = use the file)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(group);
+  cmd.add_option("--timeout-ms", c.timeout_ms,
+                 "a neighbour's message missing this long fails the run, naming the neighbour")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  cmd.add_option("--checkpoint-every", c.checkpoint_every,
+                 "write a checkpoint every C iterations into <run-dir>/checkpoints (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->group(group);
+  cmd.add_flag("--resume", c.resume,
+               "continue from the newest checkpoint that every peer finished")
+      ->group(group);
+  cmd.add_option("--monitor", c.monitor,
+                 "endpoint of the consensus monitor to hand snapshots to (best effort)")
+      ->group(group);
+}
+
+std::vector<std::string> training_arguments(const peer::TrainConfig& c) {
+  std::vector<std::string> a;
+  auto add = [&a](const char* flag, const auto& value) {
+    a.push_back(flag);
+    a.push_back(fmt::format("{}", value));
+  };
+  add("--hidden", fmt::format("{}", fmt::join(c.hidden, ",")));
+  if (!c.data_dir.empty()) add("--data-dir", c.data_dir);
+  add("--seed", c.seed);
+  add("--epochs", c.epochs);
+  add("--max-iterations", c.max_iterations);
+  add("--batch-size", c.batch_size);
+  add("--lr", c.lr);
+  add("--lr-scaling", c.lr_scaling);
+  add("--warmup-epochs", c.warmup_epochs);
+  add("--lr-decay", c.lr_decay);
+  if (!c.lr_milestones.empty()) add("--lr-milestones", fmt::format("{}", fmt::join(c.lr_milestones, ",")));
+  add("--lr-gamma", c.lr_gamma);
+  add("--momentum", c.momentum);
+  a.push_back(c.nesterov ? "--nesterov" : "--no-nesterov");
+  add("--weight-decay", c.weight_decay);
+  add("--device", c.device);
+  add("--blas-threads", c.blas_threads);
+  if (c.tf32) a.push_back("--tf32");
+  if (!c.run_dir.empty()) add("--run-dir", c.run_dir);
+  add("--log-every", c.log_every);
+  add("--eval-every", c.eval_every_epochs);
+  add("--log-level", c.log_level);
+  add("--topology", c.topology);
+  add("--algo", c.algo);
+  add("--tau", c.tau);
+  add("--gossip-every", c.gossip_every);
+  add("--self-weight", c.self_weight);
+  add("--timeout-ms", c.timeout_ms);
+  add("--checkpoint-every", c.checkpoint_every);
+  if (c.resume) a.push_back("--resume");
+  if (!c.monitor.empty()) add("--monitor", c.monitor);
+  return a;
 }
 
 }  // namespace sgp::cli

@@ -63,7 +63,14 @@ std::unique_ptr<Backend> make_backend(const DeviceOptions& options) {
     const int count = cuda_device_count(&why_not);
     if (count > parsed.index) {
 #if SGP_HAVE_CUDA
-      return std::make_unique<CudaBackend>(parsed.index, options.allow_tf32);
+      try {
+        return std::make_unique<CudaBackend>(parsed.index, options.allow_tf32);
+      } catch (const Error& e) {
+        // A device that is listed but cannot be set up (busy in exclusive mode, out of memory):
+        // "auto" falls back to the CPU and says why; an explicit request reports the failure.
+        if (!parsed.automatic) throw;
+        why_not = fmt::format("cuda:{} could not be set up: {}", parsed.index, e.what());
+      }
 #endif
     } else if (count > 0) {
       why_not = fmt::format("only {} CUDA device(s) are usable", count);

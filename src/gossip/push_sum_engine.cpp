@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -443,6 +444,17 @@ void PushSumEngine::comm_loop() {
     }
     inbox_ready_.notify_all();
   }
+}
+
+void PushSumEngine::restore(std::int64_t round, double weight) {
+  SGP_ENFORCE(round_ == 0, "restore() after {} rounds were mixed", round_);
+  SGP_ENFORCE(round >= 0, "cannot restore round {}", round);
+  SGP_ENFORCE(weight > 0.0 && std::isfinite(weight), "restored push-sum weight is {}", weight);
+  round_ = round;
+  w_ = weight;
+  tracker_->restart_at(round - 1);
+  std::lock_guard lock(metrics_mutex_);
+  metrics_.rounds = round_;
 }
 
 }  // namespace sgp::gossip

@@ -28,6 +28,11 @@ class RoundTracker {
   void advance_floor(std::int64_t limit);
   // Every round <= floor() is complete (and its messages applied); -1 before round 0.
   std::int64_t floor() const { return floor_; }
+  // Resuming from a checkpoint taken after `floor` rounds closed: nothing received yet.
+  void restart_at(std::int64_t floor) {
+    floor_ = floor;
+    received_.clear();
+  }
 
  private:
   static constexpr std::int64_t kHistory = 64;  // closed rounds remembered to name replays

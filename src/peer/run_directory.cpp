@@ -72,6 +72,7 @@ RunDirectory::RunDirectory(std::filesystem::path dir, int rank) : dir_(std::move
     throw InputError(fmt::format("run directory {}: cannot create it: {}", dir_,
                                  ec ? ec.message() : "exists and is not a directory"));
   }
+  if (rank < 0) return;  // a launcher or monitor: no peer log
   const auto log_path = dir_ / fmt::format("peer-{}.jsonl", rank);
   log_.open(log_path, std::ios::app);
   if (!log_) throw IoError(fmt::format("{}: cannot open for writing", log_path));
@@ -82,6 +83,7 @@ void RunDirectory::write_json(const std::string& name, const nlohmann::json& val
 }
 
 void RunDirectory::log(const nlohmann::json& record) {
+  SGP_ENFORCE(log_.is_open(), "this run directory has no peer log");
   log_ << record.dump() << '\n';
   log_.flush();
   if (!log_) throw IoError(fmt::format("{}: write failed", dir_ / "peer log"));

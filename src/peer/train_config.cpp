@@ -17,6 +17,11 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
       {"device", c.device},           {"blas_threads", c.blas_threads},
       {"tf32", c.tf32},               {"log_every", c.log_every},
       {"eval_every_epochs", c.eval_every_epochs},
+      {"topology", c.topology},       {"algo", c.algo},
+      {"tau", c.tau},                 {"gossip_every", c.gossip_every},
+      {"self_weight", c.self_weight}, {"timeout_ms", c.timeout_ms},
+      {"checkpoint_every", c.checkpoint_every},
+      {"resume", c.resume},           {"monitor", c.monitor},
   };
 }
 

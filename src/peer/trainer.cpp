@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -10,10 +11,13 @@
 #include "sgp/compute/device_buffer.hpp"
 #include "sgp/data/sharding.hpp"
 #include "sgp/error.hpp"
+#include "sgp/gossip/push_sum_engine.hpp"
 #include "sgp/model/lr_schedule.hpp"
 #include "sgp/model/mlp.hpp"
 #include "sgp/model/sgd.hpp"
+#include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/batch_loader.hpp"
+#include "sgp/peer/checkpoint_store.hpp"
 #include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/progress.hpp"
 #include "sgp/peer/run_directory.hpp"
@@ -61,6 +65,23 @@ std::int64_t total_iterations(const TrainConfig& c, std::int64_t per_epoch) {
   return c.max_iterations > 0 ? std::min(total, c.max_iterations) : total;
 }
 
+void validate(const TrainConfig& c) {
+  if (c.batch_size < 1) {
+    throw InputError(fmt::format("--batch-size: must be at least 1, got {}", c.batch_size));
+  }
+  if (!(c.epochs > 0.0)) throw InputError(fmt::format("--epochs: must be positive, got {}", c.epochs));
+  for (int width : c.hidden) {
+    if (width < 1) throw InputError(fmt::format("--hidden: widths must be >= 1, got {}", width));
+  }
+  if (c.gossip_every < 1) {
+    throw InputError(fmt::format("--gossip-every: must be at least 1, got {}", c.gossip_every));
+  }
+  if (c.tau < 0) throw InputError(fmt::format("--tau: must be >= 0, got {}", c.tau));
+  if (c.checkpoint_every < 0) {
+    throw InputError(fmt::format("--checkpoint-every: must be >= 0, got {}", c.checkpoint_every));
+  }
+}
+
 }  // namespace
 
 std::int64_t iterations_per_epoch(std::size_t train_size, int num_peers, int batch_size) {
@@ -83,22 +104,25 @@ struct Trainer::State {
   const TrainConfig& config;
   int rank, num_peers;
   compute::Backend& backend;
-  const data::Dataset& train;
   RunDirectory& run;
+  Communication comm;
   model::Mlp mlp;
-  compute::DeviceBuffer<float> params, grads;
+  compute::DeviceBuffer<float> x, z, grads;  // push-sum numerator, de-biased copy, gradient
   model::Sgd sgd;
   data::BatchSampler sampler;
   BatchLoader loader;
   Evaluator evaluator;
   std::int64_t per_epoch, total;
   model::LrSchedule lr;
+  std::unique_ptr<gossip::PushSumEngine> engine;
+  std::optional<CheckpointStore> checkpoints;
 
   State(const TrainConfig& c, int r, int n, compute::Backend& b, const data::Dataset& tr,
-        const data::Dataset& te, RunDirectory& rd)
-      : config(c), rank(r), num_peers(n), backend(b), train(tr), run(rd),
+        const data::Dataset& te, RunDirectory& rd, Communication cm)
+      : config(c), rank(r), num_peers(n), backend(b), run(rd), comm(std::move(cm)),
         mlp(b, layer_widths(c, tr), c.batch_size),
-        params(b, mlp.parameter_count()),
+        x(b, mlp.parameter_count()),
+        z(b, comm.schedule ? mlp.parameter_count() : 0),
         grads(b, mlp.parameter_count()),
         sgd(b, mlp.parameter_count(), {c.momentum, c.weight_decay, c.nesterov}),
         sampler(data::make_shards(tr.size(), n, c.seed)[r], c.batch_size, c.seed + 1 + r),
@@ -107,23 +131,72 @@ struct Trainer::State {
         per_epoch(iterations_per_epoch(tr.size(), n, c.batch_size)),
         total(total_iterations(c, per_epoch)),
         lr(lr_options(c, n, per_epoch, total)) {
-    const auto initial = mlp.initial_parameters(c.seed);
-    params.upload(initial);
+    x.upload(mlp.initial_parameters(c.seed));
+    if (comm.schedule) {
+      SGP_ENFORCE(comm.transport != nullptr, "a schedule needs a transport");
+      gossip::PushSumConfig gc;
+      gc.mode = gossip_mode(parse_algorithm(c.algo));
+      gc.tau = c.tau;
+      gc.gossip_every = c.gossip_every;
+      gc.timeout = std::chrono::milliseconds(c.timeout_ms);
+      engine = std::make_unique<gossip::PushSumEngine>(b, *comm.schedule, *comm.transport,
+                                                       x.data(), x.size(), gc);
+    }
+    if (c.checkpoint_every > 0 || c.resume) checkpoints.emplace(rd.path() / "checkpoints", r);
+  }
+
+  // The parameters the gradient is taken at: z = x / w with gossip, x itself without.
+  const float* debiased() {
+    if (!engine) return x.data();
+    engine->debias(z.data());
+    return z.data();
+  }
+
+  void save_checkpoint(std::int64_t iteration) {
+    if (engine) engine->finish();  // overlap mode: no mass in flight
+    CheckpointState s;
+    s.iteration = iteration;
+    s.epoch = sampler.epoch();
+    s.position = sampler.position();
+    s.weight = engine ? engine->weight() : 1.0;
+    s.x = x.to_host();
+    s.velocity = sgd.velocity().to_host();
+    checkpoints->save(s);
+  }
+
+  // Returns the iteration to start from.
+  std::int64_t resume() {
+    const auto newest = latest_complete_checkpoint(checkpoints->dir(), num_peers);
+    if (!newest) {
+      if (!checkpoints->available().empty()) {
+        throw InputError(fmt::format("--resume: {} has checkpoints of this peer but no set that "
+                                     "every one of the {} peers finished",
+                                     checkpoints->dir().string(), num_peers));
+      }
+      spdlog::info("--resume: no checkpoint in {}; starting from the beginning",
+                   checkpoints->dir().string());
+      return 0;
+    }
+    const CheckpointState s = checkpoints->load(*newest);
+    if (s.x.size() != x.size() || s.velocity.size() != x.size()) {
+      throw InputError(fmt::format("{}: holds {} parameters, this model has {}",
+                                   checkpoints->file(*newest).string(), s.x.size(), x.size()));
+    }
+    x.upload(s.x);
+    sgd.velocity().upload(s.velocity);
+    sampler.seek(static_cast<int>(s.epoch), s.position);
+    if (engine) engine->restore(s.iteration / config.gossip_every, s.weight);
+    spdlog::info("resumed from iteration {} (push-sum weight {})", s.iteration, s.weight);
+    return s.iteration;
   }
 };
 
 Trainer::Trainer(const TrainConfig& config, int rank, int num_peers, compute::Backend& backend,
-                 const data::Dataset& train, const data::Dataset& test, RunDirectory& run) {
-  if (config.batch_size < 1) {
-    throw InputError(fmt::format("--batch-size: must be at least 1, got {}", config.batch_size));
-  }
-  if (!(config.epochs > 0.0)) {
-    throw InputError(fmt::format("--epochs: must be positive, got {}", config.epochs));
-  }
-  for (int width : config.hidden) {
-    if (width < 1) throw InputError(fmt::format("--hidden: widths must be >= 1, got {}", width));
-  }
-  state_ = std::make_unique<State>(config, rank, num_peers, backend, train, test, run);
+                 const data::Dataset& train, const data::Dataset& test, RunDirectory& run,
+                 Communication communication) {
+  validate(config);
+  state_ = std::make_unique<State>(config, rank, num_peers, backend, train, test, run,
+                                   std::move(communication));
 }
 
 Trainer::~Trainer() = default;
@@ -133,22 +206,26 @@ nlohmann::json Trainer::run() {
   const TrainConfig& c = s.config;
   const std::int64_t eval_every = std::max<std::int64_t>(
       1, std::llround(c.eval_every_epochs * static_cast<double>(s.per_epoch)));
-  spdlog::info("training {} parameters on {}: {} iterations ({} per epoch), batch {}",
+  const std::int64_t start_iteration = c.resume ? s.resume() : 0;
+  spdlog::info("training {} parameters on {}: {} iterations ({} per epoch), batch {}{}",
                s.mlp.parameter_count(), s.backend.describe(), s.total, s.per_epoch,
-               c.batch_size);
+               c.batch_size,
+               s.engine ? fmt::format(", {} with {} peers", c.algo, s.num_peers) : "");
 
-  Progress progress("train", s.total);
+  Progress progress(fmt::format("rank {}", s.rank), s.total);
   std::vector<double> iteration_seconds;
   iteration_seconds.reserve(static_cast<std::size_t>(s.total));
   double window_loss = 0.0, last_loss = 0.0;
+  double compute_seconds = 0.0, comm_seconds = 0.0;
   std::int64_t window_count = 0, samples = 0;
   Evaluation last_eval;
+  gossip::PushSumMetrics before;  // engine metrics at the previous record
   const auto start = Clock::now();
 
-  for (std::int64_t it = 0; it < s.total; ++it) {
+  for (std::int64_t it = start_iteration; it < s.total; ++it) {
     const auto step_start = Clock::now();
     const int batch = s.loader.load(s.sampler.next());
-    const double loss = s.mlp.forward_backward(s.params.data(), s.loader.images(),
+    const double loss = s.mlp.forward_backward(s.debiased(), s.loader.images(),
                                                s.loader.labels(), batch, s.grads.data());
     if (!std::isfinite(loss)) {
       throw InputError(fmt::format("training diverged at iteration {}: loss is {} (try a "
@@ -156,8 +233,12 @@ nlohmann::json Trainer::run() {
                                    it, loss));
     }
     const double lr = s.lr.at(it);
-    s.sgd.step(s.params.data(), s.grads.data(), static_cast<float>(lr));
+    s.sgd.step(s.x.data(), s.grads.data(), static_cast<float>(lr));
     s.backend.synchronize();
+    const auto computed = Clock::now();
+    compute_seconds += std::chrono::duration<double>(computed - step_start).count();
+    if (s.engine) s.engine->step(it);
+    comm_seconds += seconds_since(computed);
     iteration_seconds.push_back(seconds_since(step_start));
     samples += batch;
     window_loss += loss;
@@ -165,7 +246,7 @@ nlohmann::json Trainer::run() {
 
     const bool last = it + 1 == s.total;
     const bool eval = last || (it + 1) % eval_every == 0;
-    if (eval || last || (it + 1) % c.log_every == 0) {
+    if (eval || (it + 1) % c.log_every == 0) {
       last_loss = window_loss / static_cast<double>(window_count);
       nlohmann::json record = {
           {"iteration", it + 1},
@@ -173,15 +254,37 @@ nlohmann::json Trainer::run() {
           {"wall_time", seconds_since(start)},
           {"loss", last_loss},
           {"lr", lr},
+          {"compute_s", compute_seconds},
       };
+      if (s.engine) {
+        if (last) s.engine->finish();  // overlap: apply every message still in flight
+        const auto m = s.engine->metrics();
+        record["weight"] = s.engine->weight();
+        record["bytes_sent"] = m.bytes_sent - before.bytes_sent;
+        record["bytes_received"] = m.bytes_received - before.bytes_received;
+        record["wait_s"] = m.wait_seconds - before.wait_seconds;
+        record["communication_s"] = comm_seconds - record["wait_s"].get<double>();
+        record["rejected_messages"] = m.rejected_total();
+        before = m;
+      }
       if (eval) {
-        last_eval = s.evaluator.evaluate(s.params.data());
+        const float* z = s.debiased();
+        last_eval = s.evaluator.evaluate(z);
         record["test_accuracy"] = last_eval.accuracy;
         record["test_loss"] = last_eval.loss;
+        if (s.comm.snapshot) {
+          std::vector<float> host(s.x.size());
+          s.backend.download(host.data(), z, host.size() * sizeof(float));
+          s.comm.snapshot(it + 1, last, host);
+        }
       }
       s.run.log(record);
       window_loss = 0.0;
       window_count = 0;
+      compute_seconds = comm_seconds = 0.0;
+    }
+    if (s.checkpoints && c.checkpoint_every > 0 && ((it + 1) % c.checkpoint_every == 0 || last)) {
+      s.save_checkpoint(it + 1);
     }
     progress.update(it + 1, fmt::format("loss {:.4f}  acc {:.2f}%", last_loss,
                                         100.0 * last_eval.accuracy));
@@ -192,9 +295,11 @@ nlohmann::json Trainer::run() {
   const auto times = percentiles(iteration_seconds, 20);
   double train_seconds = 0.0;
   for (double t : iteration_seconds) train_seconds += t;
+  const auto iterations_run = static_cast<double>(std::max<std::size_t>(1, iteration_seconds.size()));
   nlohmann::json summary = {
       {"rank", s.rank},
       {"peers", s.num_peers},
+      {"algo", c.algo},
       {"device", s.backend.describe()},
       {"parameters", s.mlp.parameter_count()},
       {"iterations", s.total},
@@ -208,7 +313,12 @@ nlohmann::json Trainer::run() {
       {"samples_per_second", static_cast<double>(samples) / train_seconds},
       {"wall_time_s", wall},
   };
-  s.run.write_json("summary.json", summary);
+  if (s.engine) {
+    const auto m = s.engine->metrics();
+    summary["weight"] = s.engine->weight();
+    summary["bytes_sent_per_iteration"] = static_cast<double>(m.bytes_sent) / iterations_run;
+    summary["rejected_messages"] = m.rejected_total();
+  }
   return summary;
 }
 

@@ -59,6 +59,11 @@ class PushSumEngine {
   // Sync: waits for outstanding buffer releases only.
   void finish();
 
+  // Resuming from a checkpoint: `round` rounds were completed and the push-sum weight was
+  // `weight` (x itself is the caller's buffer, restored by the caller). Only before the first
+  // mix(); every peer must resume from the same round (sync) or from a finish()ed state.
+  void restore(std::int64_t round, double weight);
+
   // z = x / w (z: n floats in backend memory).
   void debias(float* z);
   double weight() const { return w_; }

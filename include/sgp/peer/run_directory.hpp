@@ -18,7 +18,8 @@ std::filesystem::path default_run_dir(const std::string& prefix);
 
 class RunDirectory {
  public:
-  // Creates the directory (and parents); InputError naming it if that fails.
+  // Creates the directory (and parents); InputError naming it if that fails. rank < 0: no
+  // peer-<rank>.jsonl (a launcher or monitor).
   RunDirectory(std::filesystem::path dir, int rank);
 
   const std::filesystem::path& path() const { return dir_; }

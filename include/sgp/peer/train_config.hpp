@@ -32,6 +32,16 @@ struct TrainConfig {
   std::string device = "auto";
   int blas_threads = 1;
   bool tf32 = false;
+  // peers and gossip (sgp peer / sgp launch)
+  std::string topology;                  // DOT file
+  std::string algo = "sgp";              // sgp | osgp | local | dpsgd | exact
+  int tau = 1;                           // osgp: staleness bound in rounds
+  int gossip_every = 1;                  // H: gossip once every H iterations
+  double self_weight = 0.0;              // > 0: mixing rate a overriding the file's weights
+  int timeout_ms = 30000;                // a missing peer's message fails the run after this
+  std::int64_t checkpoint_every = 0;     // iterations; 0: no checkpoints
+  bool resume = false;                   // continue from the newest complete checkpoint set
+  std::string monitor;                   // endpoint of the consensus monitor; empty: none
   // reporting
   std::string run_dir;                   // empty: runs/<command>-<timestamp>
   std::int64_t log_every = 50;           // iterations between JSONL records

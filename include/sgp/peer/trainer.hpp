@@ -1,6 +1,10 @@
 #pragma once
-// The training loop of one peer: data -> model -> optimizer, with metrics and progress.
+// The training loop of one peer (Assran et al. 2019, Algorithm 1): for each iteration k,
+//   z = x / w;  g = stochastic gradient at z;  x = optimizer step of x with g;
+//   then a push-sum round (every H iterations) that mixes (x, w) with the neighbours.
+// With no communication (local / `sgp train`) w stays 1 and z = x.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -9,6 +13,13 @@
 #include "sgp/compute/backend.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/peer/train_config.hpp"
+
+namespace sgp::topology {
+class Schedule;
+}
+namespace sgp::transport {
+class Transport;
+}
 
 namespace sgp::peer {
 
@@ -24,14 +35,25 @@ struct Percentiles {
 };
 Percentiles percentiles(std::vector<double> values, std::size_t skip);
 
+// What a peer needs to talk to the others; all null for a peer that trains alone.
+struct Communication {
+  const topology::Schedule* schedule = nullptr;  // the mixing schedule (see mixing_schedule)
+  transport::Transport* transport = nullptr;
+  // Called at evaluation points with this peer's de-biased parameters (host copy), e.g. to hand
+  // them to the consensus monitor. Must not block.
+  std::function<void(std::int64_t iteration, bool final, const std::vector<float>& z)> snapshot;
+};
+
 class Trainer {
  public:
-  // Trains shard `rank` of `num_peers` of the training set (one process: rank 0 of 1).
+  // Trains shard `rank` of `num_peers` of the training set.
   Trainer(const TrainConfig& config, int rank, int num_peers, compute::Backend& backend,
-          const data::Dataset& train, const data::Dataset& test, RunDirectory& run);
+          const data::Dataset& train, const data::Dataset& test, RunDirectory& run,
+          Communication communication = {});
   ~Trainer();
 
-  // Runs to the end; returns the summary that was also written to summary.json.
+  // Runs to the end (or from the newest complete checkpoint with config.resume); returns the
+  // summary that was also written to the run directory.
   nlohmann::json run();
 
  private:

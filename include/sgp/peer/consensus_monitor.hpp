@@ -1,0 +1,98 @@
+#pragma once
+// The passive consensus monitor. At evaluation points every peer hands its de-biased parameters
+// z_i to the monitor (best effort: SnapshotPublisher never blocks, drops when the monitor is slow
+// or gone). When the monitor holds all N snapshots of an iteration it computes, exactly:
+//   zbar = (1/N) sum_i z_i
+//   relative consensus error = mean_i ||z_i - zbar||^2 / ||zbar||^2
+//   test accuracy and loss of zbar (the average model)
+// and appends one record to monitor.jsonl. Training never waits for it, and a monitor that dies
+// never stops training.
+//
+// Snapshots use the gossip wire format (gossip/wire_format.hpp) with sender = rank,
+// round = iteration, weight = coefficient = 1, so every field is validated the same way.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sgp/compute/backend.hpp"
+#include "sgp/data/dataset.hpp"
+#include "sgp/transport/message.hpp"
+
+namespace sgp::transport {
+class SnapshotSender;
+class SnapshotReceiver;
+}
+
+namespace sgp::peer {
+
+class Evaluator;
+
+class SnapshotPublisher {
+ public:
+  SnapshotPublisher(const std::string& endpoint, int rank);
+  ~SnapshotPublisher();
+  // Never blocks; returns whether the snapshot was queued.
+  bool publish(std::int64_t iteration, const std::vector<float>& z);
+  std::uint64_t dropped() const;
+
+ private:
+  std::unique_ptr<transport::SnapshotSender> sender_;
+  int rank_;
+};
+
+struct MonitorRecord {
+  std::int64_t iteration = 0;
+  double consensus_error = 0.0;
+  double average_model_accuracy = 0.0;
+  double average_model_loss = 0.0;
+};
+
+class ConsensusMonitor {
+ public:
+  // widths: the MLP's layer widths; test: the test set the average model is evaluated on;
+  // log: where records are appended (monitor.jsonl).
+  ConsensusMonitor(compute::Backend& backend, const std::vector<int>& widths,
+                   const data::Dataset& test, int num_peers, std::filesystem::path log);
+  ~ConsensusMonitor();
+
+  // Validates and stores one snapshot; returns the record when it completed an iteration.
+  // Invalid snapshots are counted and logged, never applied.
+  std::optional<MonitorRecord> add(transport::Message message);
+
+  const std::vector<MonitorRecord>& records() const { return records_; }
+  std::uint64_t rejected() const { return rejected_; }
+  nlohmann::json summary() const;
+
+ private:
+  MonitorRecord complete(std::int64_t iteration);
+
+  compute::Backend& backend_;
+  std::unique_ptr<Evaluator> evaluator_;
+  std::size_t parameter_count_;
+  int num_peers_;
+  std::filesystem::path log_;
+  std::map<std::int64_t, std::map<int, std::vector<float>>> pending_;  // iteration -> rank -> z
+  std::vector<MonitorRecord> records_;
+  std::uint64_t rejected_ = 0;
+};
+
+// Receives snapshots into `monitor` until `stop` is set, then drains what is still queued
+// (until nothing arrives for `drain`) and returns. Errors are logged, never thrown: a monitor
+// problem must not stop anything else. With until_iteration > 0 it also returns once that
+// iteration's record is complete.
+void serve_monitor(ConsensusMonitor& monitor, transport::SnapshotReceiver& receiver,
+                   const std::atomic<bool>& stop, std::int64_t until_iteration = 0,
+                   std::chrono::milliseconds drain = std::chrono::milliseconds(1000));
+
+// Consensus error of host vectors, exactly as the monitor computes it (for tests and tools).
+double relative_consensus_error(const std::vector<std::vector<float>>& z);
+
+}  // namespace sgp::peer

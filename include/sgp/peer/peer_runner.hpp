@@ -1,0 +1,28 @@
+#pragma once
+// One SGP peer process from start to end: topology file -> mixing schedule -> ZeroMQ transport
+// -> data shard -> Trainer, writing peer-<rank>.jsonl and peer-<rank>-summary.json into the run
+// directory (and config.json from rank 0).
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sgp/peer/train_config.hpp"
+
+namespace sgp::topology {
+class Schedule;
+}
+
+namespace sgp::peer {
+
+// The rank of this process: `flag` when given, else $RANK, else $SLURM_PROCID. InputError when
+// none is set or one is not a number.
+int resolve_rank(std::optional<int> flag);
+
+// Reads config.topology (InputError naming the file and every problem in it).
+topology::Schedule load_topology(const TrainConfig& config);
+
+// Runs peer `rank` to the end; returns its summary.
+nlohmann::json run_peer(const TrainConfig& config, int rank);
+
+}  // namespace sgp::peer

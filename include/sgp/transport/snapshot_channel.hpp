@@ -1,0 +1,56 @@
+#pragma once
+// A one-way, best-effort channel for snapshots that must never slow the sender down: peers hand
+// their de-biased parameters to the consensus monitor at evaluation points. The sender never
+// blocks: when the monitor is slow, gone, or not started, the snapshot is dropped and counted.
+// Frames are copied (snapshots are rare), so the caller may reuse its buffer at once.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "sgp/transport/message.hpp"
+
+namespace sgp::transport {
+
+class SnapshotSender {
+ public:
+  // Connects (lazily, as ZeroMQ does) to the monitor at `endpoint`. Throws InputError when the
+  // endpoint is malformed.
+  explicit SnapshotSender(const std::string& endpoint);
+  ~SnapshotSender();
+  SnapshotSender(const SnapshotSender&) = delete;
+  SnapshotSender& operator=(const SnapshotSender&) = delete;
+
+  // Queues [header, payload] without blocking; false when it was dropped instead.
+  bool try_send(std::span<const std::byte> header, std::span<const std::byte> payload);
+  std::uint64_t dropped() const { return dropped_; }
+
+ private:
+  struct Socket;
+  std::unique_ptr<Socket> socket_;
+  std::uint64_t dropped_ = 0;
+};
+
+class SnapshotReceiver {
+ public:
+  // Binds at `endpoint` ("tcp://127.0.0.1:*" lets the OS choose the port; endpoint() tells).
+  // Throws IoError when it cannot bind.
+  explicit SnapshotReceiver(const std::string& endpoint);
+  ~SnapshotReceiver();
+  SnapshotReceiver(const SnapshotReceiver&) = delete;
+  SnapshotReceiver& operator=(const SnapshotReceiver&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+  // The next snapshot's frames, or nothing within `timeout`.
+  std::optional<Message> receive(std::chrono::milliseconds timeout);
+
+ private:
+  struct Socket;
+  std::unique_ptr<Socket> socket_;
+  std::string endpoint_;
+};
+
+}  // namespace sgp::transport

@@ -1,0 +1,72 @@
+// `sgp monitor`: the passive consensus monitor, started by hand for multi-host runs
+// (`sgp launch` runs one itself when every peer is local).
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <csignal>
+#include <memory>
+
+#include "commands.hpp"
+#include "sgp/compute/device.hpp"
+#include "sgp/data/dataset.hpp"
+#include "sgp/log.hpp"
+#include "sgp/peer/consensus_monitor.hpp"
+#include "sgp/peer/peer_runner.hpp"
+#include "sgp/peer/run_directory.hpp"
+#include "sgp/topology/schedule.hpp"
+#include "sgp/transport/snapshot_channel.hpp"
+
+namespace sgp::cli {
+
+namespace {
+std::atomic<bool> g_stop{false};
+extern "C" void request_stop(int) { g_stop.store(true); }
+}  // namespace
+
+void add_monitor_command(CLI::App& app) {
+  struct Options {
+    std::string topology, bind = "tcp://*:29400", run_dir, data_dir, device = "cpu";
+    std::vector<int> hidden = {512, 512};
+    std::int64_t until = 0;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "monitor",
+      "Collect the peers' parameter snapshots (peers started with --monitor ENDPOINT) and write, "
+      "per evaluation point, the exact relative consensus error and the test accuracy of the "
+      "average model to <run-dir>/monitor.jsonl. Never slows training; stops on Ctrl-C.");
+  cmd->add_option("--topology", o->topology, "the peers' topology file (for the number of peers)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--bind", o->bind, "endpoint to listen on")->capture_default_str();
+  cmd->add_option("--run-dir", o->run_dir, "where monitor.jsonl goes")->required();
+  cmd->add_option("--hidden", o->hidden, "hidden widths of the peers' MLP")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--data-dir", o->data_dir, "Fashion-MNIST directory (as for sgp train)");
+  cmd->add_option("--device", o->device, "device for evaluating the average model")
+      ->capture_default_str();
+  cmd->add_option("--until-iteration", o->until, "exit once this iteration is recorded");
+  cmd->callback([o] {
+    configure_logging(-1, "info");
+    peer::TrainConfig probe;
+    probe.topology = o->topology;
+    const int n = peer::load_topology(probe).num_peers();
+    auto backend = compute::make_backend({o->device, 1, false});
+    const auto test = data::load_fashion_mnist(data::resolve_data_dir(o->data_dir), "t10k");
+    std::vector<int> widths = {test.features()};
+    widths.insert(widths.end(), o->hidden.begin(), o->hidden.end());
+    widths.push_back(test.num_classes);
+    peer::RunDirectory run(o->run_dir, -1);
+    peer::ConsensusMonitor monitor(*backend, widths, test, n, run.path() / "monitor.jsonl");
+    transport::SnapshotReceiver receiver(o->bind);
+    spdlog::info("monitor listening on {} for {} peers", receiver.endpoint(), n);
+    std::signal(SIGINT, request_stop);
+    std::signal(SIGTERM, request_stop);
+    peer::serve_monitor(monitor, receiver, g_stop, o->until);
+    run.write_json("monitor-summary.json", monitor.summary());
+  });
+}
+
+}  // namespace sgp::cli

@@ -1,0 +1,172 @@
+#include "sgp/peer/consensus_monitor.hpp"
+
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "sgp/error.hpp"
+#include "sgp/gossip/wire_format.hpp"
+#include "sgp/model/mlp.hpp"
+#include "sgp/peer/evaluator.hpp"
+#include "sgp/transport/snapshot_channel.hpp"
+
+namespace sgp::peer {
+
+namespace {
+
+std::size_t parameter_count(const std::vector<int>& widths) {
+  std::size_t count = 0;
+  for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
+    count += static_cast<std::size_t>(widths[l]) * widths[l + 1] + widths[l + 1];
+  }
+  return count;
+}
+}  // namespace
+
+SnapshotPublisher::SnapshotPublisher(const std::string& endpoint, int rank)
+    : sender_(std::make_unique<transport::SnapshotSender>(endpoint)), rank_(rank) {}
+
+SnapshotPublisher::~SnapshotPublisher() = default;
+
+bool SnapshotPublisher::publish(std::int64_t iteration, const std::vector<float>& z) {
+  const auto payload = std::as_bytes(std::span<const float>(z));
+  gossip::WireHeader h;
+  h.sender = rank_;
+  h.round = iteration;
+  h.weight = 1.0;
+  h.coefficient = 1.0;
+  h.count = z.size();
+  h.payload_hash = gossip::payload_hash(payload);
+  const auto header = gossip::encode_header(h);
+  return sender_->try_send(header, payload);
+}
+
+std::uint64_t SnapshotPublisher::dropped() const { return sender_->dropped(); }
+
+double relative_consensus_error(const std::vector<std::vector<float>>& z) {
+  SGP_ENFORCE(!z.empty(), "no vectors");
+  const std::size_t n = z.front().size();
+  std::vector<double> mean(n, 0.0);
+  for (const auto& v : z) {
+    SGP_ENFORCE(v.size() == n, "vectors of sizes {} and {}", v.size(), n);
+    for (std::size_t k = 0; k < n; ++k) mean[k] += v[k];
+  }
+  double norm = 0.0;
+  for (auto& m : mean) {
+    m /= static_cast<double>(z.size());
+    norm += m * m;
+  }
+  double distance = 0.0;
+  for (const auto& v : z)
+    for (std::size_t k = 0; k < n; ++k) distance += (v[k] - mean[k]) * (v[k] - mean[k]);
+  distance /= static_cast<double>(z.size());
+  return norm > 0.0 ? distance / norm : distance;
+}
+
+ConsensusMonitor::ConsensusMonitor(compute::Backend& backend, const std::vector<int>& widths,
+                                   const data::Dataset& test, int num_peers,
+                                   std::filesystem::path log)
+    : backend_(backend),
+      evaluator_(std::make_unique<Evaluator>(backend, widths, test)),
+      parameter_count_(parameter_count(widths)),
+      num_peers_(num_peers),
+      log_(std::move(log)) {}
+
+ConsensusMonitor::~ConsensusMonitor() = default;
+
+std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
+  // self = num_peers: every rank 0..N-1 is a valid sender to the monitor.
+  auto decoded = gossip::decode_message(std::move(message), parameter_count_, num_peers_ + 1,
+                                        num_peers_);
+  if (auto* cause = std::get_if<gossip::RejectCause>(&decoded)) {
+    ++rejected_;
+    spdlog::warn("monitor: rejected a snapshot: {}", gossip::reject_cause_name(*cause));
+    return std::nullopt;
+  }
+  const auto& m = std::get<gossip::DecodedMessage>(decoded);
+  const int rank = m.header.sender;
+  const std::int64_t iteration = m.header.round;
+  if (rank >= num_peers_ || (!records_.empty() && iteration <= records_.back().iteration)) {
+    ++rejected_;
+    spdlog::warn("monitor: rejected a snapshot of rank {} iteration {}", rank, iteration);
+    return std::nullopt;
+  }
+  auto& z = pending_[iteration][rank];
+  z.resize(parameter_count_);
+  std::memcpy(z.data(), m.payload.data(), parameter_count_ * sizeof(float));
+  if (pending_[iteration].size() < static_cast<std::size_t>(num_peers_)) return std::nullopt;
+  return complete(iteration);
+}
+
+MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
+  std::vector<std::vector<float>> z;
+  for (auto& [rank, v] : pending_[iteration]) z.push_back(std::move(v));
+  // Older iterations can no longer complete in order (a snapshot was dropped): give them up.
+  pending_.erase(pending_.begin(), pending_.upper_bound(iteration));
+
+  MonitorRecord record;
+  record.iteration = iteration;
+  record.consensus_error = relative_consensus_error(z);
+  std::vector<float> mean(parameter_count_, 0.0f);
+  for (std::size_t k = 0; k < parameter_count_; ++k) {
+    double sum = 0.0;
+    for (const auto& v : z) sum += v[k];
+    mean[k] = static_cast<float>(sum / static_cast<double>(z.size()));
+  }
+  compute::DeviceBuffer<float> average(backend_, std::span<const float>(mean));
+  const Evaluation eval = evaluator_->evaluate(average.data());
+  record.average_model_accuracy = eval.accuracy;
+  record.average_model_loss = eval.loss;
+  records_.push_back(record);
+
+  std::ofstream out(log_, std::ios::app);
+  out << nlohmann::json{{"iteration", record.iteration},
+                        {"consensus_error", record.consensus_error},
+                        {"average_model_accuracy", record.average_model_accuracy},
+                        {"average_model_loss", record.average_model_loss}}
+             .dump()
+      << '\n';
+  if (!out) throw IoError(fmt::format("{}: write failed", log_.string()));
+  spdlog::info("monitor: iteration {}: consensus error {:.3e}, average model accuracy {:.2f}%",
+               iteration, record.consensus_error, 100.0 * record.average_model_accuracy);
+  return record;
+}
+
+void serve_monitor(ConsensusMonitor& monitor, transport::SnapshotReceiver& receiver,
+                   const std::atomic<bool>& stop, std::int64_t until_iteration,
+                   std::chrono::milliseconds drain) {
+  auto done = [&] {
+    return until_iteration > 0 && !monitor.records().empty() &&
+           monitor.records().back().iteration >= until_iteration;
+  };
+  try {
+    while (!stop.load() && !done()) {
+      if (auto message = receiver.receive(std::chrono::milliseconds(200))) {
+        monitor.add(std::move(*message));
+      }
+    }
+    while (!done()) {
+      auto message = receiver.receive(drain);
+      if (!message) break;
+      monitor.add(std::move(*message));
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("monitor stopped: {} (training goes on without it)", e.what());
+  }
+}
+
+nlohmann::json ConsensusMonitor::summary() const {
+  nlohmann::json s = {{"evaluations", records_.size()}, {"rejected_snapshots", rejected_}};
+  if (!records_.empty()) {
+    const auto& last = records_.back();
+    s["final_iteration"] = last.iteration;
+    s["final_consensus_error"] = last.consensus_error;
+    s["final_average_model_accuracy"] = last.average_model_accuracy;
+    s["final_average_model_loss"] = last.average_model_loss;
+  }
+  return s;
+}
+
+}  // namespace sgp::peer

@@ -1,0 +1,89 @@
+#include "sgp/transport/snapshot_channel.hpp"
+
+#include <vector>
+#include <zmq.hpp>
+
+#include <fmt/format.h>
+
+#include "sgp/error.hpp"
+
+namespace sgp::transport {
+
+namespace {
+// At most this many snapshots wait per link; beyond that the newest is dropped, not waited for.
+constexpr int kSnapshotHwm = 4;
+// A peer that exits still gets this long to deliver its last snapshot.
+constexpr int kSnapshotLingerMs = 2000;
+}  // namespace
+
+struct SnapshotSender::Socket {
+  zmq::context_t context{1};
+  zmq::socket_t socket{context, zmq::socket_type::push};
+};
+
+SnapshotSender::SnapshotSender(const std::string& endpoint) : socket_(std::make_unique<Socket>()) {
+  socket_->socket.set(zmq::sockopt::sndhwm, kSnapshotHwm);
+  socket_->socket.set(zmq::sockopt::linger, kSnapshotLingerMs);
+  // Queue only to a monitor that is actually connected; with none, drop at once.
+  socket_->socket.set(zmq::sockopt::immediate, 1);
+  try {
+    socket_->socket.connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    throw InputError(fmt::format("--monitor: cannot use '{}': {}", endpoint, e.what()));
+  }
+}
+
+SnapshotSender::~SnapshotSender() = default;
+
+bool SnapshotSender::try_send(std::span<const std::byte> header,
+                              std::span<const std::byte> payload) {
+  try {
+    zmq::message_t head(header.data(), header.size());
+    zmq::message_t body(payload.data(), payload.size());
+    if (!socket_->socket.send(head, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      ++dropped_;
+      return false;
+    }
+    // A PUSH socket accepts the rest of a multipart message once its first frame is queued.
+    socket_->socket.send(body, zmq::send_flags::none);
+    return true;
+  } catch (const zmq::error_t&) {
+    ++dropped_;
+    return false;
+  }
+}
+
+struct SnapshotReceiver::Socket {
+  zmq::context_t context{1};
+  zmq::socket_t socket{context, zmq::socket_type::pull};
+};
+
+SnapshotReceiver::SnapshotReceiver(const std::string& endpoint)
+    : socket_(std::make_unique<Socket>()) {
+  socket_->socket.set(zmq::sockopt::linger, 0);
+  try {
+    socket_->socket.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    throw IoError(fmt::format("monitor: cannot bind {}: {}", endpoint, e.what()));
+  }
+  endpoint_ = socket_->socket.get(zmq::sockopt::last_endpoint);
+}
+
+SnapshotReceiver::~SnapshotReceiver() = default;
+
+std::optional<Message> SnapshotReceiver::receive(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{socket_->socket.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, timeout) == 0) return std::nullopt;
+  auto parts = std::make_shared<std::vector<zmq::message_t>>();
+  do {
+    parts->emplace_back();
+    (void)socket_->socket.recv(parts->back(), zmq::recv_flags::none);
+  } while (parts->back().more());
+  std::vector<std::span<const std::byte>> frames;
+  for (auto& part : *parts) {
+    frames.emplace_back(static_cast<const std::byte*>(part.data()), part.size());
+  }
+  return Message(std::move(frames), std::move(parts));
+}
+
+}  // namespace sgp::transport
