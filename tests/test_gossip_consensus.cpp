@@ -83,13 +83,16 @@ int predicted_rounds(const topology::Schedule& s) {
 
 TEST_CASE("sync push-sum reaches the exact mean and conserves weight every round") {
   for (const auto& [name, s] : all_cases()) {
-    {
+    // One message per vector, and 7 chunks of at most 5 elements.
+    for (std::uint64_t chunk : {std::uint64_t{0}, std::uint64_t{5}}) {
       CAPTURE(name);
+      CAPTURE(chunk);
       const int n = s.num_peers();
       const int rounds = predicted_rounds(s);
       transport::InProcNetwork net(n);
       gossip::PushSumConfig cfg;
       cfg.timeout = std::chrono::milliseconds(20000);
+      cfg.chunk_elements = chunk;
       auto results = run_inproc(s, net, kDim, rounds, cfg);
       check_consensus(results, s, kDim, rounds);
       for (int k = 0; k < rounds; ++k) {
@@ -117,6 +120,7 @@ TEST_CASE("overlap push-sum (tau 0, 1, 2) converges and conserves mass after fin
         gossip::PushSumConfig cfg;
         cfg.mode = gossip::Mode::overlap;
         cfg.tau = tau;
+        cfg.chunk_elements = 5;  // 7 chunks: whole messages must be applied, never a part
         cfg.timeout = std::chrono::milliseconds(20000);
         auto results = run_inproc(s, net, kDim, rounds, cfg);
         // Late messages take other float32 rounding paths than sync mode: 32 ulps (4e-6).
@@ -154,7 +158,8 @@ Forged forge(const topology::Schedule& s, int sender, int dest, std::int64_t rou
   h.round = round;
   h.weight = 1.0;
   h.coefficient = s.push_weight(sender, dest, round);
-  h.count = dim;
+  h.total = dim;
+  h.count = dim;  // one chunk: kDim is far below the chunk size
   h.payload_hash = gossip::payload_hash(std::as_bytes(std::span(f.payload)));
   f.header = gossip::encode_header(h);
   return f;
@@ -194,7 +199,12 @@ TEST_CASE("hostile messages are rejected, counted per cause, and consensus still
     send_raw(rogue, 0, good.header, std::as_bytes(std::span(p)));  // payload checksum
   }
   {
-    gossip::WireHeader h{99, 0, 1.0, 0.5, kDim, gossip::payload_hash(payload)};
+    gossip::WireHeader h = gossip::WireHeader{};
+    h.sender = 99;
+    h.weight = 1.0;
+    h.coefficient = 0.5;
+    h.total = h.count = kDim;
+    h.payload_hash = gossip::payload_hash(payload);
     send_raw(rogue, 0, gossip::encode_header(h), payload);  // unknown rank
     h.sender = 2;                                           // a real rank that never pushes to 0
     send_raw(rogue, 0, gossip::encode_header(h), payload);

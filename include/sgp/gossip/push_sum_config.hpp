@@ -28,11 +28,17 @@ struct PushSumConfig {
   // Longest wait for a peer's message, or for the transport to release a sent buffer, before
   // IoError (naming the peer and the round).
   std::chrono::milliseconds timeout{30000};
+  // Elements per message chunk (see Chunking in wire_format.hpp: at most 256 chunks per vector;
+  // 0 = one message per vector). Every peer must use the same value. 1 MiB of float32 by default:
+  // large enough to amortise per-message costs, small enough to pipeline the checksum and axpy of
+  // one chunk with the transfer of the next and to stay in cache between the two.
+  std::uint64_t chunk_elements = 262144;
   // Messages for a round more than this far ahead of ours are rejected (future_round).
   std::int64_t max_rounds_ahead = 1024;
 };
 
-// Counters since construction. Bytes count payload plus header.
+// Counters since construction. Messages are transport messages (one per chunk); bytes count
+// payload plus header.
 struct PushSumMetrics {
   std::int64_t rounds = 0;
   std::uint64_t messages_sent = 0;

@@ -81,6 +81,7 @@ class PushSumEngine {
   void send_round(std::int64_t round, const float* src, double weight,
                   std::vector<transport::ReleaseFn> releases);
   void scale_self(std::int64_t round);
+  void ensure_scaled(std::uint32_t chunk);
   std::optional<DecodedMessage> next_message(Clock::time_point deadline);
   std::optional<DecodedMessage> decode(transport::Message message);
   void drain_inbox();
@@ -108,6 +109,11 @@ class PushSumEngine {
   std::int64_t round_ = 0;
   bool failed_ = false;
 
+  Chunking chunking_;
+  // Sync mode, the round being mixed: p_ii, whether x itself was sent, chunks already scaled.
+  double self_weight_ = 1.0;
+  bool sent_from_x_ = false;
+  std::vector<bool> scaled_;
   std::shared_ptr<InFlight> in_flight_;  // shared with release callbacks that may outlive us
   std::vector<float*> staging_;          // host buffers (allocate_host) for snapshots / GPU
   float* scratch_host_ = nullptr;        // aligned copy of a misaligned received payload
