@@ -130,6 +130,31 @@ TEST_CASE("overlap push-sum (tau 0, 1, 2) converges and conserves mass after fin
   }
 }
 
+TEST_CASE("the device path (host staging, uploads into device scratch) mixes the same way") {
+  for (auto mode : {gossip::Mode::sync, gossip::Mode::overlap}) {
+    for (int n : {3, 8}) {
+      CAPTURE(gossip::mode_name(mode));
+      CAPTURE(n);
+      const auto s = topology::generate_topology(topology::TopologyKind::kOnePeerExponential,
+                                                 {.num_peers = n});
+      const int rounds = sgp::testing::reference_rounds(s, kDim, 1e-7, 1) * 11 / 10 + 5;
+      transport::InProcNetwork net(n);
+      std::vector<std::unique_ptr<transport::InProcTransport>> owned;
+      std::vector<transport::Transport*> ts;
+      for (int r = 0; r < n; ++r) {
+        owned.push_back(std::make_unique<transport::InProcTransport>(net, r));
+        ts.push_back(owned.back().get());
+      }
+      gossip::PushSumConfig cfg;
+      cfg.mode = mode;
+      cfg.chunk_elements = 5;
+      cfg.timeout = std::chrono::milliseconds(20000);
+      auto results = sgp::testing::run_peers(s, ts, kDim, rounds, cfg, {}, /*staged=*/true);
+      check_consensus(results, s, kDim, rounds, mode == gossip::Mode::overlap ? 4e-6 : 1e-6);
+    }
+  }
+}
+
 TEST_CASE("gossip every H iterations mixes once per H steps") {
   const auto s = sgp::testing::make_schedule(Graph::exponential, 4);
   transport::InProcNetwork net(4);
