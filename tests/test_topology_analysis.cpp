@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "sgp/gossip/wire_format.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/generator.hpp"
 #include "topology_test_util.hpp"
@@ -67,8 +68,8 @@ TEST_CASE("mixing matrices are column-stochastic and multiply in round order") {
 TEST_CASE("closed form: complete graph with uniform weights reaches consensus in one round") {
   for (int n : {2, 5, 16}) {
     const TopologyReport r = analyze_topology(make(TopologyKind::kComplete, n), 10);
-    CHECK(r.consensus_rate < 1e-12);
-    CHECK(r.asymptotic_rate < 1e-12);
+    CHECK(*r.consensus_rate < 1e-12);
+    CHECK(*r.asymptotic_rate < 1e-12);
     CHECK(r.predicted_rounds == 1);
     CHECK(r.diameter == 1);
   }
@@ -79,9 +80,9 @@ TEST_CASE("closed form: directed ring with self weight 1/2 has rate |1/2 + 1/2 e
     const TopologyReport r = analyze_topology(make(TopologyKind::kRing, n, 0.5), 10);
     const double expected =
         std::abs(0.5 + 0.5 * std::exp(std::complex<double>(0.0, 2.0 * std::numbers::pi / n)));
-    CHECK(r.consensus_rate == doctest::Approx(expected).epsilon(1e-12));
+    CHECK(*r.consensus_rate == doctest::Approx(expected).epsilon(1e-12));
     // The ring's matrix is normal (circulant): the asymptotic rate is the same.
-    CHECK(r.asymptotic_rate == doctest::Approx(expected).epsilon(1e-9));
+    CHECK(*r.asymptotic_rate == doctest::Approx(expected).epsilon(1e-9));
     const auto rounds = static_cast<std::int64_t>(std::ceil(std::log(1e-6) / std::log(expected)));
     CHECK(r.predicted_rounds == rounds);
     CHECK(r.diameter == n - 1);
@@ -97,20 +98,56 @@ TEST_CASE("closed form: one-peer exponential, N = 2^d, self weight 1/2, averages
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j) CHECK(a(i, j) == doctest::Approx(1.0 / n).epsilon(1e-15));
     const TopologyReport r = analyze_topology(s, 10);
-    CHECK(r.consensus_rate < 1e-12);
+    CHECK(*r.consensus_rate < 1e-12);
     CHECK(r.predicted_rounds == d);
   }
   // Not a power of two: no exact average after one period.
-  CHECK(analyze_topology(make(TopologyKind::kOnePeerExponential, 6, 0.5), 10).consensus_rate >
+  CHECK(*analyze_topology(make(TopologyKind::kOnePeerExponential, 6, 0.5), 10).consensus_rate >
         0.01);
+}
+
+TEST_CASE("circulant topologies: sigma = rho = max over k != 0 of |sum_s c_s e^(2 pi i s k/N)|") {
+  // A static circulant matrix is normal: its singular values are the moduli of its eigenvalues
+  // lambda_k = sum_s c_s w^(sk), with c_s the weight rank 0 gives rank s (c_0 its self weight).
+  for (TopologyKind kind : {TopologyKind::kRing, TopologyKind::kBidirectionalRing,
+                            TopologyKind::kExponential, TopologyKind::kComplete}) {
+    for (int n : {5, 8, 12}) {
+      for (std::optional<double> a : {std::optional<double>(), std::optional<double>(0.3)}) {
+        const Schedule s = make(kind, n, a);
+        std::vector<double> c(n, 0.0);
+        c[0] = s.self_weight(0, 0);
+        for (const Push& push : s.out_edges(0, 0)) c[push.peer] = push.weight;
+        double expected = 0.0;
+        for (int k = 1; k < n; ++k) {
+          std::complex<double> lambda = 0.0;
+          for (int shift = 0; shift < n; ++shift)
+            lambda += c[shift] * std::polar(1.0, 2.0 * std::numbers::pi * shift * k / n);
+          expected = std::max(expected, std::abs(lambda));
+        }
+        const TopologyReport r = analyze_topology(s, 1);
+        CAPTURE(topology_kind_name(kind));
+        CAPTURE(n);
+        CHECK(*r.consensus_rate == doctest::Approx(expected).epsilon(1e-12));
+        CHECK(*r.asymptotic_rate == doctest::Approx(expected).epsilon(1e-9));
+      }
+    }
+  }
+}
+
+TEST_CASE("above kMaxSpectralPeers the rates are skipped, the rest is still reported") {
+  const TopologyReport r = analyze_topology(make(TopologyKind::kRing, kMaxSpectralPeers + 1), 1);
+  CHECK_FALSE(r.consensus_rate.has_value());
+  CHECK_FALSE(r.predicted_rounds.has_value());
+  CHECK(r.diameter == kMaxSpectralPeers);
+  CHECK(format_report(r).find("consensus rate: not computed") != std::string::npos);
 }
 
 TEST_CASE("asymptotic rate: two peers, A = [[a, 1-b], [1-a, b]] has eigenvalues 1, a + b - 1") {
   const Schedule s(2, {{{{1, 0.1}}, {{0, 0.7}}}}, {{0.9, 0.3}});
   const TopologyReport r = analyze_topology(s, 10);
-  CHECK(r.asymptotic_rate == doctest::Approx(0.2).epsilon(1e-9));
-  CHECK(r.consensus_rate >= r.asymptotic_rate);
-  CHECK(r.consensus_rate == doctest::Approx(sgp::testing::power_iteration_rate(s)).epsilon(1e-9));
+  CHECK(*r.asymptotic_rate == doctest::Approx(0.2).epsilon(1e-9));
+  CHECK(*r.consensus_rate >= *r.asymptotic_rate);
+  CHECK(*r.consensus_rate == doctest::Approx(sgp::testing::power_iteration_rate(s)).epsilon(1e-9));
 }
 
 TEST_CASE("describe agrees with an independent computation (power iteration, plain BFS)") {
@@ -126,15 +163,16 @@ TEST_CASE("describe agrees with an independent computation (power iteration, pla
   };
   for (const Schedule& s : cases) {
     const TopologyReport r = analyze_topology(s, 1000);
-    CHECK(r.consensus_rate == doctest::Approx(sgp::testing::power_iteration_rate(s)).epsilon(1e-9));
+    CHECK(*r.consensus_rate ==
+          doctest::Approx(sgp::testing::power_iteration_rate(s)).epsilon(1e-9));
     CHECK(r.diameter == sgp::testing::naive_diameter(s));
-    CHECK(r.asymptotic_rate <= r.consensus_rate + 1e-12);
+    CHECK(*r.asymptotic_rate <= *r.consensus_rate + 1e-12);
     CHECK(r.strong_components == 1);
-    if (r.consensus_rate < 1.0 && r.consensus_rate > 0.0) {
+    if (*r.consensus_rate < 1.0 && *r.consensus_rate > 0.0) {
       // One period fewer than predicted does not guarantee the tolerance; the prediction does.
       const auto periods = *r.predicted_rounds / r.period;
-      CHECK(std::pow(r.consensus_rate, periods) <= 1e-6);
-      CHECK(std::pow(r.consensus_rate, periods - 1) > 1e-6);
+      CHECK(std::pow(*r.consensus_rate, periods) <= 1e-6);
+      CHECK(std::pow(*r.consensus_rate, periods - 1) > 1e-6);
     }
   }
 }
@@ -145,15 +183,16 @@ TEST_CASE("degrees, bytes per round and connectivity") {
   CHECK(star.out_degree[0].min == 1);
   CHECK(star.in_degree[0].max == 4);
   CHECK(star.max_bytes_per_round == 4 * message_bytes(1000));
-  CHECK(message_bytes(1000) == 4008);
+  CHECK(message_bytes(1000) == 4064);
+  CHECK(kMessageHeaderBytes == static_cast<std::int64_t>(sgp::gossip::kHeaderBytes));
   // 4 + 1 + 1 + 1 + 1 messages over 5 peers.
-  CHECK(star.mean_bytes_per_round == doctest::Approx(8.0 / 5.0 * 4008));
+  CHECK(star.mean_bytes_per_round == doctest::Approx(8.0 / 5.0 * 4064));
 
   const TopologyReport ope = analyze_topology(make(TopologyKind::kOnePeerExponential, 8), 1);
   CHECK(ope.period == 3);
   CHECK(ope.out_degree.size() == 3);
   CHECK(ope.union_out_degree.min == 3);
-  CHECK(ope.mean_bytes_per_round == doctest::Approx(12.0));
+  CHECK(ope.mean_bytes_per_round == doctest::Approx(68.0));
   CHECK(ope.diameter == 3);  // 7 = 1 + 2 + 4
 
   // A one-way star (hub -> leaves only) cannot reach consensus: every peer is its own component.
@@ -161,6 +200,8 @@ TEST_CASE("degrees, bytes per round and connectivity") {
   for (int leaf = 1; leaf < 4; ++leaf) edges[0][0].push_back({leaf, 0.25});
   const Schedule one_way(4, edges, {{0.25, 1.0, 1.0, 1.0}});
   CHECK(union_strong_components(one_way) == 4);
+  CHECK(union_components(one_way) == std::vector<std::vector<int>>{{0}, {1}, {2}, {3}});
+  CHECK(union_components(make(TopologyKind::kStar, 3)) == std::vector<std::vector<int>>{{0, 1, 2}});
   CHECK_FALSE(union_diameter(one_way).has_value());
   const TopologyReport r = analyze_topology(one_way, 1);
   CHECK(format_report(r).find("NO (4 strongly connected components") != std::string::npos);

@@ -74,18 +74,42 @@ TEST_CASE("round trip keeps awkward weights bit for bit") {
   CHECK(parse_dot(text, "rt.dot") == s);
 }
 
-TEST_CASE("the written file is plain Graphviz with period, phase, weight and endpoint") {
+TEST_CASE("the written file is plain Graphviz, with only the weights the reader cannot infer") {
   GeneratorOptions o;
   o.num_peers = 4;
   const std::string text = to_dot(generate_topology(TopologyKind::kOnePeerExponential, o), "hi");
   CHECK(text.rfind("// hi\ndigraph G {\nperiod=2;\n", 0) == 0);
   CHECK(contains(text, "0 [endpoint=\"tcp://127.0.0.1:29500\"];"));
-  CHECK(contains(text, "0->1  [phase=0, weight=0.5];"));
-  CHECK(contains(text, "0->2  [phase=1, weight=0.5];"));
-  CHECK(contains(text, "0->0  [phase=1, weight=0.5];"));
+  CHECK(contains(text, "0->1  [phase=0];"));
+  CHECK(contains(text, "0->2  [phase=1];"));
+  CHECK_FALSE(contains(text, "weight"));  // uniform
   const std::string ring = to_dot(generate_topology(TopologyKind::kRing, o));
   CHECK_FALSE(contains(ring, "phase"));
   CHECK_FALSE(contains(ring, "period"));
+  o.self_weight = 0.3;  // only the self weight is needed
+  const std::string mixed = to_dot(generate_topology(TopologyKind::kExponential, o));
+  CHECK(contains(mixed, "2->2  [weight=0.3];"));
+  CHECK(contains(mixed, "2->3 ;"));
+  // Anything else: every weight.
+  const Schedule odd(3, {{{{1, 0.25}, {2, 0.125}}, {{0, 0.5}}, {{0, 0.5}}}}, {{0.625, 0.5, 0.5}});
+  const std::string explicit_weights = to_dot(odd);
+  CHECK(contains(explicit_weights, "0->0  [weight=0.625];"));
+  CHECK(contains(explicit_weights, "0->1  [weight=0.25];"));
+  CHECK(contains(explicit_weights, "0->2  [weight=0.125];"));
+  CHECK(contains(explicit_weights, "1->0 ;"));  // rank 1 is uniform
+  CHECK(parse_dot(explicit_weights, "odd.dot") == odd);
+}
+
+TEST_CASE("reading a uniform file with a self weight equals generating with that self weight") {
+  for (TopologyKind kind : all_topology_kinds()) {
+    GeneratorOptions o;
+    o.num_peers = 8;
+    const std::string text = to_dot(generate_topology(kind, o));
+    o.self_weight = 0.5;
+    CAPTURE(topology_kind_name(kind));
+    CHECK(parse_dot(text, "u.dot", {.require_endpoints = false, .self_weight = 0.5}) ==
+          generate_topology(kind, o));
+  }
 }
 
 TEST_CASE("defaults when reading: uniform weights, self-edges, self weight option, all phases") {
@@ -182,8 +206,7 @@ TEST_CASE("bad files: each problem is reported with its place and what was expec
       CHECK(contains(what, "bad.dot: " + c.expected));
     }
   }
-  CHECK(contains(error_of("digraph { 0 -> 1; 1 -> 0 }", kNeedEndpoints),
-                 "node 0: no endpoint"));
+  CHECK(contains(error_of("digraph { 0 -> 1; 1 -> 0 }", kNeedEndpoints), "node 0: no endpoint"));
 }
 
 TEST_CASE("every problem in a file is reported, not only the first") {

@@ -9,9 +9,10 @@ class App;
 namespace sgp::cli {
 
 void add_train_command(CLI::App& app);
-void add_consensus_command(CLI::App& app);
 void add_peer_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_monitor_command(CLI::App& app);
+void add_topology_command(CLI::App& app);
+void add_consensus_command(CLI::App& app);
 
 }  // namespace sgp::cli

@@ -17,10 +17,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   sgp::cli::add_train_command(app);
-  sgp::cli::add_consensus_command(app);
   sgp::cli::add_peer_command(app);
   sgp::cli::add_launch_command(app);
   sgp::cli::add_monitor_command(app);
+  sgp::cli::add_topology_command(app);
+  sgp::cli::add_consensus_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

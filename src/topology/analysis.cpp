@@ -58,11 +58,19 @@ Matrix period_product(const Schedule& schedule) {
   return a;
 }
 
-int union_strong_components(const Schedule& schedule) {
+std::vector<std::vector<int>> union_components(const Schedule& schedule) {
   const UnionGraph g = union_graph(schedule);
   std::vector<int> component(boost::num_vertices(g));
-  return boost::strong_components(
+  const int count = boost::strong_components(
       g, boost::make_iterator_property_map(component.begin(), boost::get(boost::vertex_index, g)));
+  std::vector<std::vector<int>> groups(count);
+  for (int rank = 0; rank < schedule.num_peers(); ++rank) groups[component[rank]].push_back(rank);
+  std::sort(groups.begin(), groups.end());
+  return groups;
+}
+
+int union_strong_components(const Schedule& schedule) {
+  return static_cast<int>(union_components(schedule).size());
 }
 
 std::optional<int> union_diameter(const Schedule& schedule) {
@@ -86,7 +94,9 @@ std::optional<int> union_diameter(const Schedule& schedule) {
   return diameter;
 }
 
-std::int64_t message_bytes(std::int64_t parameter_count) { return 4 * parameter_count + 8; }
+std::int64_t message_bytes(std::int64_t parameter_count) {
+  return 4 * parameter_count + kMessageHeaderBytes;
+}
 
 TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter_count,
                                 double tolerance) {
@@ -126,6 +136,7 @@ TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter
   r.strong_components = union_strong_components(schedule);
   r.diameter = union_diameter(schedule);
 
+  if (n > kMaxSpectralPeers) return r;
   // B = A (I - J), J = 1 1^T / N: subtract each row's mean from that row of A.
   Matrix b = period_product(schedule);
   for (int row = 0; row < n; ++row) {
@@ -134,14 +145,15 @@ TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter
     mean /= n;
     for (int col = 0; col < n; ++col) b(row, col) -= mean;
   }
-  r.consensus_rate = b.singular_values().front();
-  r.asymptotic_rate = std::min(b.spectral_radius(), r.consensus_rate);
+  const double sigma = b.singular_values().front();
+  r.consensus_rate = sigma;
+  r.asymptotic_rate = std::min(b.spectral_radius(), sigma);
   // Entries of A are sums of products of weights, exact to ~1e-16; below that, sigma is 0.
   constexpr double kZero = 1e-12;
-  if (r.consensus_rate <= kZero) {
+  if (sigma <= kZero) {
     r.predicted_rounds = r.period;
-  } else if (r.consensus_rate < 1.0) {
-    const double periods = std::ceil(std::log(tolerance) / std::log(r.consensus_rate));
+  } else if (sigma < 1.0) {
+    const double periods = std::ceil(std::log(tolerance) / std::log(sigma));
     r.predicted_rounds = static_cast<std::int64_t>(periods) * r.period;
   }
   return r;
@@ -167,16 +179,22 @@ std::string format_report(const TopologyReport& r) {
                                 *r.diameter == 1 ? "" : "s")
                   : "diameter of the union: infinite (not strongly connected)\n";
   s += fmt::format(
-      "bytes sent per peer per round for {} parameters (4 B per float32 parameter + 8 B push-sum "
-      "weight per message): mean {:.0f}, max {}\n",
-      r.parameter_count, r.mean_bytes_per_round, r.max_bytes_per_round);
+      "bytes sent per peer per round for {} parameters (per message: {} B header + 4 B per "
+      "float32 parameter): mean {:.0f}, max {}\n",
+      r.parameter_count, kMessageHeaderBytes, r.mean_bytes_per_round, r.max_bytes_per_round);
+  if (!r.consensus_rate) {
+    s += fmt::format(
+        "consensus rate: not computed (more than {} peers; the dense analysis is O(N^3))\n",
+        kMaxSpectralPeers);
+    return s;
+  }
   s += fmt::format(
       "consensus rate per period: sigma = ||A (I - 11^T/N)||_2 = {:.6g}\n"
       "  (A = M_{{P-1}} ... M_0, M_p[j][i] = weight i pushes to j; after t periods "
       "||x - mean(x0) w|| <= sigma^t ||x0 - mean(x0) 1||)\n",
-      r.consensus_rate);
+      *r.consensus_rate);
   s += fmt::format("asymptotic rate per period: rho = spectral radius of A (I - 11^T/N) = {:.6g}\n",
-                   r.asymptotic_rate);
+                   *r.asymptotic_rate);
   if (r.predicted_rounds)
     s += fmt::format(
         "predicted rounds to shrink the distance to consensus by {:g}: {} "

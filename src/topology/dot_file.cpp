@@ -38,7 +38,7 @@ using DotGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directed
                                        DotGraphAttributes>;
 
 constexpr double kColumnTolerance = 1e-9;
-constexpr int kMaxPeriod = 1 << 20;
+constexpr int kMaxPeriod = 1024;  // far above any real schedule; bounds memory
 
 // The problems found in one file; thrown together as one InputError.
 class Problems {
@@ -463,28 +463,55 @@ void write_dot(const Schedule& schedule, std::ostream& out, std::string_view com
     boost::add_vertex(
         DotNode{std::to_string(i), schedule.has_endpoints() ? schedule.endpoint(i) : std::string()},
         g);
-  // fmt's "{}" is the shortest text that reads back as the same double.
+  // Write only the weights the reader cannot infer (so a file of uniform weights stays free of
+  // numbers, and the --self-weight option applies to it). Each test below repeats the reader's
+  // arithmetic, so reading gives back the same doubles. fmt's "{}" is the shortest text that
+  // reads back as the same double.
   for (int p = 0; p < period; ++p) {
     const std::string phase = period > 1 ? std::to_string(p) : "";
     for (int i = 0; i < n; ++i) {
-      boost::add_edge(i, i, DotEdge{fmt::format("{}", schedule.self_weight(i, p)), phase}, g);
-      for (const Push& push : schedule.out_edges(i, p))
-        boost::add_edge(i, push.peer, DotEdge{fmt::format("{}", push.weight), phase}, g);
+      const auto& pushes = schedule.out_edges(i, p);
+      const double self = schedule.self_weight(i, p);
+      const auto d = static_cast<double>(pushes.size());
+      auto all_out = [&](double w) {
+        return std::all_of(pushes.begin(), pushes.end(),
+                           [w](const Push& push) { return push.weight == w; });
+      };
+      const bool uniform = self == 1.0 / (d + 1.0) && all_out(1.0 / (d + 1.0));
+      const bool self_only = !uniform && !pushes.empty() && all_out((1.0 - self) / d);
+      if (!uniform) boost::add_edge(i, i, DotEdge{fmt::format("{}", self), phase}, g);
+      for (const Push& push : pushes)
+        boost::add_edge(
+            i, push.peer,
+            DotEdge{uniform || self_only ? std::string() : fmt::format("{}", push.weight), phase},
+            g);
     }
-  }
-  g[boost::graph_bundle].period = std::to_string(period);
-
-  boost::dynamic_properties dp;
-  if (schedule.has_endpoints()) dp.property("endpoint", boost::get(&DotNode::endpoint, g));
-  dp.property("weight", boost::get(&DotEdge::weight, g));
-  boost::ref_property_map<DotGraph*, std::string> period_map(g[boost::graph_bundle].period);
-  if (period > 1) {
-    dp.property("phase", boost::get(&DotEdge::phase, g));
-    dp.property("period", period_map);
   }
   std::istringstream lines{std::string(comment)};
   for (std::string line; std::getline(lines, line);) out << "// " << line << '\n';
-  boost::write_graphviz_dp(out, g, dp, "node_id", boost::get(&DotNode::id, g));
+  // Attributes with an empty value are left out.
+  auto attributes = [](std::ostream& os,
+                       std::initializer_list<std::pair<const char*, const std::string*>> list) {
+    bool first = true;
+    for (const auto& [name, value] : list) {
+      if (value->empty()) continue;
+      os << (first ? " [" : ", ") << name << "=" << boost::escape_dot_string(*value);
+      first = false;
+    }
+    if (!first) os << "]";
+  };
+  boost::write_graphviz(
+      out, g,
+      [&](std::ostream& os, auto v) {
+        attributes(os, {{"endpoint", &g[v].endpoint}});
+      },
+      [&](std::ostream& os, auto e) {
+        attributes(os, {{"phase", &g[e].phase}, {"weight", &g[e].weight}});
+      },
+      [&](std::ostream& os) {
+        if (period > 1) os << "period=" << period << ";\n";
+      },
+      boost::get(&DotNode::id, g));
 }
 
 std::string to_dot(const Schedule& schedule, std::string_view comment) {

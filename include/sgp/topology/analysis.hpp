@@ -40,11 +40,15 @@ Matrix period_product(const Schedule& schedule);
 // The number of strongly connected components of the union of the phases' graphs (Boost
 // strong_components); 1 means every peer's value can reach every other peer.
 int union_strong_components(const Schedule& schedule);
+// The same components as groups of ranks: each group ascending, groups ordered by their first rank.
+std::vector<std::vector<int>> union_components(const Schedule& schedule);
 // Longest shortest path (hops) in the union graph, or nullopt when it is not strongly connected.
 std::optional<int> union_diameter(const Schedule& schedule);
 
-// Payload bytes one message carries: 4 bytes per float32 parameter + 8 for the push-sum weight
-// (a double); transport framing not counted.
+// Bytes of one push-sum message in the gossip wire format (sgp/gossip/wire_format.hpp): a
+// 64-byte header (round, push-sum weight, coefficient, hashes, ...) + 4 bytes per float32
+// parameter. ZeroMQ/TCP framing is not counted. A test keeps the header size in step.
+inline constexpr std::int64_t kMessageHeaderBytes = 64;
 std::int64_t message_bytes(std::int64_t parameter_count);
 
 struct DegreeRange {
@@ -65,11 +69,16 @@ struct TopologyReport {
   std::int64_t parameter_count = 0;
   double mean_bytes_per_round = 0.0;     // per peer, averaged over peers and phases
   std::int64_t max_bytes_per_round = 0;  // the busiest peer in the busiest phase
-  double consensus_rate = 0.0;           // sigma, per period
-  double asymptotic_rate = 0.0;          // rho, per period
+  // sigma and rho per period; nullopt above kMaxSpectralPeers peers (dense O(N^3) work).
+  std::optional<double> consensus_rate;
+  std::optional<double> asymptotic_rate;
   double tolerance = 1e-6;
-  std::optional<std::int64_t> predicted_rounds;  // from sigma; nullopt when sigma >= 1
+  std::optional<std::int64_t> predicted_rounds;  // from sigma; nullopt when sigma >= 1 or unknown
 };
+
+// Above this many peers analyze_topology skips sigma, rho and the predicted rounds (about a
+// minute of dense linear algebra at 1024 peers already).
+inline constexpr int kMaxSpectralPeers = 1024;
 
 TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter_count,
                                 double tolerance = 1e-6);

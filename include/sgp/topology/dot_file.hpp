@@ -7,6 +7,7 @@
 //     0 [endpoint="tcp://127.0.0.1:29500"];       // node ids are the ranks 0..N-1
 //     0 -> 1 [phase=0, weight=0.5];               // edge: active when k % period == phase
 //     0 -> 0 [phase=0, weight=0.5];               // self-edge: the weight a rank keeps
+//     1 -> 2 [phase=0];                           // no weight: see the rules below
 //   }
 //
 // Reading rules, per phase and rank i (a "column" of the mixing matrix):
@@ -21,8 +22,10 @@
 // Every problem in a file is collected and reported together in one InputError, each line naming
 // the file and the node, edge or line, and what was expected.
 //
-// Writing: every edge and self-edge carries its weight (shortest text that reads back to the same
-// double) and, when the period is above 1, its phase; so read(write(s)) == s exactly.
+// Writing leaves out what the reader infers: a column of uniform weights gets no weights at all
+// (so the self weight option applies to it when read), a column "self weight a, the rest spread
+// evenly" gets only its self-edge's weight, any other column gets every weight. The period and
+// phases are written when the period is above 1. read(write(s)) == s exactly (same doubles).
 #include <filesystem>
 #include <iosfwd>
 #include <optional>

@@ -1,0 +1,212 @@
+// `sgp topology generate|check|describe|render`: make, validate, analyze and draw topology files.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commands.hpp"
+#include "sgp/error.hpp"
+#include "sgp/topology/analysis.hpp"
+#include "sgp/topology/dot_file.hpp"
+#include "sgp/topology/generator.hpp"
+
+extern char** environ;
+
+namespace sgp::cli {
+
+namespace {
+
+struct GenerateArgs {
+  std::string kind;
+  topology::GeneratorOptions options;
+  double self_weight = 0.0;
+  std::string hosts_file;
+  std::string output;
+};
+
+void add_generate(CLI::App& topo) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = topo.add_subcommand(
+      "generate",
+      "Write a topology file (DOT) to stdout or --output. Weights: uniform over out-degree + 1, "
+      "or --self-weight. Endpoints: round robin over the hosts, rank r on host r % H at port "
+      "base-port + r / H.\nKinds:\n" +
+          topology::topology_kinds_help());
+  cmd->add_option("kind", args->kind, "topology kind (see the list above)")->required();
+  cmd->add_option("--peers,-n", args->options.num_peers, "number of peers N (>= 2)")->required();
+  CLI::Option* self =
+      cmd->add_option("--self-weight", args->self_weight,
+                      "mixing rate a in (0, 1): each peer keeps a, spreads 1 - a evenly over its "
+                      "out-neighbours");
+  cmd->add_option("--degree", args->options.degree,
+                  "random-regular: out- and in-degree k (default ceil(log2 N))");
+  cmd->add_option("--seed", args->options.seed, "random-regular: seed")->capture_default_str();
+  CLI::Option* host =
+      cmd->add_option("--host", args->options.hosts, "host name(s) or address(es), comma-separated")
+          ->delimiter(',')
+          ->capture_default_str();
+  cmd->add_option("--hosts", args->hosts_file,
+                  "file with one host per line ('#' comments), instead of --host")
+      ->excludes(host);
+  cmd->add_option("--base-port", args->options.base_port, "first port on each host")
+      ->capture_default_str();
+  cmd->add_option("--output,-o", args->output, "write here instead of stdout");
+  cmd->callback([args, self] {
+    const auto kind = topology::parse_topology_kind(args->kind);
+    auto options = args->options;
+    if (self->count() > 0) options.self_weight = args->self_weight;
+    if (!args->hosts_file.empty()) options.hosts = topology::read_hosts_file(args->hosts_file);
+    const auto schedule = topology::generate_topology(kind, options);
+    const std::string comment = topology::generator_command_line(kind, options);
+    if (args->output.empty())
+      topology::write_dot(schedule, std::cout, comment);
+    else
+      topology::write_dot_file(schedule, args->output, comment);
+  });
+}
+
+struct FileArgs {
+  std::string file;
+  bool require_endpoints = false;
+  std::int64_t params = 1'000'000;
+  double tolerance = 1e-6;
+  std::string output;
+};
+
+// A subcommand whose first positional is a topology file.
+CLI::App* add_file_command(CLI::App& topo, const std::string& name, const std::string& help,
+                           FileArgs& args) {
+  CLI::App* cmd = topo.add_subcommand(name, help);
+  cmd->add_option("file", args.file, "the .dot file")->required();
+  return cmd;
+}
+
+topology::Schedule read(const FileArgs& args) {
+  topology::DotReadOptions options;
+  options.require_endpoints = args.require_endpoints;
+  return topology::read_dot_file(args.file, options);
+}
+
+void add_check(CLI::App& topo) {
+  auto args = std::make_shared<FileArgs>();
+  CLI::App* cmd = add_file_command(
+      topo, "check",
+      "Validate a topology file and check that the union of its graphs over one period is "
+      "strongly connected (else consensus is impossible). Every problem is listed; the exit "
+      "status is 0 only for a usable file.",
+      *args);
+  cmd->add_flag("--require-endpoints", args->require_endpoints,
+                "every node must have an endpoint (needed to run peers)");
+  cmd->callback([args] {
+    const auto schedule = read(*args);
+    const auto components = topology::union_components(schedule);
+    if (components.size() > 1) {
+      std::string groups;
+      for (const auto& c : components) groups += fmt::format(" {{{}}}", fmt::join(c, ", "));
+      throw InputError(fmt::format(
+          "{}: the union of the graphs over one period is not strongly connected, so consensus "
+          "is impossible; its {} strongly connected components are:{}",
+          args->file, components.size(), groups));
+    }
+    std::cout << fmt::format("{}: ok: {} peers, period {}, strongly connected{}\n", args->file,
+                             schedule.num_peers(), schedule.period(),
+                             schedule.has_endpoints() ? ", endpoints for every peer" : "");
+  });
+}
+
+void add_describe(CLI::App& topo) {
+  auto args = std::make_shared<FileArgs>();
+  CLI::App* cmd = add_file_command(
+      topo, "describe",
+      "Print N, period, degrees, the diameter of the union, bytes each peer sends per round and "
+      "the consensus rate sigma = ||A (I - 11^T/N)||_2 of the period's mixing product A = "
+      "M_{P-1}...M_0 (M_p[j][i] = weight i pushes to j), with the predicted rounds to shrink the "
+      "distance to consensus by --tolerance: P * ceil(ln tol / ln sigma).",
+      *args);
+  cmd->add_option("--params", args->params, "model parameter count for the bytes per round")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--tolerance", args->tolerance, "shrink factor for the predicted rounds")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-300, 0.999999));
+  cmd->callback([args] {
+    const auto schedule = read(*args);
+    std::cout << args->file << "\n"
+              << topology::format_report(
+                     topology::analyze_topology(schedule, args->params, args->tolerance));
+  });
+}
+
+// The path of `program` on $PATH, or nothing.
+std::optional<std::filesystem::path> find_on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  if (!path) return std::nullopt;
+  std::string dirs = path;
+  for (std::size_t start = 0; start <= dirs.size();) {
+    const std::size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::filesystem::path candidate =
+        std::filesystem::path(end > start ? dirs.substr(start, end - start) : ".") / program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+void add_render(CLI::App& topo) {
+  auto args = std::make_shared<FileArgs>();
+  CLI::App* cmd = add_file_command(
+      topo, "render",
+      "Draw a topology file with Graphviz `dot` (format from OUT's extension: png, svg, pdf).",
+      *args);
+  cmd->add_option("out", args->output, "the picture to write, e.g. ring.png")->required();
+  cmd->callback([args] {
+    read(*args);  // only draw files that are valid topologies
+    std::string format = std::filesystem::path(args->output).extension().string();
+    if (format.size() < 2)
+      throw InputError(
+          fmt::format("{}: give the picture an extension (.png, .svg, .pdf)", args->output));
+    format = format.substr(1);
+    const auto dot = find_on_path("dot");
+    if (!dot)
+      throw IoError(
+          "Graphviz `dot` was not found on PATH; install Graphviz (Debian: apt-get install "
+          "graphviz) to render, or open the .dot file in any Graphviz viewer");
+    std::vector<std::string> argv_strings = {"dot", "-T" + format, args->file, "-o", args->output};
+    std::vector<char*> argv;
+    for (auto& s : argv_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    if (::posix_spawn(&pid, dot->c_str(), nullptr, nullptr, argv.data(), environ) != 0)
+      throw IoError(fmt::format("cannot run {}", dot->string()));
+    int status = 0;
+    if (::waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      throw IoError(fmt::format("`dot -T{} {} -o {}` failed (see its message above)", format,
+                                args->file, args->output));
+    std::cout << fmt::format("wrote {}\n", args->output);
+  });
+}
+
+}  // namespace
+
+void add_topology_command(CLI::App& app) {
+  CLI::App* topo = app.add_subcommand(
+      "topology", "Generate, check, describe and render topology files (Graphviz DOT).");
+  topo->require_subcommand(1);
+  add_generate(*topo);
+  add_check(*topo);
+  add_describe(*topo);
+  add_render(*topo);
+}
+
+}  // namespace sgp::cli

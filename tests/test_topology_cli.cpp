@@ -1,0 +1,145 @@
+// `sgp topology ...` as a user runs it: exit statuses and messages.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numbers>
+#include <sstream>
+#include <string>
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include "subprocess.hpp"
+#include "temp_dir.hpp"
+
+using sgp::testing::run_sgp;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TEST_CASE("generate writes a file that check accepts; stdout and --output agree") {
+  sgp::testing::TempDir dir;
+  const auto file = dir / "ope.dot";
+  auto r = run_sgp("topology generate one-peer-exponential --peers 8 --self-weight 0.5 -o " +
+                   file.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto stdout_run =
+      run_sgp("topology generate one-peer-exponential --peers 8 --self-weight 0.5");
+  CHECK(stdout_run.output == slurp(file));
+  CHECK(contains(stdout_run.output, "period=3;"));
+
+  r = run_sgp("topology check --require-endpoints " + file.string());
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "ok: 8 peers, period 3, strongly connected"));
+
+  // Exact average after log2 N = 3 rounds.
+  r = run_sgp("topology describe " + file.string());
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "peers: 8"));
+  CHECK(contains(r.output, "predicted rounds to shrink the distance to consensus by 1e-06: 3 "));
+}
+
+TEST_CASE("generate: bad kinds and options are input errors (exit 2) that say why") {
+  auto r = run_sgp("topology generate rnig --peers 4");
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "unknown topology kind 'rnig'"));
+  r = run_sgp("topology generate hypercube --peers 6");
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "power of two"));
+  r = run_sgp("topology generate ring --peers 4 --self-weight 1.5");
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "between 0 and 1"));
+  sgp::testing::TempDir dir;
+  std::ofstream(dir / "hosts") << "10.0.0.1\n10.0.0.2\n";
+  r = run_sgp("topology generate ring --peers 3 --hosts " + (dir / "hosts").string());
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "2 [endpoint=\"tcp://10.0.0.1:29501\"];"));
+}
+
+TEST_CASE("describe: the directed ring with self weight 1/2 has rate cos(pi/N)") {
+  sgp::testing::TempDir dir;
+  const auto file = dir / "ring.dot";
+  REQUIRE(
+      run_sgp("topology generate ring --peers 8 --self-weight 0.5 -o " + file.string()).exit_code ==
+      0);
+  const auto r = run_sgp("topology describe --params 1000 " + file.string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  const double sigma = std::cos(std::numbers::pi / 8);
+  CHECK(contains(r.output, fmt::format("= {:.6g}\n", sigma)));
+  CHECK(contains(r.output, fmt::format(": {} (", std::ceil(std::log(1e-6) / std::log(sigma)))));
+  CHECK(contains(r.output, "diameter of the union: 7 hops"));
+  CHECK(contains(r.output, "mean 4064, max 4064"));
+}
+
+TEST_CASE("check rejects broken files with every problem, and disconnected ones") {
+  sgp::testing::TempDir dir;
+  std::ofstream(dir / "broken.dot") << "digraph {\n  0 -> 1 [weight=-1];\n  1 -> 3;\n}\n";
+  auto r = run_sgp("topology check " + (dir / "broken.dot").string());
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "broken.dot: node 3: rank 3 is outside 0..2"));
+  CHECK(contains(r.output, "broken.dot: rank 2 has no node"));
+  CHECK(contains(r.output, "broken.dot: edge 0 -> 1: weight -1 is negative"));
+
+  std::ofstream(dir / "oneway.dot") << "digraph { 0 -> 1; 0 -> 2; 1 -> 2 }\n";
+  r = run_sgp("topology check " + (dir / "oneway.dot").string());
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "not strongly connected"));
+  CHECK(contains(r.output, "components are: {0} {1} {2}"));
+
+  r = run_sgp("topology check --require-endpoints " + (dir / "oneway.dot").string());
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "node 0: no endpoint"));
+
+  r = run_sgp("topology check " + (dir / "missing.dot").string());
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "missing.dot: cannot open"));
+}
+
+TEST_CASE("every shipped topology passes check") {
+  const char* source = std::getenv("SGP_SOURCE_DIR");
+  REQUIRE(source != nullptr);
+  int checked = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::path(source) / "topologies")) {
+    if (entry.path().extension() != ".dot") continue;
+    const auto r = run_sgp("topology check --require-endpoints " + entry.path().string());
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    ++checked;
+  }
+  CHECK(checked == 27);
+}
+
+TEST_CASE("render draws with Graphviz dot, and says so clearly when dot is missing") {
+  sgp::testing::TempDir dir;
+  const auto file = dir / "star.dot";
+  REQUIRE(run_sgp("topology generate star --peers 5 -o " + file.string()).exit_code == 0);
+  const auto missing = sgp::testing::run_command(
+      "PATH=/nonexistent " + sgp::testing::sgp_binary().string() + " topology render " +
+      file.string() + " " + (dir / "star.png").string());
+  CHECK(missing.exit_code == 3);
+  CHECK(contains(missing.output, "Graphviz `dot` was not found on PATH"));
+
+  if (sgp::testing::run_command("command -v dot").exit_code != 0) {
+    MESSAGE("SKIPPED the drawing itself: Graphviz `dot` is not installed");
+    return;
+  }
+  const auto r = run_sgp("topology render " + file.string() + " " + (dir / "star.png").string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(slurp(dir / "star.png").rfind("\x89PNG", 0) == 0);
+}
