@@ -60,11 +60,6 @@ std::string_view reject_cause_name(RejectCause cause) {
   return "unknown";
 }
 
-Chunking::Chunking(std::uint64_t total_elements, std::uint64_t requested)
-    : total(total_elements),
-      per_chunk(std::max<std::uint64_t>({requested == 0 ? total_elements : requested,
-                                         (total_elements + kMaxChunks - 1) / kMaxChunks, 1})) {}
-
 std::uint64_t payload_hash(std::span<const std::byte> payload) {
   return XXH3_64bits(payload.data(), payload.size());
 }

@@ -69,7 +69,10 @@ struct WireHeader {
 // the same configuration; a message that does not fit it is refused (bad_size).
 struct Chunking {
   static constexpr std::uint64_t kMaxChunks = 256;
-  Chunking(std::uint64_t total, std::uint64_t requested);
+  Chunking(std::uint64_t total_elements, std::uint64_t requested)
+      : total(total_elements),
+        per_chunk(std::max<std::uint64_t>({requested == 0 ? total_elements : requested,
+                                           (total_elements + kMaxChunks - 1) / kMaxChunks, 1})) {}
   std::uint64_t total;
   std::uint64_t per_chunk;
   std::uint32_t chunks() const {
