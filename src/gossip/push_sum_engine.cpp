@@ -165,12 +165,15 @@ const float* PushSumEngine::stage_for_send() {
     }
     buffer = staging_[static_cast<std::size_t>(i)];
   }
+  const auto copy_start = Clock::now();
   if (host_x_) {
     backend_.copy(buffer, x_, n_ * sizeof(float));
   } else {
     backend_.download_async(buffer, x_, n_ * sizeof(float));
     backend_.wait_transfers();
   }
+  std::lock_guard lock(metrics_mutex_);
+  metrics_.send_seconds += seconds_since(copy_start);
   return buffer;
 }
 
@@ -208,7 +211,7 @@ void PushSumEngine::send_round(std::int64_t round, const float* src, double weig
   std::lock_guard lock(metrics_mutex_);
   metrics_.messages_sent += releases.size();
   metrics_.bytes_sent += edges.size() * (chunking_.chunks() * kHeaderBytes + n_ * sizeof(float));
-  metrics_.send_seconds += seconds_since(start);
+  if (config_.mode == Mode::sync) metrics_.send_seconds += seconds_since(start);  // caller's
 }
 
 void PushSumEngine::mix() {
@@ -217,8 +220,8 @@ void PushSumEngine::mix() {
   const auto& edges = schedule_.out_edges(rank_, r);
   const float* src = nullptr;
   if (!edges.empty()) {
-    const auto start = Clock::now();
     src = stage_for_send();
+    const auto start = Clock::now();
     std::vector<transport::ReleaseFn> releases;
     for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
       for (const auto& e : edges) {
@@ -358,10 +361,17 @@ void PushSumEngine::apply(const DecodedMessage& m) {
   metrics_.apply_seconds += seconds_since(start);
 }
 
+// The next accepted-by-format message, or nothing at the deadline. Time blocked counts as wait;
+// in sync mode the checksums (decode) count as apply time, in overlap mode the communication
+// thread does them.
 std::optional<DecodedMessage> PushSumEngine::next_message(Clock::time_point deadline) {
   if (config_.mode == Mode::overlap) {
+    const auto start = Clock::now();
     std::unique_lock lock(comm_mutex_);
     inbox_ready_.wait_until(lock, deadline, [&] { return !inbox_.empty() || comm_error_; });
+    lock.unlock();
+    add_wait(start);
+    lock.lock();
     if (comm_error_ || inbox_.empty()) return std::nullopt;
     DecodedMessage m = std::move(inbox_.front());
     inbox_.pop_front();
@@ -369,8 +379,15 @@ std::optional<DecodedMessage> PushSumEngine::next_message(Clock::time_point dead
   }
   for (auto now = Clock::now(); now < deadline; now = Clock::now()) {
     auto message = transport_.receive(std::chrono::ceil<std::chrono::milliseconds>(deadline - now));
+    add_wait(now);
     if (!message) continue;
-    if (auto decoded = decode(std::move(*message))) return decoded;
+    const auto start = Clock::now();
+    auto decoded = decode(std::move(*message));
+    {
+      std::lock_guard lock(metrics_mutex_);
+      metrics_.apply_seconds += seconds_since(start);
+    }
+    if (decoded) return decoded;
   }
   return std::nullopt;
 }
@@ -396,29 +413,22 @@ void PushSumEngine::drain_inbox() {
 }
 
 void PushSumEngine::wait_until_complete(std::int64_t round) {
-  const auto start = Clock::now();
-  const auto deadline = start + config_.timeout;
+  const auto deadline = Clock::now() + config_.timeout;
   while (!tracker_->complete(round)) {
     auto m = next_message(deadline);
-    if (!m) {
-      add_wait(start);
-      fail_missing(round);
-    }
+    if (!m) fail_missing(round);
     admit(std::move(*m));
   }
-  add_wait(start);
 }
 
 // Overlap: rounds <= target must be closed (all messages in); arrivals up to `apply_limit` are
 // applied as they come.
 void PushSumEngine::wait_until_closed(std::int64_t target, std::int64_t apply_limit) {
-  const auto start = Clock::now();
-  const auto deadline = start + config_.timeout;
+  const auto deadline = Clock::now() + config_.timeout;
   tracker_->advance_floor(apply_limit);
   while (tracker_->floor() < target) {
     auto m = next_message(deadline);
     if (!m) {
-      add_wait(start);
       rethrow_comm_error();
       fail_missing(tracker_->floor() + 1);
     }
@@ -426,7 +436,6 @@ void PushSumEngine::wait_until_closed(std::int64_t target, std::int64_t apply_li
     apply_ready(apply_limit);
     tracker_->advance_floor(apply_limit);
   }
-  add_wait(start);
 }
 
 void PushSumEngine::add_wait(Clock::time_point start) {

@@ -45,9 +45,13 @@ struct PushSumMetrics {
   std::uint64_t bytes_sent = 0;
   std::uint64_t messages_received = 0;  // accepted and applied
   std::uint64_t bytes_received = 0;
-  double send_seconds = 0.0;   // caller's thread: staging, hashing and queuing sends
-  double wait_seconds = 0.0;   // caller's thread: blocked on peers' messages or buffer releases
-  double apply_seconds = 0.0;  // caller's thread: scale and axpy of the mixing
+  // Time on the caller's thread, disjoint: staging/snapshot copies, checksums and queuing of
+  // sends (overlap mode: their checksums and sends are on the communication thread, not here);
+  double send_seconds = 0.0;
+  // blocked on peers' messages, or on the transport releasing a sent buffer;
+  double wait_seconds = 0.0;
+  // checking what arrived (sync mode; overlap: on the communication thread), scale and axpy.
+  double apply_seconds = 0.0;
   std::array<std::uint64_t, kNumRejectCauses> rejected{};
 
   std::uint64_t rejected_total() const {
