@@ -10,6 +10,7 @@
 #include "gossip_test_support.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
+#include "staged_cpu_backend.hpp"
 
 namespace sgp::testing {
 
@@ -24,11 +25,12 @@ struct PeerResult {
 // Called on a peer's thread after each of its rounds (round = rounds completed).
 using Hook = std::function<void(int rank, std::int64_t round)>;
 
-// transports[rank] == nullptr: that peer never starts.
+// transports[rank] == nullptr: that peer never starts. staged: run on StagedCpuBackend (the
+// engine's device path) instead of CpuBackend.
 inline std::vector<PeerResult> run_peers(const topology::Schedule& s,
                                          const std::vector<transport::Transport*>& transports,
                                          std::size_t dim, int rounds, gossip::PushSumConfig cfg,
-                                         Hook hook = {}) {
+                                         Hook hook = {}, bool staged = false) {
   const int n = s.num_peers();
   std::vector<PeerResult> results(n);
   std::vector<std::thread> threads;
@@ -37,9 +39,14 @@ inline std::vector<PeerResult> run_peers(const topology::Schedule& s,
     threads.emplace_back([&, rank] {
       PeerResult& out = results[rank];
       try {
-        compute::CpuBackend backend(1);
+        std::unique_ptr<compute::Backend> backend;
+        if (staged) {
+          backend = std::make_unique<StagedCpuBackend>();
+        } else {
+          backend = std::make_unique<compute::CpuBackend>(1);
+        }
         auto x = initial_vector(rank, n, dim);
-        gossip::PushSumEngine engine(backend, s, *transports[rank], x.data(), dim, cfg);
+        gossip::PushSumEngine engine(*backend, s, *transports[rank], x.data(), dim, cfg);
         for (int k = 0; k < rounds; ++k) {
           engine.step(k);
           out.w_after_round.push_back(engine.weight());

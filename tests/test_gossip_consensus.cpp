@@ -83,13 +83,16 @@ int predicted_rounds(const topology::Schedule& s) {
 
 TEST_CASE("sync push-sum reaches the exact mean and conserves weight every round") {
   for (const auto& [name, s] : all_cases()) {
-    {
+    // One message per vector, and 7 chunks of at most 5 elements.
+    for (std::uint64_t chunk : {std::uint64_t{0}, std::uint64_t{5}}) {
       CAPTURE(name);
+      CAPTURE(chunk);
       const int n = s.num_peers();
       const int rounds = predicted_rounds(s);
       transport::InProcNetwork net(n);
       gossip::PushSumConfig cfg;
       cfg.timeout = std::chrono::milliseconds(20000);
+      cfg.chunk_elements = chunk;
       auto results = run_inproc(s, net, kDim, rounds, cfg);
       check_consensus(results, s, kDim, rounds);
       for (int k = 0; k < rounds; ++k) {
@@ -117,11 +120,37 @@ TEST_CASE("overlap push-sum (tau 0, 1, 2) converges and conserves mass after fin
         gossip::PushSumConfig cfg;
         cfg.mode = gossip::Mode::overlap;
         cfg.tau = tau;
+        cfg.chunk_elements = 5;  // 7 chunks: whole messages must be applied, never a part
         cfg.timeout = std::chrono::milliseconds(20000);
         auto results = run_inproc(s, net, kDim, rounds, cfg);
         // Late messages take other float32 rounding paths than sync mode: 32 ulps (4e-6).
         check_consensus(results, s, kDim, rounds, 4e-6);
       }
+    }
+  }
+}
+
+TEST_CASE("the device path (host staging, uploads into device scratch) mixes the same way") {
+  for (auto mode : {gossip::Mode::sync, gossip::Mode::overlap}) {
+    for (int n : {3, 8}) {
+      CAPTURE(gossip::mode_name(mode));
+      CAPTURE(n);
+      const auto s = topology::generate_topology(topology::TopologyKind::kOnePeerExponential,
+                                                 {.num_peers = n});
+      const int rounds = sgp::testing::reference_rounds(s, kDim, 1e-7, 1) * 11 / 10 + 5;
+      transport::InProcNetwork net(n);
+      std::vector<std::unique_ptr<transport::InProcTransport>> owned;
+      std::vector<transport::Transport*> ts;
+      for (int r = 0; r < n; ++r) {
+        owned.push_back(std::make_unique<transport::InProcTransport>(net, r));
+        ts.push_back(owned.back().get());
+      }
+      gossip::PushSumConfig cfg;
+      cfg.mode = mode;
+      cfg.chunk_elements = 5;
+      cfg.timeout = std::chrono::milliseconds(20000);
+      auto results = sgp::testing::run_peers(s, ts, kDim, rounds, cfg, {}, /*staged=*/true);
+      check_consensus(results, s, kDim, rounds, mode == gossip::Mode::overlap ? 4e-6 : 1e-6);
     }
   }
 }
@@ -154,7 +183,8 @@ Forged forge(const topology::Schedule& s, int sender, int dest, std::int64_t rou
   h.round = round;
   h.weight = 1.0;
   h.coefficient = s.push_weight(sender, dest, round);
-  h.count = dim;
+  h.total = dim;
+  h.count = dim;  // one chunk: kDim is far below the chunk size
   h.payload_hash = gossip::payload_hash(std::as_bytes(std::span(f.payload)));
   f.header = gossip::encode_header(h);
   return f;
@@ -194,7 +224,12 @@ TEST_CASE("hostile messages are rejected, counted per cause, and consensus still
     send_raw(rogue, 0, good.header, std::as_bytes(std::span(p)));  // payload checksum
   }
   {
-    gossip::WireHeader h{99, 0, 1.0, 0.5, kDim, gossip::payload_hash(payload)};
+    gossip::WireHeader h = gossip::WireHeader{};
+    h.sender = 99;
+    h.weight = 1.0;
+    h.coefficient = 0.5;
+    h.total = h.count = kDim;
+    h.payload_hash = gossip::payload_hash(payload);
     send_raw(rogue, 0, gossip::encode_header(h), payload);  // unknown rank
     h.sender = 2;                                           // a real rank that never pushes to 0
     send_raw(rogue, 0, gossip::encode_header(h), payload);

@@ -27,37 +27,84 @@ struct Frames {
   }
 };
 
-Frames valid(std::size_t n = 8) {
+// Chunk `chunk` of a vector of `total` elements cut into chunks of 4 (values 0.5 i - 1).
+Frames valid(std::uint64_t total = 8, std::uint32_t chunk = 0) {
+  const Chunking layout(total, 4);
   Frames f;
-  for (std::size_t i = 0; i < n; ++i) f.payload.push_back(static_cast<float>(i) * 0.5f - 1.0f);
-  WireHeader h{3, 17, 0.75, 0.25, n, payload_hash(std::as_bytes(std::span(f.payload)))};
+  for (std::uint64_t i = layout.offset(chunk); i < layout.offset(chunk) + layout.size(chunk); ++i) {
+    f.payload.push_back(static_cast<float>(i) * 0.5f - 1.0f);
+  }
+  WireHeader h;
+  h.sender = 3;
+  h.chunk = chunk;
+  h.round = 17;
+  h.weight = 0.75;
+  h.coefficient = 0.25;
+  h.total = total;
+  h.offset = layout.offset(chunk);
+  h.count = layout.size(chunk);
+  h.payload_hash = payload_hash(std::as_bytes(std::span(f.payload)));
   auto bytes = encode_header(h);
   f.header.assign(bytes.begin(), bytes.end());
   return f;
 }
 
-RejectCause cause_of(const transport::Message& m, std::uint64_t n = 8) {
-  auto r = decode_message(m, n, 5, 0);
+RejectCause cause_of(const transport::Message& m, std::uint64_t total = 8) {
+  auto r = decode_message(m, Chunking(total, 4), 5, 0);
   REQUIRE(std::holds_alternative<RejectCause>(r));
   return std::get<RejectCause>(r);
 }
 
+// `f` with `value` written at header byte `offset`; with rehash, the header hash is made valid
+// again so that the field itself is what gets checked.
+template <class T>
+Frames patched(const Frames& f, std::size_t offset, T value, bool rehash) {
+  Frames g = f;
+  std::memcpy(g.header.data() + offset, &value, sizeof value);
+  if (rehash) {
+    const auto hash = payload_hash(std::span<const std::byte>(g.header).first(72));
+    std::memcpy(g.header.data() + 72, &hash, 8);
+  }
+  return g;
+}
+
 }  // namespace
 
-TEST_CASE("a valid message decodes to the fields it was encoded with") {
-  auto r = decode_message(valid().message(), 8, 5, 0);
-  REQUIRE(std::holds_alternative<DecodedMessage>(r));
-  const auto& d = std::get<DecodedMessage>(r);
-  CHECK(d.header.sender == 3);
-  CHECK(d.header.round == 17);
-  CHECK(d.header.weight == 0.75);
-  CHECK(d.header.coefficient == 0.25);
-  CHECK(d.header.count == 8);
-  CHECK(d.payload.size() == 32);
+TEST_CASE("chunking: at most 256 chunks, the last one shorter, 0 = one chunk") {
+  const Chunking a(10, 4);
+  CHECK(a.chunks() == 3);
+  CHECK(a.offset(2) == 8);
+  CHECK(a.size(2) == 2);
+  CHECK(Chunking(10, 0).chunks() == 1);
+  CHECK(Chunking(10, 100).chunks() == 1);
+  const Chunking big(37'500'000, 262'144);
+  CHECK(big.chunks() == 144);
+  const Chunking capped(1'000'000, 1);
+  CHECK(capped.chunks() == 256);
+  CHECK(capped.per_chunk == 3907);
+  std::uint64_t sum = 0;
+  for (std::uint32_t c = 0; c < capped.chunks(); ++c) sum += capped.size(c);
+  CHECK(sum == 1'000'000);
+}
+
+TEST_CASE("a valid chunk decodes to the fields it was encoded with") {
+  for (std::uint32_t chunk : {0u, 1u, 2u}) {
+    auto r = decode_message(valid(10, chunk).message(), Chunking(10, 4), 5, 0);
+    REQUIRE(std::holds_alternative<DecodedMessage>(r));
+    const auto& d = std::get<DecodedMessage>(r);
+    CHECK(d.header.sender == 3);
+    CHECK(d.header.chunk == chunk);
+    CHECK(d.header.round == 17);
+    CHECK(d.header.weight == 0.75);
+    CHECK(d.header.coefficient == 0.25);
+    CHECK(d.header.total == 10);
+    CHECK(d.header.offset == 4 * chunk);
+    CHECK(d.payload.size() == (chunk == 2 ? 8u : 16u));
+  }
 }
 
 TEST_CASE("every malformed field has its own reject cause") {
-  auto f = valid();
+  const auto f = valid();
   CHECK(cause_of(transport::Message({std::span<const std::byte>(f.header)}, nullptr)) ==
         RejectCause::frame_count);
   {
@@ -68,39 +115,32 @@ TEST_CASE("every malformed field has its own reject cause") {
     g.header.push_back(std::byte{0});
     CHECK(cause_of(g.message()) == RejectCause::header_size);
   }
-  auto patched = [&](std::size_t offset, auto value, bool rehash) {
-    auto g = f;
-    std::memcpy(g.header.data() + offset, &value, sizeof value);
-    if (rehash) {
-      // Re-encode the header hash so that the field itself is what gets checked.
-      WireHeader h;
-      std::memcpy(&h.sender, g.header.data() + 8, 4);
-      std::memcpy(&h.round, g.header.data() + 16, 8);
-      std::memcpy(&h.weight, g.header.data() + 24, 8);
-      std::memcpy(&h.coefficient, g.header.data() + 32, 8);
-      std::memcpy(&h.count, g.header.data() + 40, 8);
-      std::memcpy(&h.payload_hash, g.header.data() + 48, 8);
-      auto fresh = encode_header(h);
-      std::memcpy(fresh.data() + offset, &value, sizeof value);
-      // encode_header fixed magic/version/dtype: recompute the hash over the patched bytes.
-      g.header.assign(fresh.begin(), fresh.end());
-      const auto hash = gossip::payload_hash(std::span(g.header).first(56));
-      std::memcpy(g.header.data() + 56, &hash, 8);
-    }
-    return g;
-  };
-  CHECK(cause_of(patched(0, std::uint32_t{0xdeadbeef}, false).message()) == RejectCause::bad_magic);
-  CHECK(cause_of(patched(4, std::uint16_t{2}, false).message()) == RejectCause::bad_version);
-  CHECK(cause_of(patched(16, std::int64_t{18}, false).message()) == RejectCause::header_checksum);
-  CHECK(cause_of(patched(6, std::uint16_t{7}, true).message()) == RejectCause::bad_dtype);
-  CHECK(cause_of(patched(40, std::uint64_t{9}, true).message()) == RejectCause::bad_size);
+  CHECK(cause_of(patched(f, 0, std::uint32_t{0xdeadbeef}, false).message()) ==
+        RejectCause::bad_magic);
+  CHECK(cause_of(patched(f, 4, std::uint16_t{2}, false).message()) == RejectCause::bad_version);
+  CHECK(cause_of(patched(f, 16, std::int64_t{18}, false).message()) ==
+        RejectCause::header_checksum);
+  CHECK(cause_of(patched(f, 6, std::uint16_t{7}, true).message()) == RejectCause::bad_dtype);
+  // Sizes: total, chunk index, offset, count, and the payload against count.
   CHECK(cause_of(f.message(), 9) == RejectCause::bad_size);
-  CHECK(cause_of(patched(8, std::int32_t{5}, true).message()) == RejectCause::unknown_sender);
-  CHECK(cause_of(patched(8, std::int32_t{0}, true).message()) == RejectCause::unknown_sender);
-  CHECK(cause_of(patched(8, std::int32_t{-1}, true).message()) == RejectCause::unknown_sender);
-  CHECK(cause_of(patched(24, std::nan(""), true).message()) == RejectCause::bad_weight);
-  CHECK(cause_of(patched(24, -1.0, true).message()) == RejectCause::bad_weight);
-  CHECK(cause_of(patched(32, 1.5, true).message()) == RejectCause::bad_weight);
+  CHECK(cause_of(patched(f, 40, std::uint64_t{9}, true).message()) == RejectCause::bad_size);
+  CHECK(cause_of(patched(f, 12, std::uint32_t{2}, true).message()) == RejectCause::bad_size);
+  CHECK(cause_of(patched(f, 48, std::uint64_t{1}, true).message()) == RejectCause::bad_size);
+  CHECK(cause_of(patched(f, 56, std::uint64_t{3}, true).message()) == RejectCause::bad_size);
+  {
+    auto g = f;
+    g.payload.push_back(1.0f);
+    CHECK(cause_of(g.message()) == RejectCause::bad_size);
+    g = f;
+    g.payload.pop_back();
+    CHECK(cause_of(g.message()) == RejectCause::bad_size);
+  }
+  CHECK(cause_of(patched(f, 8, std::int32_t{5}, true).message()) == RejectCause::unknown_sender);
+  CHECK(cause_of(patched(f, 8, std::int32_t{0}, true).message()) == RejectCause::unknown_sender);
+  CHECK(cause_of(patched(f, 8, std::int32_t{-1}, true).message()) == RejectCause::unknown_sender);
+  CHECK(cause_of(patched(f, 24, std::nan(""), true).message()) == RejectCause::bad_weight);
+  CHECK(cause_of(patched(f, 24, -1.0, true).message()) == RejectCause::bad_weight);
+  CHECK(cause_of(patched(f, 32, 1.5, true).message()) == RejectCause::bad_weight);
   {
     auto g = f;
     g.payload[2] = 100.0f;

@@ -43,7 +43,7 @@ std::vector<transport::Transport*> raw(
 }  // namespace
 
 TEST_CASE("push-sum over ZeroMQ: 4 and 8 peers, sync and overlap, exact mean and mass") {
-  constexpr std::size_t dim = 100003;  // 400 kB messages: zero-copy on both sides
+  constexpr std::size_t dim = 100003;  // 400 kB vectors in 11 chunks (the last one 3 floats)
   for (int n : {4, 8}) {
     for (auto mode : {gossip::Mode::sync, gossip::Mode::overlap}) {
       CAPTURE(n);
@@ -52,6 +52,7 @@ TEST_CASE("push-sum over ZeroMQ: 4 and 8 peers, sync and overlap, exact mean and
       gossip::PushSumConfig cfg;
       cfg.mode = mode;
       cfg.timeout = std::chrono::milliseconds(20000);
+      cfg.chunk_elements = 10000;
       const int delay = mode == gossip::Mode::overlap ? cfg.tau : 0;
       const int rounds = sgp::testing::reference_rounds(s, 64, 1e-7, delay) * 11 / 10 + 5;
       auto ts = open_all(s);
@@ -60,8 +61,10 @@ TEST_CASE("push-sum over ZeroMQ: 4 and 8 peers, sync and overlap, exact mean and
                                     mode == gossip::Mode::overlap ? 4e-6 : 1e-6);
       for (const auto& r : results) {
         CHECK(r.metrics.rejected_total() == 0);
-        CHECK(r.metrics.messages_sent == static_cast<std::uint64_t>(rounds));
-        CHECK(r.metrics.bytes_sent == rounds * (gossip::kHeaderBytes + dim * sizeof(float)));
+        const gossip::Chunking chunks(dim, cfg.chunk_elements);
+        CHECK(r.metrics.messages_sent == rounds * chunks.chunks());
+        CHECK(r.metrics.bytes_sent ==
+              rounds * (chunks.chunks() * gossip::kHeaderBytes + dim * sizeof(float)));
       }
     }
   }
@@ -73,7 +76,7 @@ TEST_CASE("push-sum over ZeroMQ: garbage from a rogue socket is counted, consens
   // Sent on rank 0's own link to rank 1 (0 -> 1 in round 0), so ZeroMQ's per-link ordering puts
   // them before rank 0's genuine round-0 message: rank 1 cannot finish round 0 without reading
   // them first.
-  std::vector<std::byte> junk(64, std::byte{0x5a});
+  std::vector<std::byte> junk(gossip::kHeaderBytes, std::byte{0x5a});
   std::vector<std::byte> payload(64 * sizeof(float), std::byte{1});
   ts[0]->send(1, junk, payload, [] {});                      // bad magic
   ts[0]->send(1, std::span(junk).first(8), payload, [] {});  // truncated header

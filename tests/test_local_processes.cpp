@@ -8,6 +8,9 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
+
+#include <unistd.h>
 
 #include "../src/cli/local_processes.hpp"
 #include "temp_dir.hpp"
@@ -77,4 +80,22 @@ TEST_CASE("a program that cannot be executed is reported as exit code 127") {
   const auto failure = p.wait();
   REQUIRE(failure.has_value());
   CHECK(failure->exit_code == 127);
+}
+
+TEST_CASE("SIGTERM to the launcher is forwarded: every child stops, wait() says so") {
+  sgp::testing::TempDir dir;
+  const auto start = std::chrono::steady_clock::now();
+  LocalProcesses p({shell(0, "exec sleep 60", dir), shell(1, "exec sleep 60", dir)}, "/bin/sh");
+  // Started after LocalProcesses blocked the signal, this thread inherits the mask: the signal
+  // stays pending for the launcher's wait() instead of killing the test.
+  std::thread sender([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ::kill(::getpid(), SIGTERM);
+  });
+  const auto failure = p.wait();
+  sender.join();
+  CHECK(p.interrupted() == SIGTERM);
+  REQUIRE(failure.has_value());
+  CHECK(failure->signal == SIGTERM);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
 }

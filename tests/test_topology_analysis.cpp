@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "sgp/gossip/push_sum_config.hpp"
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/generator.hpp"
@@ -183,16 +184,22 @@ TEST_CASE("degrees, bytes per round and connectivity") {
   CHECK(star.out_degree[0].min == 1);
   CHECK(star.in_degree[0].max == 4);
   CHECK(star.max_bytes_per_round == 4 * message_bytes(1000));
-  CHECK(message_bytes(1000) == 4064);
+  CHECK(message_bytes(1000) == 4080);
   CHECK(kMessageHeaderBytes == static_cast<std::int64_t>(sgp::gossip::kHeaderBytes));
+  for (std::int64_t p : {1, 1000, 262144, 262145, 669706, 37500000, 100000000}) {
+    CAPTURE(p);
+    const sgp::gossip::Chunking chunking(p, sgp::gossip::PushSumConfig{}.chunk_elements);
+    CHECK(message_chunks(p) == chunking.chunks());
+  }
+  CHECK(message_bytes(669706) == 4 * 669706 + 3 * 80);
   // 4 + 1 + 1 + 1 + 1 messages over 5 peers.
-  CHECK(star.mean_bytes_per_round == doctest::Approx(8.0 / 5.0 * 4064));
+  CHECK(star.mean_bytes_per_round == doctest::Approx(8.0 / 5.0 * 4080));
 
   const TopologyReport ope = analyze_topology(make(TopologyKind::kOnePeerExponential, 8), 1);
   CHECK(ope.period == 3);
   CHECK(ope.out_degree.size() == 3);
   CHECK(ope.union_out_degree.min == 3);
-  CHECK(ope.mean_bytes_per_round == doctest::Approx(68.0));
+  CHECK(ope.mean_bytes_per_round == doctest::Approx(84.0));
   CHECK(ope.diameter == 3);  // 7 = 1 + 2 + 4
 
   // A one-way star (hub -> leaves only) cannot reach consensus: every peer is its own component.

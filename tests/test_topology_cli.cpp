@@ -82,7 +82,7 @@ TEST_CASE("describe: the directed ring with self weight 1/2 has rate cos(pi/N)")
   CHECK(contains(r.output, fmt::format("= {:.6g}\n", sigma)));
   CHECK(contains(r.output, fmt::format(": {} (", std::ceil(std::log(1e-6) / std::log(sigma)))));
   CHECK(contains(r.output, "diameter of the union: 7 hops"));
-  CHECK(contains(r.output, "mean 4064, max 4064"));
+  CHECK(contains(r.output, "mean 4080, max 4080"));
 }
 
 TEST_CASE("check rejects broken files with every problem, and disconnected ones") {

@@ -21,9 +21,15 @@ transport::ReleaseFn InFlight::hold(const void* buffer, int dest) {
   };
 }
 
-bool InFlight::busy(const void* buffer) const {
+bool InFlight::busy_locked(const void* begin, std::size_t bytes) const {
+  const auto* first = static_cast<const std::byte*>(begin);
+  auto it = holders_.lower_bound(begin);
+  return it != holders_.end() && static_cast<const std::byte*>(it->first) < first + bytes;
+}
+
+bool InFlight::busy(const void* begin, std::size_t bytes) const {
   std::lock_guard lock(mutex_);
-  return holders_.contains(buffer);
+  return busy_locked(begin, bytes);
 }
 
 std::vector<int> InFlight::holders_locked(const void* buffer) const {
@@ -42,12 +48,13 @@ std::vector<int> InFlight::wait(const void* buffer, Clock::time_point deadline) 
   return holders_locked(buffer);
 }
 
-int InFlight::wait_any_free(const std::vector<float*>& buffers, Clock::time_point deadline) {
+int InFlight::wait_any_free(const std::vector<float*>& buffers, std::size_t bytes,
+                            Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   int found = -1;
   released_.wait_until(lock, deadline, [&] {
     for (std::size_t i = 0; i < buffers.size(); ++i) {
-      if (!holders_.contains(buffers[i])) {
+      if (!busy_locked(buffers[i], bytes)) {
         found = static_cast<int>(i);
         return true;
       }

@@ -1,5 +1,6 @@
 #pragma once
-// Which buffers the transport still reads, and for which destination. Shared (shared_ptr) with
+// Which buffers (chunks of buffers, keyed by their first byte) the transport still reads, and for
+// which destination. Shared (shared_ptr) with
 // the release callbacks, which run on the transport's threads and may outlive the engine.
 #include <chrono>
 #include <condition_variable>
@@ -18,14 +19,17 @@ class InFlight : public std::enable_shared_from_this<InFlight> {
 
   // Marks `buffer` as handed to the transport for `dest`; the returned function undoes it.
   transport::ReleaseFn hold(const void* buffer, int dest);
-  bool busy(const void* buffer) const;
-  // Waits until `buffer` (or every buffer, when nullptr) is released; on timeout returns the
-  // destinations still holding it (empty on success).
+  // Whether any chunk starting in [begin, begin + bytes) is held.
+  bool busy(const void* begin, std::size_t bytes) const;
+  // Waits until the chunk starting at `buffer` (or every chunk, when nullptr) is released; on
+  // timeout returns the destinations still holding it (empty on success).
   std::vector<int> wait(const void* buffer, Clock::time_point deadline);
-  // Waits until one of `buffers` is not held; returns its index, or -1 on timeout.
-  int wait_any_free(const std::vector<float*>& buffers, Clock::time_point deadline);
+  // Waits until one of `buffers` (each `bytes` long) holds no chunk; returns its index, or -1.
+  int wait_any_free(const std::vector<float*>& buffers, std::size_t bytes,
+                    Clock::time_point deadline);
 
  private:
+  bool busy_locked(const void* begin, std::size_t bytes) const;
   std::vector<int> holders_locked(const void* buffer) const;
 
   mutable std::mutex mutex_;

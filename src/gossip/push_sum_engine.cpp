@@ -20,6 +20,13 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// "rank 2" or "ranks 2, 5" (each rank once).
+std::string ranks_text(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
+}
+
 std::span<const std::byte> as_bytes(const float* p, std::size_t n) {
   return {reinterpret_cast<const std::byte*>(p), n * sizeof(float)};
 }
@@ -37,6 +44,7 @@ PushSumEngine::PushSumEngine(compute::Backend& backend, topology::Schedule sched
       config_(config),
       rank_(transport.rank()),
       host_x_(backend.kind() == compute::DeviceKind::cpu),
+      chunking_(n, config.chunk_elements),
       in_flight_(std::make_shared<InFlight>()) {
   SGP_ENFORCE(rank_ >= 0 && rank_ < schedule_.num_peers(),
               "transport rank {} is not a rank of the {}-peer schedule", rank_,
@@ -46,7 +54,8 @@ PushSumEngine::PushSumEngine(compute::Backend& backend, topology::Schedule sched
   SGP_ENFORCE(config.gossip_every >= 1, "gossip_every must be >= 1, got {}", config.gossip_every);
   SGP_ENFORCE(config.timeout.count() > 0, "the gossip timeout must be positive");
   SGP_ENFORCE(config.max_rounds_ahead >= 1, "max_rounds_ahead must be >= 1");
-  tracker_ = std::make_unique<RoundTracker>(schedule_, rank_, config.max_rounds_ahead);
+  tracker_ =
+      std::make_unique<RoundTracker>(schedule_, rank_, config.max_rounds_ahead, chunking_.chunks());
   if (!host_x_) scratch_device_ = static_cast<float*>(backend_.allocate(n_ * sizeof(float)));
   if (config_.mode == Mode::overlap) comm_thread_ = std::thread([this] { comm_loop(); });
 }
@@ -131,7 +140,7 @@ const float* PushSumEngine::stage_for_send() {
   const auto start = Clock::now();
   float* buffer = nullptr;
   for (float* b : staging_) {
-    if (!in_flight_->busy(b)) {
+    if (!in_flight_->busy(b, n_ * sizeof(float))) {
       buffer = b;
       break;
     }
@@ -141,7 +150,7 @@ const float* PushSumEngine::stage_for_send() {
     staging_.push_back(buffer);
   }
   if (buffer == nullptr) {
-    const int i = in_flight_->wait_any_free(staging_, start + config_.timeout);
+    const int i = in_flight_->wait_any_free(staging_, n_ * sizeof(float), start + config_.timeout);
     {
       std::lock_guard lock(metrics_mutex_);
       metrics_.wait_seconds += seconds_since(start);
@@ -151,20 +160,25 @@ const float* PushSumEngine::stage_for_send() {
       auto holders = in_flight_->wait(nullptr, Clock::now());
       throw IoError(fmt::format(
           "rank {}: round {}: the transport still holds every send buffer after {} ms (messages "
-          "to rank(s) {} not delivered: peer gone or not reading)",
-          rank_, round_, config_.timeout.count(), fmt::join(holders, ", ")));
+          "to {} not delivered: peer not started, dead or not reading)",
+          rank_, round_, config_.timeout.count(), ranks_text(holders)));
     }
     buffer = staging_[static_cast<std::size_t>(i)];
   }
+  const auto copy_start = Clock::now();
   if (host_x_) {
     backend_.copy(buffer, x_, n_ * sizeof(float));
   } else {
     backend_.download_async(buffer, x_, n_ * sizeof(float));
     backend_.wait_transfers();
   }
+  std::lock_guard lock(metrics_mutex_);
+  metrics_.send_seconds += seconds_since(copy_start);
   return buffer;
 }
 
+// Chunk by chunk, each chunk to every out-neighbour, so that receivers can verify and apply chunk
+// c while chunk c + 1 travels. releases: one per (chunk, out-edge), chunk-major.
 void PushSumEngine::send_round(std::int64_t round, const float* src, double weight,
                                std::vector<transport::ReleaseFn> releases) {
   const auto start = Clock::now();
@@ -173,24 +187,31 @@ void PushSumEngine::send_round(std::int64_t round, const float* src, double weig
   h.sender = rank_;
   h.round = round;
   h.weight = weight;
-  h.count = n_;
-  h.payload_hash = payload_hash(as_bytes(src, n_));
+  h.total = n_;
   std::size_t i = 0;
   try {
-    for (; i < edges.size(); ++i) {
-      h.coefficient = edges[i].weight;
-      const auto header = encode_header(h);
-      transport_.send(edges[i].peer, header, as_bytes(src, n_), std::move(releases[i]));
+    for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
+      h.chunk = c;
+      h.offset = chunking_.offset(c);
+      h.count = chunking_.size(c);
+      const auto payload = as_bytes(src + h.offset, h.count);
+      h.payload_hash = payload_hash(payload);
+      for (const auto& edge : edges) {
+        h.coefficient = edge.weight;
+        const auto header = encode_header(h);
+        transport_.send(edge.peer, header, payload, std::move(releases[i]));
+        ++i;
+      }
     }
   } catch (...) {
-    // releases[i] went to the transport, which runs it; the others never left.
+    // releases[i] went to the transport, which runs it; the later ones never left.
     for (std::size_t j = i + 1; j < releases.size(); ++j) releases[j]();
     throw;
   }
   std::lock_guard lock(metrics_mutex_);
-  metrics_.messages_sent += edges.size();
-  metrics_.bytes_sent += edges.size() * (kHeaderBytes + n_ * sizeof(float));
-  metrics_.send_seconds += seconds_since(start);
+  metrics_.messages_sent += releases.size();
+  metrics_.bytes_sent += edges.size() * (chunking_.chunks() * kHeaderBytes + n_ * sizeof(float));
+  if (config_.mode == Mode::sync) metrics_.send_seconds += seconds_since(start);  // caller's
 }
 
 void PushSumEngine::mix() {
@@ -199,10 +220,14 @@ void PushSumEngine::mix() {
   const auto& edges = schedule_.out_edges(rank_, r);
   const float* src = nullptr;
   if (!edges.empty()) {
-    const auto start = Clock::now();
     src = stage_for_send();
+    const auto start = Clock::now();
     std::vector<transport::ReleaseFn> releases;
-    for (const auto& e : edges) releases.push_back(in_flight_->hold(src, e.peer));
+    for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
+      for (const auto& e : edges) {
+        releases.push_back(in_flight_->hold(src + chunking_.offset(c), e.peer));
+      }
+    }
     if (config_.mode == Mode::overlap) {
       {
         std::lock_guard lock(comm_mutex_);
@@ -221,17 +246,22 @@ void PushSumEngine::mix() {
     }
   }
   if (config_.mode == Mode::overlap) {
-    // OSGP: keep p_ii of (x, w) now; add arrivals as they come; wait only on lag > tau.
+    // OSGP: keep p_ii of (x, w) now; add arrivals (whole messages) as they come; wait only on
+    // lag > tau.
     scale_self(r);
     drain_inbox();
     apply_ready(r);
     wait_until_closed(r - config_.tau, r);
   } else {
-    // SGP: all of round r's messages first; x may be in the transport's hands until released.
+    // SGP, chunk by chunk: chunk c of x is scaled by p_ii once the transport has released it
+    // (x itself is what was sent, on the CPU), then round-r chunks c are added as they arrive.
+    self_weight_ = schedule_.self_weight(rank_, r);
+    sent_from_x_ = src == x_;
+    scaled_.assign(chunking_.chunks(), false);
+    w_ *= self_weight_;
+    apply_ready(r);  // chunks that came early, with the previous round
     wait_until_complete(r);
-    if (src == x_) wait_released(x_, r);
-    scale_self(r);
-    apply_ready(r);
+    for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) ensure_scaled(c);
     tracker_->advance_floor(r);
   }
   round_ = r + 1;
@@ -256,28 +286,59 @@ void PushSumEngine::scale_self(std::int64_t round) {
   metrics_.apply_seconds += seconds_since(start);
 }
 
-void PushSumEngine::admit(DecodedMessage message) {
-  const auto& h = message.header;
-  if (auto cause = tracker_->admit(h.sender, h.round, h.coefficient, round_)) {
-    reject(*cause, fmt::format("from rank {} for round {} while mixing round {}", h.sender, h.round,
-                               round_));
-    return;
-  }
-  held_[h.round].push_back(std::move(message));
+void PushSumEngine::ensure_scaled(std::uint32_t chunk) {
+  if (scaled_[chunk]) return;
+  float* part = x_ + chunking_.offset(chunk);
+  if (sent_from_x_) wait_released(part, round_);
+  const auto start = Clock::now();
+  backend_.scale(part, chunking_.size(chunk), static_cast<float>(self_weight_));
+  scaled_[chunk] = true;
+  std::lock_guard lock(metrics_mutex_);
+  metrics_.apply_seconds += seconds_since(start);
 }
 
+void PushSumEngine::admit(DecodedMessage message) {
+  const auto& h = message.header;
+  if (auto cause = tracker_->admit(h.sender, h.round, h.chunk, h.coefficient, round_)) {
+    reject(*cause, fmt::format("from rank {} for round {} (chunk {}) while mixing round {}",
+                               h.sender, h.round, h.chunk, round_));
+    return;
+  }
+  if (config_.mode == Mode::sync && h.round == round_) {
+    apply(message);  // sync mode admits only while mixing round_
+  } else {
+    held_[h.round].push_back(std::move(message));
+  }
+}
+
+// Applies the held chunks of rounds <= up_to_round: in sync mode all of them; in overlap mode
+// only whole messages (every chunk in), so that x and w always hold the same messages.
 void PushSumEngine::apply_ready(std::int64_t up_to_round) {
-  while (!held_.empty() && held_.begin()->first <= up_to_round) {
-    for (const auto& m : held_.begin()->second) apply(m);
-    held_.erase(held_.begin());
+  for (auto it = held_.begin(); it != held_.end() && it->first <= up_to_round;) {
+    std::vector<DecodedMessage> keep;
+    for (auto& m : it->second) {
+      if (config_.mode == Mode::sync || tracker_->sender_complete(it->first, m.header.sender)) {
+        apply(m);
+      } else {
+        keep.push_back(std::move(m));
+      }
+    }
+    if (keep.empty()) {
+      it = held_.erase(it);
+    } else {
+      it->second = std::move(keep);
+      ++it;
+    }
   }
 }
 
 void PushSumEngine::apply(const DecodedMessage& m) {
+  const auto& h = m.header;
+  if (config_.mode == Mode::sync) ensure_scaled(h.chunk);
   const auto start = Clock::now();
   // The schedule's p_ji (the header's coefficient was checked against it): the sender kept
   // exactly 1 - sum of these, so mass is conserved to the last bit the arithmetic allows.
-  const double p = schedule_.push_weight(m.header.sender, rank_, m.header.round);
+  const double p = schedule_.push_weight(h.sender, rank_, h.round);
   const auto* data = m.payload.data();
   const float* src = reinterpret_cast<const float*>(data);
   if (!host_x_) {
@@ -292,18 +353,25 @@ void PushSumEngine::apply(const DecodedMessage& m) {
     std::memcpy(scratch_host_, data, m.payload.size());
     src = scratch_host_;
   }
-  backend_.axpy(static_cast<float>(p), src, x_, n_);
-  w_ += p * m.header.weight;
+  backend_.axpy(static_cast<float>(p), src, x_ + h.offset, h.count);
+  if (h.chunk == 0) w_ += p * h.weight;  // once per (sender, round)
   std::lock_guard lock(metrics_mutex_);
   metrics_.messages_received += 1;
   metrics_.bytes_received += kHeaderBytes + m.payload.size();
   metrics_.apply_seconds += seconds_since(start);
 }
 
+// The next accepted-by-format message, or nothing at the deadline. Time blocked counts as wait;
+// in sync mode the checksums (decode) count as apply time, in overlap mode the communication
+// thread does them.
 std::optional<DecodedMessage> PushSumEngine::next_message(Clock::time_point deadline) {
   if (config_.mode == Mode::overlap) {
+    const auto start = Clock::now();
     std::unique_lock lock(comm_mutex_);
     inbox_ready_.wait_until(lock, deadline, [&] { return !inbox_.empty() || comm_error_; });
+    lock.unlock();
+    add_wait(start);
+    lock.lock();
     if (comm_error_ || inbox_.empty()) return std::nullopt;
     DecodedMessage m = std::move(inbox_.front());
     inbox_.pop_front();
@@ -311,8 +379,15 @@ std::optional<DecodedMessage> PushSumEngine::next_message(Clock::time_point dead
   }
   for (auto now = Clock::now(); now < deadline; now = Clock::now()) {
     auto message = transport_.receive(std::chrono::ceil<std::chrono::milliseconds>(deadline - now));
+    add_wait(now);
     if (!message) continue;
-    if (auto decoded = decode(std::move(*message))) return decoded;
+    const auto start = Clock::now();
+    auto decoded = decode(std::move(*message));
+    {
+      std::lock_guard lock(metrics_mutex_);
+      metrics_.apply_seconds += seconds_since(start);
+    }
+    if (decoded) return decoded;
   }
   return std::nullopt;
 }
@@ -320,7 +395,7 @@ std::optional<DecodedMessage> PushSumEngine::next_message(Clock::time_point dead
 std::optional<DecodedMessage> PushSumEngine::decode(transport::Message message) {
   const std::size_t frames = message.num_frames();
   const std::size_t bytes = message.total_bytes();
-  auto result = decode_message(std::move(message), n_, schedule_.num_peers(), rank_);
+  auto result = decode_message(std::move(message), chunking_, schedule_.num_peers(), rank_);
   if (auto* cause = std::get_if<RejectCause>(&result)) {
     reject(*cause, fmt::format("{} frame(s), {} bytes", frames, bytes));
     return std::nullopt;
@@ -338,29 +413,22 @@ void PushSumEngine::drain_inbox() {
 }
 
 void PushSumEngine::wait_until_complete(std::int64_t round) {
-  const auto start = Clock::now();
-  const auto deadline = start + config_.timeout;
+  const auto deadline = Clock::now() + config_.timeout;
   while (!tracker_->complete(round)) {
     auto m = next_message(deadline);
-    if (!m) {
-      add_wait(start);
-      fail_missing(round);
-    }
+    if (!m) fail_missing(round);
     admit(std::move(*m));
   }
-  add_wait(start);
 }
 
 // Overlap: rounds <= target must be closed (all messages in); arrivals up to `apply_limit` are
 // applied as they come.
 void PushSumEngine::wait_until_closed(std::int64_t target, std::int64_t apply_limit) {
-  const auto start = Clock::now();
-  const auto deadline = start + config_.timeout;
+  const auto deadline = Clock::now() + config_.timeout;
   tracker_->advance_floor(apply_limit);
   while (tracker_->floor() < target) {
     auto m = next_message(deadline);
     if (!m) {
-      add_wait(start);
       rethrow_comm_error();
       fail_missing(tracker_->floor() + 1);
     }
@@ -368,7 +436,6 @@ void PushSumEngine::wait_until_closed(std::int64_t target, std::int64_t apply_li
     apply_ready(apply_limit);
     tracker_->advance_floor(apply_limit);
   }
-  add_wait(start);
 }
 
 void PushSumEngine::add_wait(Clock::time_point start) {
@@ -380,10 +447,9 @@ void PushSumEngine::fail_missing(std::int64_t round) {
   failed_ = true;
   const auto missing = tracker_->missing(round);
   throw IoError(fmt::format(
-      "rank {}: no message from rank{} {} for gossip round {} within {} ms (peer not started, "
-      "dead or too slow)",
-      rank_, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), round,
-      config_.timeout.count()));
+      "rank {}: no message from {} for gossip round {} within {} ms (peer not started, dead or "
+      "too slow)",
+      rank_, ranks_text(missing), round, config_.timeout.count()));
 }
 
 void PushSumEngine::wait_released(const void* buffer, std::int64_t round) {
@@ -393,9 +459,9 @@ void PushSumEngine::wait_released(const void* buffer, std::int64_t round) {
   if (!holders.empty()) {
     failed_ = true;
     throw IoError(fmt::format(
-        "rank {}: round {}: message(s) to rank(s) {} not delivered within {} ms (peer not "
-        "started, dead or not reading)",
-        rank_, round, fmt::join(holders, ", "), config_.timeout.count()));
+        "rank {}: gossip round {}: messages to {} not delivered within {} ms (peer not started, "
+        "dead or not reading)",
+        rank_, round, ranks_text(holders), config_.timeout.count()));
   }
 }
 

@@ -20,7 +20,7 @@ T get(std::span<const std::byte> in, std::size_t offset) {
   return value;
 }
 
-constexpr std::size_t kHashedHeaderBytes = 56;
+constexpr std::size_t kHashedHeaderBytes = 72;
 
 }  // namespace
 
@@ -70,37 +70,44 @@ std::array<std::byte, kHeaderBytes> encode_header(const WireHeader& h) {
   put<std::uint16_t>(out, 4, kWireVersion);
   put<std::uint16_t>(out, 6, kDtypeFloat32);
   put<std::int32_t>(out, 8, h.sender);
-  put<std::uint32_t>(out, 12, 0);
+  put<std::uint32_t>(out, 12, h.chunk);
   put<std::int64_t>(out, 16, h.round);
   put<double>(out, 24, h.weight);
   put<double>(out, 32, h.coefficient);
-  put<std::uint64_t>(out, 40, h.count);
-  put<std::uint64_t>(out, 48, h.payload_hash);
-  put<std::uint64_t>(out, 56, XXH3_64bits(out.data(), kHashedHeaderBytes));
+  put<std::uint64_t>(out, 40, h.total);
+  put<std::uint64_t>(out, 48, h.offset);
+  put<std::uint64_t>(out, 56, h.count);
+  put<std::uint64_t>(out, 64, h.payload_hash);
+  put<std::uint64_t>(out, 72, XXH3_64bits(out.data(), kHashedHeaderBytes));
   return out;
 }
 
 std::variant<DecodedMessage, RejectCause> decode_message(transport::Message message,
-                                                         std::uint64_t expected_count,
-                                                         int num_peers, int self) {
+                                                         const Chunking& chunking, int num_peers,
+                                                         int self) {
   if (message.num_frames() != 2) return RejectCause::frame_count;
   const auto head = message.frame(0);
   const auto payload = message.frame(1);
   if (head.size() != kHeaderBytes) return RejectCause::header_size;
   if (get<std::uint32_t>(head, 0) != kWireMagic) return RejectCause::bad_magic;
   if (get<std::uint16_t>(head, 4) != kWireVersion) return RejectCause::bad_version;
-  if (get<std::uint64_t>(head, 56) != XXH3_64bits(head.data(), kHashedHeaderBytes)) {
+  if (get<std::uint64_t>(head, 72) != XXH3_64bits(head.data(), kHashedHeaderBytes)) {
     return RejectCause::header_checksum;
   }
   if (get<std::uint16_t>(head, 6) != kDtypeFloat32) return RejectCause::bad_dtype;
   WireHeader h;
   h.sender = get<std::int32_t>(head, 8);
+  h.chunk = get<std::uint32_t>(head, 12);
   h.round = get<std::int64_t>(head, 16);
   h.weight = get<double>(head, 24);
   h.coefficient = get<double>(head, 32);
-  h.count = get<std::uint64_t>(head, 40);
-  h.payload_hash = get<std::uint64_t>(head, 48);
-  if (h.count != expected_count || payload.size() != expected_count * sizeof(float)) {
+  h.total = get<std::uint64_t>(head, 40);
+  h.offset = get<std::uint64_t>(head, 48);
+  h.count = get<std::uint64_t>(head, 56);
+  h.payload_hash = get<std::uint64_t>(head, 64);
+  if (h.total != chunking.total || h.chunk >= chunking.chunks() ||
+      h.offset != chunking.offset(h.chunk) || h.count != chunking.size(h.chunk) ||
+      payload.size() != h.count * sizeof(float)) {
     return RejectCause::bad_size;
   }
   if (h.sender < 0 || h.sender >= num_peers || h.sender == self) {

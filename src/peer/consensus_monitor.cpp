@@ -37,7 +37,7 @@ bool SnapshotPublisher::publish(std::int64_t iteration, const std::vector<float>
   h.round = iteration;
   h.weight = 1.0;
   h.coefficient = 1.0;
-  h.count = z.size();
+  h.total = h.count = z.size();  // one chunk: the whole vector
   h.payload_hash = gossip::payload_hash(payload);
   const auto header = gossip::encode_header(h);
   return sender_->try_send(header, payload);
@@ -78,8 +78,8 @@ ConsensusMonitor::~ConsensusMonitor() = default;
 
 std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
   // self = num_peers: every rank 0..N-1 is a valid sender to the monitor.
-  auto decoded = gossip::decode_message(std::move(message), parameter_count_, num_peers_ + 1,
-                                        num_peers_);
+  auto decoded = gossip::decode_message(std::move(message), gossip::Chunking(parameter_count_, 0),
+                                        num_peers_ + 1, num_peers_);
   if (auto* cause = std::get_if<gossip::RejectCause>(&decoded)) {
     ++rejected_;
     spdlog::warn("monitor: rejected a snapshot: {}", gossip::reject_cause_name(*cause));

@@ -94,8 +94,14 @@ std::optional<int> union_diameter(const Schedule& schedule) {
   return diameter;
 }
 
+std::int64_t message_chunks(std::int64_t parameter_count) {
+  const std::int64_t per_chunk = std::max<std::int64_t>(
+      {kChunkParameters, (parameter_count + kMaxChunks - 1) / kMaxChunks, 1});
+  return std::max<std::int64_t>(1, (parameter_count + per_chunk - 1) / per_chunk);
+}
+
 std::int64_t message_bytes(std::int64_t parameter_count) {
-  return 4 * parameter_count + kMessageHeaderBytes;
+  return 4 * parameter_count + message_chunks(parameter_count) * kMessageHeaderBytes;
 }
 
 TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter_count,

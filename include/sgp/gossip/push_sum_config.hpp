@@ -28,20 +28,30 @@ struct PushSumConfig {
   // Longest wait for a peer's message, or for the transport to release a sent buffer, before
   // IoError (naming the peer and the round).
   std::chrono::milliseconds timeout{30000};
+  // Elements per message chunk (see Chunking in wire_format.hpp: at most 256 chunks per vector;
+  // 0 = one message per vector). Every peer must use the same value. 1 MiB of float32 by default:
+  // large enough to amortise per-message costs, small enough to pipeline the checksum and axpy of
+  // one chunk with the transfer of the next and to stay in cache between the two.
+  std::uint64_t chunk_elements = 262144;
   // Messages for a round more than this far ahead of ours are rejected (future_round).
   std::int64_t max_rounds_ahead = 1024;
 };
 
-// Counters since construction. Bytes count payload plus header.
+// Counters since construction. Messages are transport messages (one per chunk); bytes count
+// payload plus header.
 struct PushSumMetrics {
   std::int64_t rounds = 0;
   std::uint64_t messages_sent = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t messages_received = 0;  // accepted and applied
   std::uint64_t bytes_received = 0;
-  double send_seconds = 0.0;   // caller's thread: staging, hashing and queuing sends
-  double wait_seconds = 0.0;   // caller's thread: blocked on peers' messages or buffer releases
-  double apply_seconds = 0.0;  // caller's thread: scale and axpy of the mixing
+  // Time on the caller's thread, disjoint: staging/snapshot copies, checksums and queuing of
+  // sends (overlap mode: their checksums and sends are on the communication thread, not here);
+  double send_seconds = 0.0;
+  // blocked on peers' messages, or on the transport releasing a sent buffer;
+  double wait_seconds = 0.0;
+  // checking what arrived (sync mode; overlap: on the communication thread), scale and axpy.
+  double apply_seconds = 0.0;
   std::array<std::uint64_t, kNumRejectCauses> rejected{};
 
   std::uint64_t rejected_total() const {

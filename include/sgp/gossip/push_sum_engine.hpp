@@ -6,6 +6,17 @@
 //   add what the in-neighbours pushed for round k.  De-biased parameters: z = x / w.
 // Messages carry x UNSCALED plus the coefficient p_ji (see wire_format.hpp), so on the CPU the
 // caller's x goes to the transport without a copy; GPU buffers are staged through host memory.
+// x travels in chunks (PushSumConfig::chunk_elements): sync mode checks and adds chunk c of an
+// in-neighbour's message while later chunks are still on the wire, and scales its own chunk c by
+// p_ii as soon as the transport has released it; overlap mode adds only whole messages, so x and
+// w always contain the same messages.
+//
+// Sync mode, CPU: x is read by the transport during mix() and written by it; nobody else may
+// touch x then. Overlap mode: mix() copies x into a snapshot that is sent while the caller goes
+// on computing; between mix() calls the caller may change x freely (the SGD step of OSGP).
+//
+// After mix() or finish() threw IoError the engine is failed: destroy it (that is safe and
+// bounded) and stop.
 //
 // The engine sees only the abstract Transport, the Schedule and the compute Backend. It is used
 // from one thread (the peer's compute thread); in overlap mode it owns one communication thread.
@@ -81,6 +92,7 @@ class PushSumEngine {
   void send_round(std::int64_t round, const float* src, double weight,
                   std::vector<transport::ReleaseFn> releases);
   void scale_self(std::int64_t round);
+  void ensure_scaled(std::uint32_t chunk);
   std::optional<DecodedMessage> next_message(Clock::time_point deadline);
   std::optional<DecodedMessage> decode(transport::Message message);
   void drain_inbox();
@@ -108,6 +120,11 @@ class PushSumEngine {
   std::int64_t round_ = 0;
   bool failed_ = false;
 
+  Chunking chunking_;
+  // Sync mode, the round being mixed: p_ii, whether x itself was sent, chunks already scaled.
+  double self_weight_ = 1.0;
+  bool sent_from_x_ = false;
+  std::vector<bool> scaled_;
   std::shared_ptr<InFlight> in_flight_;  // shared with release callbacks that may outlive us
   std::vector<float*> staging_;          // host buffers (allocate_host) for snapshots / GPU
   float* scratch_host_ = nullptr;        // aligned copy of a misaligned received payload

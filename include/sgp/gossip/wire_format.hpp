@@ -1,20 +1,26 @@
 #pragma once
-// The push-sum message on the wire: two ZeroMQ frames (or in-process frames), a fixed 64-byte
-// header and the payload. All integers and floats little-endian (checked at compile time).
+// The push-sum message on the wire. A peer's vector x goes out in chunks (Chunking below: at
+// most 256 of them, by default 1 MiB each), one transport message per chunk, each message two
+// frames: a fixed 80-byte header and the chunk's payload. Chunks let the receiver verify and
+// apply chunk c while chunk c + 1 is still on the wire, and keep each piece in cache between
+// its checksum and its axpy. All integers and floats little-endian (checked at compile time).
 //
 //   offset size  field
 //        0    4  magic            0x53475031 ("SGP1" read as a big-endian word)
 //        4    2  version          1
 //        6    2  dtype            1 = float32 (the only one so far)
 //        8    4  sender           int32, the sender's rank
-//       12    4  reserved         0
+//       12    4  chunk            uint32, index of this chunk
 //       16    8  round            int64, the gossip round the message belongs to
 //       24    8  weight           float64, the sender's push-sum weight w when it sent
 //       32    8  coefficient      float64, p_ji: the receiver adds coefficient * (payload, weight)
-//       40    8  count            uint64, number of elements in the payload
-//       48    8  payload_hash     XXH3_64bits of the payload bytes
-//       56    8  header_hash      XXH3_64bits of header bytes 0..55
-//   frame 2: count * sizeof(dtype) bytes: the sender's x, UNSCALED.
+//       40    8  total            uint64, elements in the whole vector
+//       48    8  offset           uint64, first element of this chunk (= chunk * chunk size)
+//       56    8  count            uint64, elements in this chunk
+//       64    8  payload_hash     XXH3_64bits of this chunk's payload bytes
+//       72    8  header_hash      XXH3_64bits of header bytes 0..71
+//   frame 2: count * sizeof(dtype) bytes: elements offset .. offset+count-1 of the sender's x,
+//            UNSCALED. The weight is counted once per (sender, round), with chunk 0.
 //
 // Why the coefficient travels with the message: the sender pushes its own x buffer as it is
 // (zero copy) instead of a scaled copy p_ji * x; the receiver performs y += p_ji * x_msg (one
@@ -23,8 +29,9 @@
 // coefficient against its own copy of the schedule.
 //
 // Every field is validated before anything is applied (decode_message below for what one message
-// can tell, RoundTracker for rounds and duplicates); a rejected message is counted per
+// can tell, RoundTracker for rounds, chunks and duplicates); a rejected message is counted per
 // RejectCause and never applied.
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -42,15 +49,39 @@ static_assert(std::endian::native == std::endian::little, "the wire format assum
 inline constexpr std::uint32_t kWireMagic = 0x53475031;
 inline constexpr std::uint16_t kWireVersion = 1;
 inline constexpr std::uint16_t kDtypeFloat32 = 1;
-inline constexpr std::size_t kHeaderBytes = 64;
+inline constexpr std::size_t kHeaderBytes = 80;
 
 struct WireHeader {
   std::int32_t sender = 0;
+  std::uint32_t chunk = 0;
   std::int64_t round = 0;
   double weight = 0.0;
   double coefficient = 0.0;
+  std::uint64_t total = 0;
+  std::uint64_t offset = 0;
   std::uint64_t count = 0;
   std::uint64_t payload_hash = 0;
+};
+
+// How a vector of `total` elements is cut into chunks: chunks of `per_chunk` elements (the last
+// one shorter), with per_chunk = max(requested, ceil(total / kMaxChunks)) so that a round never
+// has more than kMaxChunks messages per link (requested 0: one chunk). Both ends compute it from
+// the same configuration; a message that does not fit it is refused (bad_size).
+struct Chunking {
+  static constexpr std::uint64_t kMaxChunks = 256;
+  Chunking(std::uint64_t total_elements, std::uint64_t requested)
+      : total(total_elements),
+        per_chunk(std::max<std::uint64_t>({requested == 0 ? total_elements : requested,
+                                           (total_elements + kMaxChunks - 1) / kMaxChunks, 1})) {}
+  std::uint64_t total;
+  std::uint64_t per_chunk;
+  std::uint32_t chunks() const {
+    return static_cast<std::uint32_t>((total + per_chunk - 1) / per_chunk);
+  }
+  std::uint64_t offset(std::uint32_t chunk) const { return chunk * per_chunk; }
+  std::uint64_t size(std::uint32_t chunk) const {
+    return std::min(per_chunk, total - offset(chunk));
+  }
 };
 
 // Why a message was refused. Keep reject_cause_name() and kNumRejectCauses in step.
@@ -80,8 +111,8 @@ std::array<std::byte, kHeaderBytes> encode_header(const WireHeader& header);
 // XXH3_64bits over a payload.
 std::uint64_t payload_hash(std::span<const std::byte> payload);
 
-// A message whose frames passed every check that needs no state beyond the vector length and
-// the number of peers: frame layout, magic, version, header hash, dtype, size, sender range,
+// A message whose frames passed every check that needs no state beyond the vector's chunking and
+// the number of peers: frame layout, magic, version, header hash, dtype, sizes, sender range,
 // finite positive weight/coefficient, payload hash.
 struct DecodedMessage {
   WireHeader header;
@@ -91,7 +122,7 @@ struct DecodedMessage {
 
 // Either the decoded message or why it was refused. `self` is the receiver's rank.
 std::variant<DecodedMessage, RejectCause> decode_message(transport::Message message,
-                                                         std::uint64_t expected_count,
-                                                         int num_peers, int self);
+                                                         const Chunking& chunking, int num_peers,
+                                                         int self);
 
 }  // namespace sgp::gossip

@@ -45,10 +45,14 @@ std::vector<std::vector<int>> union_components(const Schedule& schedule);
 // Longest shortest path (hops) in the union graph, or nullopt when it is not strongly connected.
 std::optional<int> union_diameter(const Schedule& schedule);
 
-// Bytes of one push-sum message in the gossip wire format (sgp/gossip/wire_format.hpp): a
-// 64-byte header (round, push-sum weight, coefficient, hashes, ...) + 4 bytes per float32
-// parameter. ZeroMQ/TCP framing is not counted. A test keeps the header size in step.
-inline constexpr std::int64_t kMessageHeaderBytes = 64;
+// Bytes of one push-sum message in the gossip wire format (sgp/gossip/wire_format.hpp): 4 bytes
+// per float32 parameter, sent in chunks of max(262144, ceil(P / 256)) parameters, each with an
+// 80-byte header (round, push-sum weight, coefficient, chunk, hashes, ...). ZeroMQ/TCP framing
+// is not counted. A test keeps these numbers in step with gossip::Chunking and its default.
+inline constexpr std::int64_t kMessageHeaderBytes = 80;
+inline constexpr std::int64_t kChunkParameters = 262144;
+inline constexpr std::int64_t kMaxChunks = 256;
+std::int64_t message_chunks(std::int64_t parameter_count);
 std::int64_t message_bytes(std::int64_t parameter_count);
 
 struct DegreeRange {

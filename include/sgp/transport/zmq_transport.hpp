@@ -15,8 +15,10 @@
 // message is dropped) is the caller's on_release. Received frames are not copied either.
 //
 // Settings, chosen on purpose (ZmqOptions):
-//   SNDHWM / RCVHWM  bound the messages queued per link (memory: HWM x message size); a push-sum
-//                    peer has at most tau + 1 rounds in flight, so small numbers suffice.
+//   SNDHWM / RCVHWM  bound the messages queued per link (memory: HWM x frame size). A push-sum
+//                    round is at most 256 chunk messages per link and a peer is at most tau + 1
+//                    rounds ahead; a round must fit in SNDHWM + RCVHWM or two peers that push to
+//                    each other could both block in send(). 1024 each leaves room.
 //   SNDTIMEO         how long send() may block on a full queue before IoError (peer not reading).
 //   LINGER           on close, how long queued messages still get to be delivered: a peer that
 //                    finishes must still deliver its last round to neighbours that need it.
@@ -37,8 +39,8 @@ namespace sgp::transport {
 
 struct ZmqOptions {
   int io_threads = 1;
-  int send_hwm = 16;
-  int receive_hwm = 64;
+  int send_hwm = 1024;
+  int receive_hwm = 1024;
   std::chrono::milliseconds send_timeout{30000};
   std::chrono::milliseconds linger{5000};
   std::int64_t max_frame_bytes = -1;  // -1: unlimited
