@@ -5,11 +5,22 @@
 #include <cstdio>
 #include <exception>
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include "commands.hpp"
+#include "sgp/compute/blas_kernels.hpp"
 #include "sgp/error.hpp"
 #include "sgp_config.h"
 
 int main(int argc, char** argv) {
+  // Re-executes once with OPENBLAS_CORETYPE set when OpenBLAS fell back to slow generic kernels
+  // (see sgp/compute/blas_kernels.hpp). Done first, before any thread or file exists.
+  if (const auto core = sgp::compute::better_blas_coretype()) {
+    ::setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
+    ::execv("/proc/self/exe", argv);  // on failure, carry on with the slow kernels
+  }
   CLI::App app{
       "sgp: decentralized deep learning by Stochastic Gradient Push (Assran et al., ICML 2019).\n"
       "Peers train one model with no central server, mixing parameters by push-sum gossip."};

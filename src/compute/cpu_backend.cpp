@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "sgp/compute/blas_kernels.hpp"
 #include "sgp/error.hpp"
 
 namespace sgp::compute {
@@ -26,7 +27,8 @@ CpuBackend::CpuBackend(int blas_threads) : blas_threads_(blas_threads) {
 }
 
 std::string CpuBackend::describe() const {
-  return fmt::format("cpu (OpenBLAS, {} thread{})", blas_threads_, blas_threads_ == 1 ? "" : "s");
+  return fmt::format("cpu (OpenBLAS {} kernels, {} thread{})", blas_core_name(), blas_threads_,
+                     blas_threads_ == 1 ? "" : "s");
 }
 
 void* CpuBackend::allocate(std::size_t bytes) {
