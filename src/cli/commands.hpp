@@ -14,5 +14,6 @@ void add_launch_command(CLI::App& app);
 void add_monitor_command(CLI::App& app);
 void add_topology_command(CLI::App& app);
 void add_consensus_command(CLI::App& app);
+void add_sweep_command(CLI::App& app);
 
 }  // namespace sgp::cli

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -21,6 +20,7 @@
 
 #include "commands.hpp"
 #include "local_processes.hpp"
+#include "periodic_task.hpp"
 #include "sgp/compute/device.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
@@ -71,48 +71,23 @@ std::vector<int> ranks_on_this_host(const topology::Schedule& schedule) {
   return ranks;
 }
 
-// Every few seconds: one line with each local peer's latest iteration and loss.
-class CombinedProgress {
- public:
-  CombinedProgress(std::filesystem::path dir, std::vector<int> ranks)
-      : dir_(std::move(dir)), ranks_(std::move(ranks)), thread_([this] { loop(); }) {}
-  ~CombinedProgress() {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-
- private:
-  void loop() {
-    std::unique_lock lock(mutex_);
-    while (!wake_.wait_for(lock, std::chrono::seconds(10), [this] { return stop_; })) {
-      std::vector<std::string> parts;
-      for (int r : ranks_) {
-        std::ifstream log(dir_ / fmt::format("peer-{}.jsonl", r));
-        std::string line, last;
-        while (std::getline(log, line)) last = line;
-        try {
-          const auto j = nlohmann::json::parse(last);
-          parts.push_back(fmt::format("{}: it {} loss {:.3f}", r, j["iteration"].get<long>(),
-                                      j["loss"].get<double>()));
-        } catch (const std::exception&) {
-          parts.push_back(fmt::format("{}: starting", r));
-        }
-      }
-      spdlog::info("progress  {}", fmt::join(parts, " | "));
+// One line with each local peer's latest iteration and loss (every few seconds while they run).
+void log_combined_progress(const std::filesystem::path& dir, const std::vector<int>& ranks) {
+  std::vector<std::string> parts;
+  for (int r : ranks) {
+    std::ifstream log(dir / fmt::format("peer-{}.jsonl", r));
+    std::string line, last;
+    while (std::getline(log, line)) last = line;
+    try {
+      const auto j = nlohmann::json::parse(last);
+      parts.push_back(fmt::format("{}: it {} loss {:.3f}", r, j["iteration"].get<long>(),
+                                  j["loss"].get<double>()));
+    } catch (const std::exception&) {
+      parts.push_back(fmt::format("{}: starting", r));
     }
   }
-
-  std::filesystem::path dir_;
-  std::vector<int> ranks_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  std::thread thread_;
-};
+  spdlog::info("progress  {}", fmt::join(parts, " | "));
+}
 
 }  // namespace
 
@@ -187,7 +162,8 @@ void add_launch_command(CLI::App& app) {
     }
     std::optional<ChildFailure> failure;
     {
-      CombinedProgress progress(run.path(), local);
+      PeriodicTask progress(std::chrono::seconds(10),
+                            [&] { log_combined_progress(run.path(), local); });
       failure = processes.wait();
     }
     stop_monitor.store(true);

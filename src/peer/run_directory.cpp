@@ -31,6 +31,16 @@ void fsync_path(const std::filesystem::path& path, int flags) {
 
 }  // namespace
 
+std::optional<nlohmann::json> read_json_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
 void write_file_atomically(const std::filesystem::path& path, const std::string& content) {
   const auto temp = path.parent_path() / ("." + path.filename().string() + ".tmp");
   {

@@ -6,21 +6,10 @@
 
 #include <fmt/format.h>
 
+#include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/trainer.hpp"
 
 namespace sgp::peer {
-
-namespace {
-std::optional<nlohmann::json> read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;
-  }
-}
-}  // namespace
 
 nlohmann::json merge_run_summary(const std::filesystem::path& run_dir, int num_peers) {
   nlohmann::json out = {{"peers", num_peers}};
@@ -28,7 +17,7 @@ nlohmann::json merge_run_summary(const std::filesystem::path& run_dir, int num_p
   double weights = 0.0;
   std::vector<int> missing;
   for (int rank = 0; rank < num_peers; ++rank) {
-    const auto s = read_json(run_dir / fmt::format("peer-{}-summary.json", rank));
+    const auto s = read_json_file(run_dir / fmt::format("peer-{}-summary.json", rank));
     if (!s) {
       missing.push_back(rank);
       continue;
@@ -57,7 +46,7 @@ nlohmann::json merge_run_summary(const std::filesystem::path& run_dir, int num_p
     out["wall_time_s"] = *std::max_element(wall.begin(), wall.end());
     out["sum_of_weights"] = weights;
   }
-  if (const auto m = read_json(run_dir / "monitor-summary.json")) {
+  if (const auto m = read_json_file(run_dir / "monitor-summary.json")) {
     out["monitor_evaluations"] = (*m)["evaluations"];
     if (m->contains("final_iteration") && out.contains("iterations") &&
         (*m)["final_iteration"] == out["iterations"]) {

@@ -1,5 +1,10 @@
 #include "sgp/topology/generator.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -238,6 +243,28 @@ std::string topology_kinds_help() {
   std::string text;
   for (const KindInfo& k : kKinds) text += fmt::format("  {:<22}{}\n", k.name, k.help);
   return text;
+}
+
+std::vector<std::string> free_local_endpoints(int num_peers) {
+  std::vector<int> fds;
+  std::vector<std::string> endpoints;
+  for (int i = 0; i < num_peers; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      if (fd >= 0) ::close(fd);
+      for (int open : fds) ::close(open);
+      throw IoError("cannot find a free TCP port on 127.0.0.1");
+    }
+    fds.push_back(fd);
+    endpoints.push_back(fmt::format("tcp://127.0.0.1:{}", ntohs(addr.sin_port)));
+  }
+  for (int fd : fds) ::close(fd);
+  return endpoints;
 }
 
 std::vector<std::string> round_robin_endpoints(int num_peers, const std::vector<std::string>& hosts,

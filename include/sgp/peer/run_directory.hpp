@@ -3,6 +3,7 @@
 // written so a crash loses nothing logged) and summary.json. Whole files are written atomically.
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,10 @@ namespace sgp::peer {
 // Writes `content` to `path` so that readers see either the old file or the new one, never a
 // torn one: temporary file in the same directory, fsync, rename, fsync of the directory.
 void write_file_atomically(const std::filesystem::path& path, const std::string& content);
+
+// The JSON value in a file, or nothing when the file is missing, unreadable or not valid JSON
+// (e.g. a summary a crashed process never wrote).
+std::optional<nlohmann::json> read_json_file(const std::filesystem::path& path);
 
 // "runs/<prefix>-YYYYmmdd-HHMMSS" under the current directory.
 std::filesystem::path default_run_dir(const std::string& prefix);

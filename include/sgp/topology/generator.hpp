@@ -80,6 +80,12 @@ std::string generator_command_line(TopologyKind kind, const GeneratorOptions& op
 std::vector<std::string> round_robin_endpoints(int num_peers, const std::vector<std::string>& hosts,
                                                int base_port);
 
+// `num_peers` endpoints tcp://127.0.0.1:PORT on distinct TCP ports that are free now, chosen by
+// the OS (all held open until all are known, then released for the peers to bind): for runs and
+// tests on this host that must not collide with fixed ports. Throws IoError when the OS gives
+// none.
+std::vector<std::string> free_local_endpoints(int num_peers);
+
 // A hosts file: one host name or address per line; blank lines and '#' comments are skipped.
 // Throws InputError (file and line) on an unreadable file, a line with spaces inside the host,
 // or a file with no host.

@@ -1,0 +1,192 @@
+// Sweep files (sgp/peer/sweep_spec.hpp): grid expansion, [train]/[quick], and errors that name
+// the file, the position and the key.
+#include <fstream>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "sgp/error.hpp"
+#include "sgp/peer/sweep_spec.hpp"
+#include "temp_dir.hpp"
+
+using sgp::peer::parse_sweep_spec;
+using sgp::peer::SweepSpec;
+
+namespace {
+
+SweepSpec parse(const std::string& text, bool quick = false) {
+  return parse_sweep_spec(text, "sweeps/test.toml", quick);
+}
+
+// The InputError message of parsing `text` ("" when it parses).
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const sgp::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("a grid expands to every combination, algo outermost, with readable names") {
+  const auto spec = parse(R"(
+name = "demo"
+[grid]
+topology = ["ring", "complete"]
+peers = [4, 8]
+self_weight = [0.5]
+algo = ["sgp"]
+seed = [0, 1]
+[train]
+epochs = 2
+hidden = [32]
+max_iterations = 30
+lr_decay = "constant"
+nesterov = false
+[quick]
+epochs = 0.5
+)");
+  CHECK(spec.name == "demo");
+  REQUIRE(spec.points.size() == 8);
+  CHECK(spec.points[0].name() == "ring_n4_a0.5_sgp_h1_s0");
+  CHECK(spec.points[1].name() == "ring_n4_a0.5_sgp_h1_s1");
+  CHECK(spec.points[2].name() == "ring_n8_a0.5_sgp_h1_s0");
+  CHECK(spec.points[7].name() == "complete_n8_a0.5_sgp_h1_s1");
+  const auto& p = spec.points[3];
+  CHECK(p.topology == "ring");
+  CHECK_FALSE(p.topology_is_file);
+  CHECK(p.peers == 8);
+  CHECK(p.seed == 1);
+  CHECK(p.config.seed == 1);
+  CHECK(p.config.self_weight == 0.5);
+  CHECK(p.config.algo == "sgp");
+  CHECK(p.config.epochs == 2.0);
+  CHECK(p.config.hidden == std::vector<int>{32});
+  CHECK(p.config.max_iterations == 30);
+  CHECK(p.config.lr_decay == "constant");
+  CHECK_FALSE(p.config.nesterov);
+  CHECK(p.config.topology.empty());
+  CHECK(p.config.run_dir.empty());
+  // --quick replaces only what [quick] names.
+  const auto quick = parse_sweep_spec(R"(
+name = "demo"
+[grid]
+topology = "ring"
+[train]
+epochs = 2
+hidden = [32]
+[quick]
+epochs = 0.5
+)",
+                                      "x.toml", true);
+  REQUIRE(quick.points.size() == 1);
+  CHECK(quick.points[0].config.epochs == 0.5);
+  CHECK(quick.points[0].config.hidden == std::vector<int>{32});
+  CHECK(quick.points[0].name() == "ring_n8_auniform_sgp_h1_s0");
+}
+
+TEST_CASE("topology_for_algo pairs algos with their topologies; dpsgd/exact/local ignore a") {
+  const auto spec = parse(R"(
+name = "algos"
+[grid]
+topology = ["one-peer-exponential"]
+peers = [8]
+self_weight = [0.3, 0.5]
+algo = ["local", "dpsgd", "sgp", "exact"]
+gossip_every = [2]
+[grid.topology_for_algo]
+dpsgd = ["bidirectional-ring"]
+exact = "complete"
+)");
+  std::vector<std::string> names;
+  for (const auto& p : spec.points) names.push_back(p.name());
+  CHECK(names == std::vector<std::string>{
+                     "one-peer-exponential_n8_auniform_local_h2_s0",
+                     "bidirectional-ring_n8_auniform_dpsgd_h2_s0",
+                     "one-peer-exponential_n8_a0.3_sgp_h2_s0",
+                     "one-peer-exponential_n8_a0.5_sgp_h2_s0",
+                     "complete_n8_auniform_exact_h2_s0",
+                 });
+  CHECK(spec.points[3].config.gossip_every == 2);
+}
+
+TEST_CASE("a topology file is resolved against the sweep file and fixes N") {
+  sgp::testing::TempDir dir("sgp-sweep-spec");
+  std::ofstream(dir / "tiny.dot") << "digraph t { 0 -> 1; 1 -> 0; }\n";
+  const auto spec = parse_sweep_spec(R"(
+name = "files"
+[grid]
+topology = ["tiny.dot"]
+peers = [4, 8]
+)",
+                                     dir / "sweep.toml", false);
+  REQUIRE(spec.points.size() == 1);
+  CHECK(spec.points[0].topology_is_file);
+  CHECK(spec.points[0].topology == (dir / "tiny.dot").string());
+  CHECK(spec.points[0].name() == "tiny_n0_auniform_sgp_h1_s0");
+}
+
+TEST_CASE("errors name the file, the line:column and the key") {
+  SUBCASE("unknown key in [train]") {
+    const auto e = error_of("name = \"x\"\n[grid]\ntopology = [\"ring\"]\n[train]\nepoch = 1\n");
+    CHECK(contains(e, "sweeps/test.toml:5:1: train.epoch: unknown key"));
+    CHECK(contains(e, "epochs"));  // lists the valid keys
+  }
+  SUBCASE("unknown key in [grid]") {
+    const auto e = error_of("name = \"x\"\n[grid]\ntopologies = [\"ring\"]\n");
+    CHECK(contains(e, "sweeps/test.toml:3:1: grid.topologies: unknown key"));
+  }
+  SUBCASE("unknown top-level key") {
+    CHECK(contains(error_of("name = \"x\"\ngird = 1\n[grid]\npeers = [4]\n"),
+                   "test.toml:2:1: gird: unknown key"));
+  }
+  SUBCASE("wrong type") {
+    const auto e = error_of("name = \"x\"\n[grid]\npeers = [4, \"8\"]\n");
+    CHECK(contains(e, "test.toml:3:13: grid.peers: expected an integer, got a string"));
+    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nlr = \"fast\"\n"),
+                   "test.toml:5:6: train.lr: expected a number, got a string"));
+    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[quick]\nnesterov = 1\n"),
+                   "test.toml:5:12: quick.nesterov: expected true or false, got an integer"));
+    CHECK(contains(error_of("name = 3\n[grid]\npeers = [4]\n"), "name: expected a string"));
+  }
+  SUBCASE("empty grid and empty lists") {
+    CHECK(contains(error_of("name = \"x\"\n[grid]\n"), "test.toml: grid: empty"));
+    CHECK(contains(error_of("name = \"x\"\n"), "test.toml: grid: missing"));
+    CHECK(contains(error_of("name = \"x\"\n[grid]\nself_weight = []\n"),
+                   "test.toml:3:15: grid.self_weight: empty list"));
+  }
+  SUBCASE("bad values") {
+    CHECK(contains(error_of("name = \"x\"\n[grid]\nself_weight = [0.5, 1.5]\n"),
+                   "test.toml:3:21: grid.self_weight: expected a mixing rate in (0, 1)"));
+    CHECK(contains(error_of("name = \"x\"\n[grid]\nalgo = [\"sgd\"]\n"),
+                   "grid.algo: 'sgd' is not one of sgp, osgp, dpsgd, local, exact"));
+    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [1]\n"),
+                   "grid.peers: expected an integer >= 2, got 1"));
+    CHECK(contains(error_of("name = \"x\"\n[grid]\ntopology = [\"rign\"]\n"),
+                   "test.toml:3:13: grid.topology: 'rign' is neither a topology kind"));
+    CHECK(contains(error_of("name = \"x\"\n[grid]\ntopology = [\"torus\"]\npeers = [7]\n"),
+                   "grid.topology: torus with 7 peers"));
+    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nepochs = 0\n"),
+                   "train.epochs: expected a number in (0"));
+    CHECK(contains(error_of("name = \"a/b\"\n[grid]\npeers = [4]\n"), "test.toml:1:8: name:"));
+    CHECK(contains(error_of("name = \"x\"\n[grid]\nalgo = [\"sgp\"]\n[grid.topology_for_algo]\n"
+                            "exact = [\"complete\"]\n"),
+                   "grid.topology_for_algo.exact: 'exact' is not in grid.algo"));
+    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4, 4]\n"),
+                   "two points are both named one-peer-exponential_n4"));
+  }
+  SUBCASE("TOML syntax") {
+    CHECK(contains(error_of("name = \"x\"\n[grid\n"), "test.toml:2:"));
+  }
+}
+
+TEST_CASE("read_sweep_file names a missing file") {
+  CHECK_THROWS_WITH_AS(sgp::peer::read_sweep_file("/nonexistent/s.toml", false),
+                       doctest::Contains("/nonexistent/s.toml: cannot read"), sgp::InputError);
+}
