@@ -69,7 +69,8 @@ def style(index, count):
 
 def save_figure(fig, base_path):
     """Writes BASE.png and BASE.pdf; returns the PNG path."""
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # figures made with layout="constrained" lay out themselves
+        fig.tight_layout()
     for ext in ("png", "pdf"):
         fig.savefig(f"{base_path}.{ext}", dpi=120)
     plt.close(fig)

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -206,8 +205,8 @@ void run_sweep(const SweepArgs& args) {
   const int n = static_cast<int>(plans.size());
 
   if (args.dry_run) {
-    fmt::print("sweep {}{}: {} points{}, results would go to {}\n", spec.name,
-               args.quick ? " (--quick)" : "", n, "", root.string());
+    fmt::print("sweep {}{}: {} points, results would go to {}\n", spec.name,
+               args.quick ? " (--quick)" : "", n, root.string());
     for (int i = 0; i < n; ++i) {
       const auto& plan = plans[i];
       const std::string state = !plan.schedule      ? "cannot run: " + plan.problem
