@@ -43,12 +43,28 @@ std::string column(const std::vector<std::vector<std::string>>& csv, std::size_t
   return "";
 }
 
-const std::vector<std::string> kColumns = {
-    "point", "topology", "peers", "self_weight", "algo", "gossip_every", "seed", "status",
-    "mixing_self_weight", "predicted_consensus_rate", "topology_period", "iterations",
-    "final_average_model_accuracy", "mean_peer_accuracy", "min_peer_accuracy",
-    "max_peer_accuracy", "final_consensus_error", "median_iteration_ms",
-    "bytes_sent_per_iteration", "wall_time_s", "sum_of_weights", "run_dir"};
+const std::vector<std::string> kColumns = {"point",
+                                           "topology",
+                                           "peers",
+                                           "self_weight",
+                                           "algo",
+                                           "gossip_every",
+                                           "seed",
+                                           "status",
+                                           "mixing_self_weight",
+                                           "predicted_consensus_rate",
+                                           "topology_period",
+                                           "iterations",
+                                           "final_average_model_accuracy",
+                                           "mean_peer_accuracy",
+                                           "min_peer_accuracy",
+                                           "max_peer_accuracy",
+                                           "final_consensus_error",
+                                           "median_iteration_ms",
+                                           "bytes_sent_per_iteration",
+                                           "wall_time_s",
+                                           "sum_of_weights",
+                                           "run_dir"};
 
 std::filesystem::path source_dir() {
   const char* dir = std::getenv("SGP_SOURCE_DIR");
@@ -74,7 +90,8 @@ device = "cpu"
 timeout_ms = 20000
 )";
   const auto results = dir / "results";
-  const std::string run = "sweep " + (dir / "tiny.toml").string() + " --results " + results.string();
+  const std::string run =
+      "sweep " + (dir / "tiny.toml").string() + " --results " + results.string();
 
   // A dry run lists the points and writes nothing.
   const auto dry = run_sgp(run + " --dry-run");
@@ -120,13 +137,31 @@ timeout_ms = 20000
   CHECK(contains(again.output, "[1/2] ring_n4_auniform_sgp_h1_s0: already finished, skipped"));
   CHECK(read_csv(root / "summary.csv") == csv);
 
+  // A point without summary.json (as after an interrupt) is redone from scratch; the other is
+  // kept.
+  const auto ring = root / "ring_n4_auniform_sgp_h1_s0";
+  std::filesystem::remove(ring / "summary.json");
+  std::ofstream(ring / "stale-file") << "left over";
+  const auto resumed = run_sgp(run);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(contains(resumed.output, "1 already finished, 1 to run"));
+  CHECK(contains(resumed.output, "[1/2] ring_n4_auniform_sgp_h1_s0: removing the unfinished"));
+  CHECK(contains(resumed.output, "[2/2] complete_n4_auniform_sgp_h1_s0: already finished"));
+  CHECK(std::filesystem::exists(ring / "summary.json"));
+  CHECK_FALSE(std::filesystem::exists(ring / "stale-file"));
+  const auto csv_after = read_csv(root / "summary.csv");
+  REQUIRE(csv_after.size() == 3);
+  CHECK(column(csv_after, 1, "status") == "finished");
+  CHECK(column(csv_after, 2, "status") == "finished");
+
   // Every plot file is written, non-empty, and a PNG or PDF.
   const auto plot = run_command("/usr/bin/python3 " + (source_dir() / "scripts/plot").string() +
                                 " " + root.string());
   INFO(plot.output);
   REQUIRE(plot.exit_code == 0);
-  for (const std::string name : {"consensus_vs_accuracy", "accuracy", "consensus_error",
-                                 "accuracy_vs_self_weight"}) {
+  for (const std::string name :
+       {"consensus_vs_accuracy", "accuracy", "consensus_error", "accuracy_vs_self_weight"}) {
     for (const std::string ext : {"png", "pdf"}) {
       const auto file = root / "plots" / (name + "." + ext);
       INFO(file.string());
@@ -135,8 +170,8 @@ timeout_ms = 20000
       std::ifstream in(file, std::ios::binary);
       std::string head(8, '\0');
       in.read(head.data(), 8);
-      CHECK(head == (ext == "png" ? std::string("\x89PNG\r\n\x1a\n", 8) : std::string("%PDF-1.")
-                                                                            + head[7]));
+      CHECK(head == (ext == "png" ? std::string("\x89PNG\r\n\x1a\n", 8)
+                                  : std::string("%PDF-1.") + head[7]));
     }
   }
 }
@@ -164,7 +199,8 @@ max_iterations = 5
   CHECK(contains(result.output, "needs an undirected topology"));
   CHECK(contains(result.output, "ring_n4_auniform_sgp_h1_s0: sgp launch exited with code"));
   CHECK(contains(result.output, "/nonexistent-sgp-data"));
-  CHECK(contains(result.output, "logs in " + (dir / "results/broken/ring_n4_auniform_sgp_h1_s0").string()));
+  CHECK(contains(result.output,
+                 "logs in " + (dir / "results/broken/ring_n4_auniform_sgp_h1_s0").string()));
   const auto csv = read_csv(dir / "results/broken/summary.csv");
   REQUIRE(csv.size() == 3);
   CHECK(column(csv, 1, "status") == "failed");
@@ -173,7 +209,8 @@ max_iterations = 5
 
 TEST_CASE("a broken sweep file is refused with the key named") {
   sgp::testing::TempDir dir("sgp-sweep-bad");
-  std::ofstream(dir / "bad.toml") << "name = \"bad\"\n[grid]\npeers = [4]\n[train]\nlr = \"high\"\n";
+  std::ofstream(dir / "bad.toml")
+      << "name = \"bad\"\n[grid]\npeers = [4]\n[train]\nlr = \"high\"\n";
   const auto result = run_sgp("sweep " + (dir / "bad.toml").string() + " --dry-run");
   CHECK(result.exit_code == 2);
   CHECK(contains(result.output, "bad.toml:5:6: train.lr: expected a number, got a string"));

@@ -181,9 +181,7 @@ TEST_CASE("errors name the file, the line:column and the key") {
     CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4, 4]\n"),
                    "two points are both named one-peer-exponential_n4"));
   }
-  SUBCASE("TOML syntax") {
-    CHECK(contains(error_of("name = \"x\"\n[grid\n"), "test.toml:2:"));
-  }
+  SUBCASE("TOML syntax") { CHECK(contains(error_of("name = \"x\"\n[grid\n"), "test.toml:2:")); }
 }
 
 TEST_CASE("read_sweep_file names a missing file") {

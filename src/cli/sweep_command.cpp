@@ -1,8 +1,8 @@
 // `sgp sweep FILE`: runs every point of a sweep's grid (sgp/peer/sweep_spec.hpp) one after
 // another on this host, each as an `sgp launch` child on a freshly generated topology with free
 // local ports, and keeps <results>/<name>/summary.csv up to date after each point.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <fstream>
@@ -68,8 +68,8 @@ struct PlannedPoint {
   std::optional<double> rate;  // sigma per period of the schedule the algo mixes with
   int period = 0;
   std::optional<double> mixing_self_weight;  // rank 0's p_00 in phase 0 of that schedule
-  std::string status = "not run";  // finished | failed | not run
-  std::string why;                 // for a failure
+  std::string status = "not run";            // finished | failed | not run
+  std::string why;                           // for a failure
 };
 
 PlannedPoint plan_point(const peer::SweepPoint& p, const std::filesystem::path& root) {
@@ -87,8 +87,8 @@ PlannedPoint plan_point(const peer::SweepPoint& p, const std::filesystem::path& 
     plan.period = mixing.period();
     plan.mixing_self_weight = mixing.self_weight(0, 0);
     if (peer::communicates(algo)) {
-      plan.rate = topology::analyze_topology(mixing, mlp_parameter_count(p.config.hidden))
-                      .consensus_rate;
+      plan.rate =
+          topology::analyze_topology(mixing, mlp_parameter_count(p.config.hidden)).consensus_rate;
     }
   } catch (const InputError& e) {
     plan.schedule.reset();
@@ -127,12 +127,28 @@ std::string json_number(const nlohmann::json& summary, const char* key) {
   return fmt::format("{}", summary[key].get<double>());
 }
 
-const std::vector<std::string> kCsvColumns = {
-    "point", "topology", "peers", "self_weight", "algo", "gossip_every", "seed", "status",
-    "mixing_self_weight", "predicted_consensus_rate", "topology_period", "iterations",
-    "final_average_model_accuracy", "mean_peer_accuracy", "min_peer_accuracy",
-    "max_peer_accuracy", "final_consensus_error", "median_iteration_ms",
-    "bytes_sent_per_iteration", "wall_time_s", "sum_of_weights", "run_dir"};
+const std::vector<std::string> kCsvColumns = {"point",
+                                              "topology",
+                                              "peers",
+                                              "self_weight",
+                                              "algo",
+                                              "gossip_every",
+                                              "seed",
+                                              "status",
+                                              "mixing_self_weight",
+                                              "predicted_consensus_rate",
+                                              "topology_period",
+                                              "iterations",
+                                              "final_average_model_accuracy",
+                                              "mean_peer_accuracy",
+                                              "min_peer_accuracy",
+                                              "max_peer_accuracy",
+                                              "final_consensus_error",
+                                              "median_iteration_ms",
+                                              "bytes_sent_per_iteration",
+                                              "wall_time_s",
+                                              "sum_of_weights",
+                                              "run_dir"};
 
 void write_summary_csv(const std::filesystem::path& file, const std::vector<PlannedPoint>& plans) {
   std::string out = fmt::format("{}\n", fmt::join(kCsvColumns, ","));
@@ -209,7 +225,7 @@ void run_sweep(const SweepArgs& args) {
                args.quick ? " (--quick)" : "", n, root.string());
     for (int i = 0; i < n; ++i) {
       const auto& plan = plans[i];
-      const std::string state = !plan.schedule      ? "cannot run: " + plan.problem
+      const std::string state = !plan.schedule           ? "cannot run: " + plan.problem
                                 : already_finished(plan) ? "finished (would be skipped)"
                                                          : "to run";
       fmt::print("  {:>3}/{} {:<48} rate {:<10} {}\n", i + 1, n, plan.point->name(),
@@ -290,26 +306,28 @@ void run_sweep(const SweepArgs& args) {
       }
       if (process.interrupted()) {
         write_summary_csv(csv, plans);
-        throw IoError(fmt::format("interrupted by signal {} during {}; run the same command "
-                                  "again to resume (finished points are kept)",
-                                  process.interrupted(), name));
+        throw IoError(
+            fmt::format("interrupted by signal {} during {}; run the same command "
+                        "again to resume (finished points are kept)",
+                        process.interrupted(), name));
       }
       ++ran;
       if (failure) {
-        const std::string how = failure->signal
-                                    ? fmt::format("sgp launch was killed by signal {}", failure->signal)
-                                    : fmt::format("sgp launch exited with code {}", failure->exit_code);
+        const std::string how =
+            failure->signal ? fmt::format("sgp launch was killed by signal {}", failure->signal)
+                            : fmt::format("sgp launch exited with code {}", failure->exit_code);
         fail(fmt::format("{}:\n{}", how, last_lines(log, 6)));
       } else if (!std::filesystem::exists(plan.dir / "summary.json")) {
         fail("sgp launch wrote no summary.json");
       } else {
         plan.status = "finished";
-        const auto s = peer::read_json_file(plan.dir / "summary.json").value_or(nlohmann::json::object());
-        spdlog::info("{}: done in {}: average-model accuracy {}, consensus error {}, {} ms/it",
-                     prefix,
-                     format_duration(std::chrono::duration<double>(Clock::now() - point_start).count()),
-                     json_number(s, "final_average_model_accuracy"),
-                     json_number(s, "final_consensus_error"), json_number(s, "median_iteration_ms"));
+        const auto s =
+            peer::read_json_file(plan.dir / "summary.json").value_or(nlohmann::json::object());
+        spdlog::info(
+            "{}: done in {}: average-model accuracy {}, consensus error {}, {} ms/it", prefix,
+            format_duration(std::chrono::duration<double>(Clock::now() - point_start).count()),
+            json_number(s, "final_average_model_accuracy"), json_number(s, "final_consensus_error"),
+            json_number(s, "median_iteration_ms"));
       }
     } catch (const InputError& e) {
       ++ran;

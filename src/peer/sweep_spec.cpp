@@ -27,8 +27,8 @@ class Reader {
 
   [[noreturn]] void fail(const toml::source_region& where, const std::string& key,
                          const std::string& what) const {
-    throw InputError(fmt::format("{}:{}:{}: {}: {}", file_, where.begin.line, where.begin.column,
-                                 key, what));
+    throw InputError(
+        fmt::format("{}:{}:{}: {}: {}", file_, where.begin.line, where.begin.column, key, what));
   }
   [[noreturn]] void fail(const toml::node& node, const std::string& key,
                          const std::string& what) const {
@@ -54,8 +54,9 @@ class Reader {
                    bool min_open) const {
     const double v = number(n, key);
     if (v < min || v > max || (min_open && v == min)) {
-      fail(n, key, fmt::format("expected a number in {}{}, {}], got {}", min_open ? "(" : "[",
-                               min, max, v));
+      fail(
+          n, key,
+          fmt::format("expected a number in {}{}, {}], got {}", min_open ? "(" : "[", min, max, v));
     }
     return v;
   }
@@ -94,13 +95,20 @@ class Reader {
 
   static std::string type_name(const toml::node& n) {
     switch (n.type()) {
-      case toml::node_type::string: return "a string";
-      case toml::node_type::integer: return "an integer";
-      case toml::node_type::floating_point: return "a floating-point number";
-      case toml::node_type::boolean: return "a boolean";
-      case toml::node_type::array: return "a list";
-      case toml::node_type::table: return "a table";
-      default: return "a date or time";
+      case toml::node_type::string:
+        return "a string";
+      case toml::node_type::integer:
+        return "an integer";
+      case toml::node_type::floating_point:
+        return "a floating-point number";
+      case toml::node_type::boolean:
+        return "a boolean";
+      case toml::node_type::array:
+        return "a list";
+      case toml::node_type::table:
+        return "a table";
+      default:
+        return "a date or time";
     }
   }
 
@@ -110,8 +118,8 @@ class Reader {
   std::string file_;
 };
 
-using Setter = std::function<void(TrainConfig&, const Reader&, const toml::node&,
-                                  const std::string&)>;
+using Setter =
+    std::function<void(TrainConfig&, const Reader&, const toml::node&, const std::string&)>;
 
 // The [train] / [quick] keys and how each sets a TrainConfig field (validated like the CLI flag).
 const std::map<std::string, Setter>& train_keys() {
@@ -131,13 +139,13 @@ const std::map<std::string, Setter>& train_keys() {
        [](TrainConfig& c, R r, N n, K k) { c.epochs = r.number_in(n, k, 0.0, 1e9, true); }},
       {"max_iterations",
        [](TrainConfig& c, R r, N n, K k) { c.max_iterations = r.integer_at_least(n, k, 0); }},
-      {"batch_size",
-       [](TrainConfig& c, R r, N n, K k) {
-         c.batch_size = static_cast<int>(r.integer_at_least(n, k, 1));
-       }},
+      {"batch_size", [](TrainConfig& c, R r, N n,
+                        K k) { c.batch_size = static_cast<int>(r.integer_at_least(n, k, 1)); }},
       {"lr", [](TrainConfig& c, R r, N n, K k) { c.lr = r.number_in(n, k, 0.0, 1e9, false); }},
       {"lr_scaling",
-       [](TrainConfig& c, R r, N n, K k) { c.lr_scaling = r.one_of(n, k, {"none", "linear"}); }},
+       [](TrainConfig& c, R r, N n, K k) {
+         c.lr_scaling = r.one_of(n, k, {"none", "linear"});
+       }},
       {"warmup_epochs",
        [](TrainConfig& c, R r, N n, K k) { c.warmup_epochs = r.number_in(n, k, 0.0, 1e9, false); }},
       {"lr_decay",
@@ -148,7 +156,8 @@ const std::map<std::string, Setter>& train_keys() {
        [](TrainConfig& c, R r, N n, K k) {
          c.lr_milestones.clear();
          if (const auto* a = n.as_array(); a && a->empty()) return;
-         r.list(n, k, [&](N item) { c.lr_milestones.push_back(r.number_in(item, k, 0.0, 1e9, false)); });
+         r.list(n, k,
+                [&](N item) { c.lr_milestones.push_back(r.number_in(item, k, 0.0, 1e9, false)); });
        }},
       {"lr_gamma",
        [](TrainConfig& c, R r, N n, K k) { c.lr_gamma = r.number_in(n, k, 0.0, 1e9, false); }},
@@ -162,25 +171,19 @@ const std::map<std::string, Setter>& train_keys() {
          c.weight_decay = static_cast<float>(r.number_in(n, k, 0.0, 1e9, false));
        }},
       {"device", [](TrainConfig& c, R r, N n, K k) { c.device = r.string(n, k); }},
-      {"blas_threads",
-       [](TrainConfig& c, R r, N n, K k) {
-         c.blas_threads = static_cast<int>(r.integer_at_least(n, k, 1));
-       }},
+      {"blas_threads", [](TrainConfig& c, R r, N n,
+                          K k) { c.blas_threads = static_cast<int>(r.integer_at_least(n, k, 1)); }},
       {"tf32", [](TrainConfig& c, R r, N n, K k) { c.tf32 = r.boolean(n, k); }},
-      {"tau",
-       [](TrainConfig& c, R r, N n, K k) { c.tau = static_cast<int>(r.integer_at_least(n, k, 0)); }},
-      {"timeout_ms",
-       [](TrainConfig& c, R r, N n, K k) {
-         c.timeout_ms = static_cast<int>(r.integer_at_least(n, k, 1));
-       }},
+      {"tau", [](TrainConfig& c, R r, N n,
+                 K k) { c.tau = static_cast<int>(r.integer_at_least(n, k, 0)); }},
+      {"timeout_ms", [](TrainConfig& c, R r, N n,
+                        K k) { c.timeout_ms = static_cast<int>(r.integer_at_least(n, k, 1)); }},
       {"checkpoint_every",
        [](TrainConfig& c, R r, N n, K k) { c.checkpoint_every = r.integer_at_least(n, k, 0); }},
       {"log_every",
        [](TrainConfig& c, R r, N n, K k) { c.log_every = r.integer_at_least(n, k, 1); }},
-      {"eval_every",
-       [](TrainConfig& c, R r, N n, K k) {
-         c.eval_every_epochs = r.number_in(n, k, 0.0, 1e9, true);
-       }},
+      {"eval_every", [](TrainConfig& c, R r, N n,
+                        K k) { c.eval_every_epochs = r.number_in(n, k, 0.0, 1e9, true); }},
       {"log_level",
        [](TrainConfig& c, R r, N n, K k) {
          c.log_level = r.one_of(n, k, {"trace", "debug", "info", "warn", "error", "off"});
@@ -235,8 +238,7 @@ std::string SweepPoint::name() const {
                      gossip_every, seed);
 }
 
-SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& source,
-                           bool quick) {
+SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& source, bool quick) {
   const Reader r(source.string());
   toml::table doc;
   try {
@@ -260,9 +262,10 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& s
                                  ch == '_' || ch == '.';
                         });
       if (!safe) {
-        r.fail(node, name, fmt::format("'{}' must be non-empty and use only letters, digits, "
-                                       "'-', '_' and '.' (it names the results directory)",
-                                       spec.name));
+        r.fail(node, name,
+               fmt::format("'{}' must be non-empty and use only letters, digits, "
+                           "'-', '_' and '.' (it names the results directory)",
+                           spec.name));
       }
     } else if (name == "description") {
       spec.description = r.string(node, name);
@@ -281,9 +284,10 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& s
                                  source.string()));
   }
   if (!grid) {
-    throw InputError(fmt::format("{}: grid: missing (a [grid] table with at least one list, e.g. "
-                                 "topology = [\"ring\", \"complete\"])",
-                                 source.string()));
+    throw InputError(
+        fmt::format("{}: grid: missing (a [grid] table with at least one list, e.g. "
+                    "topology = [\"ring\", \"complete\"])",
+                    source.string()));
   }
 
   TrainConfig base;
@@ -328,7 +332,8 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& s
     const std::string full = "grid." + name;
     grid_has_values = true;
     if (name == "topology") {
-      r.list(node, full, [&](const toml::node& item) { topologies.push_back(read_topology(item, full)); });
+      r.list(node, full,
+             [&](const toml::node& item) { topologies.push_back(read_topology(item, full)); });
     } else if (name == "peers") {
       peers.clear();
       r.list(node, full, [&](const toml::node& item) {
@@ -339,14 +344,17 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& s
       r.list(node, full, [&](const toml::node& item) {
         const double a = r.number(item, full);
         if (!(a == 0.0 || (a > 0.0 && a < 1.0))) {
-          r.fail(item, full, fmt::format("expected a mixing rate in (0, 1), or 0 for the "
-                                         "topology's own weights; got {}", a));
+          r.fail(item, full,
+                 fmt::format("expected a mixing rate in (0, 1), or 0 for the "
+                             "topology's own weights; got {}",
+                             a));
         }
         self_weights.push_back(a);
       });
     } else if (name == "algo") {
       algos.clear();
-      r.list(node, full, [&](const toml::node& item) { algos.push_back(r.one_of(item, full, kAlgos)); });
+      r.list(node, full,
+             [&](const toml::node& item) { algos.push_back(r.one_of(item, full, kAlgos)); });
     } else if (name == "gossip_every") {
       gossip_every.clear();
       r.list(node, full, [&](const toml::node& item) {
@@ -366,7 +374,8 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& s
                  fmt::format("'{}' is not an algo ({})", algo, fmt::join(kAlgos, ", ")));
         }
         auto& entries = topology_for_algo[algo];
-        r.list(list, sub, [&](const toml::node& item) { entries.push_back(read_topology(item, sub)); });
+        r.list(list, sub,
+               [&](const toml::node& item) { entries.push_back(read_topology(item, sub)); });
         topology_for_algo_nodes[algo] = &list;
       }
     } else {
@@ -376,9 +385,10 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& s
     }
   }
   if (!grid_has_values) {
-    throw InputError(fmt::format("{}: grid: empty (give at least one list, e.g. topology = "
-                                 "[\"ring\", \"complete\"])",
-                                 source.string()));
+    throw InputError(
+        fmt::format("{}: grid: empty (give at least one list, e.g. topology = "
+                    "[\"ring\", \"complete\"])",
+                    source.string()));
   }
   for (const auto& [algo, node] : topology_for_algo_nodes) {
     if (std::find(algos.begin(), algos.end(), algo) == algos.end()) {
@@ -394,7 +404,8 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& s
     const auto& algo_topologies = over != topology_for_algo.end() ? over->second : topologies;
     // dpsgd and exact choose their own weights and local does not mix: one point, not one per a.
     const bool uses_self_weight = algo == "sgp" || algo == "osgp";
-    const std::vector<double> algo_weights = uses_self_weight ? self_weights : std::vector<double>{0.0};
+    const std::vector<double> algo_weights =
+        uses_self_weight ? self_weights : std::vector<double>{0.0};
     for (const auto& topo : algo_topologies) {
       const std::vector<int> topo_peers = topo.is_file ? std::vector<int>{0} : peers;
       for (int n : topo_peers) {
