@@ -48,10 +48,13 @@ std::string ChildFailure::describe() const {
 }
 
 std::filesystem::path self_executable() {
+  // /proc/self/exe itself, not the path it links to: a forked child that executes it gets the
+  // very image this process runs, even after `ninja` has replaced (unlinked) the file on disk
+  // mid-sweep, where the link would read ".../sgp (deleted)" and exec would fail.
   std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) throw IoError(fmt::format("cannot find the running executable: {}", ec.message()));
-  return p;
+  return "/proc/self/exe";
 }
 
 std::string last_lines(const std::filesystem::path& file, int lines) {

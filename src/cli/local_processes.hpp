@@ -31,7 +31,8 @@ struct ChildFailure {
   std::string describe() const;
 };
 
-// The running executable (/proc/self/exe).
+// The running executable: the path /proc/self/exe (which still works after the file on disk was
+// replaced by a rebuild).
 std::filesystem::path self_executable();
 
 // The last `lines` lines of a text file ("" when it cannot be read).

@@ -316,7 +316,8 @@ void run_sweep(const SweepArgs& args) {
         const std::string how =
             failure->signal ? fmt::format("sgp launch was killed by signal {}", failure->signal)
                             : fmt::format("sgp launch exited with code {}", failure->exit_code);
-        fail(fmt::format("{}:\n{}", how, last_lines(log, 6)));
+        const std::string tail = last_lines(log, 6);
+        fail(fmt::format("{}:\n{}", how, tail.empty() ? "(launch.log is empty)" : tail));
       } else if (!std::filesystem::exists(plan.dir / "summary.json")) {
         fail("sgp launch wrote no summary.json");
       } else {
