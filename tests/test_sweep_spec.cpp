@@ -173,13 +173,23 @@ TEST_CASE("errors name the file, the line:column and the key") {
     CHECK(contains(error_of("name = \"x\"\n[grid]\ntopology = [\"torus\"]\npeers = [7]\n"),
                    "grid.topology: torus with 7 peers"));
     CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nepochs = 0\n"),
-                   "train.epochs: expected a number in (0"));
+                   "test.toml:5:10: train.epochs: expected a number > 0, got 0"));
     CHECK(contains(error_of("name = \"a/b\"\n[grid]\npeers = [4]\n"), "test.toml:1:8: name:"));
     CHECK(contains(error_of("name = \"x\"\n[grid]\nalgo = [\"sgp\"]\n[grid.topology_for_algo]\n"
                             "exact = [\"complete\"]\n"),
                    "grid.topology_for_algo.exact: 'exact' is not in grid.algo"));
     CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4, 4]\n"),
                    "two points are both named one-peer-exponential_n4"));
+  }
+  SUBCASE("out of range in [train] and [quick]") {
+    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[quick]\nmomentum = 1.5\n"),
+                   "test.toml:5:12: quick.momentum: expected a number in [0, 1], got 1.5"));
+    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nlr = nan\n"),
+                   "train.lr: expected a number >= 0, got nan"));
+    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nlr_decay = \"linear\"\n"),
+                   "train.lr_decay: 'linear' is not one of constant, step, cosine"));
+    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nhidden = [64, 0]\n"),
+                   "test.toml:5:15: train.hidden: expected an integer >= 1, got 0"));
   }
   SUBCASE("TOML syntax") { CHECK(contains(error_of("name = \"x\"\n[grid\n"), "test.toml:2:")); }
 }

@@ -1,8 +1,10 @@
 #include "sgp/peer/sweep_spec.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -18,6 +20,7 @@ namespace sgp::peer {
 
 namespace {
 
+constexpr double kNoMax = std::numeric_limits<double>::infinity();
 const std::vector<std::string> kAlgos = {"sgp", "osgp", "dpsgd", "local", "exact"};
 
 // Where a node is, for messages: "FILE:LINE:COLUMN".
@@ -53,10 +56,11 @@ class Reader {
   double number_in(const toml::node& n, const std::string& key, double min, double max,
                    bool min_open) const {
     const double v = number(n, key);
-    if (v < min || v > max || (min_open && v == min)) {
-      fail(
-          n, key,
-          fmt::format("expected a number in {}{}, {}], got {}", min_open ? "(" : "[", min, max, v));
+    if (!std::isfinite(v) || v < min || v > max || (min_open && v == min)) {
+      const std::string range = std::isinf(max)
+                                    ? fmt::format("{} {}", min_open ? ">" : ">=", min)
+                                    : fmt::format("in {}{}, {}]", min_open ? "(" : "[", min, max);
+      fail(n, key, fmt::format("expected a number {}, got {}", range, v));
     }
     return v;
   }
@@ -136,18 +140,18 @@ const std::map<std::string, Setter>& train_keys() {
        }},
       {"data_dir", [](TrainConfig& c, R r, N n, K k) { c.data_dir = r.string(n, k); }},
       {"epochs",
-       [](TrainConfig& c, R r, N n, K k) { c.epochs = r.number_in(n, k, 0.0, 1e9, true); }},
+       [](TrainConfig& c, R r, N n, K k) { c.epochs = r.number_in(n, k, 0.0, kNoMax, true); }},
       {"max_iterations",
        [](TrainConfig& c, R r, N n, K k) { c.max_iterations = r.integer_at_least(n, k, 0); }},
       {"batch_size", [](TrainConfig& c, R r, N n,
                         K k) { c.batch_size = static_cast<int>(r.integer_at_least(n, k, 1)); }},
-      {"lr", [](TrainConfig& c, R r, N n, K k) { c.lr = r.number_in(n, k, 0.0, 1e9, false); }},
+      {"lr", [](TrainConfig& c, R r, N n, K k) { c.lr = r.number_in(n, k, 0.0, kNoMax, false); }},
       {"lr_scaling",
        [](TrainConfig& c, R r, N n, K k) {
          c.lr_scaling = r.one_of(n, k, {"none", "linear"});
        }},
-      {"warmup_epochs",
-       [](TrainConfig& c, R r, N n, K k) { c.warmup_epochs = r.number_in(n, k, 0.0, 1e9, false); }},
+      {"warmup_epochs", [](TrainConfig& c, R r, N n,
+                           K k) { c.warmup_epochs = r.number_in(n, k, 0.0, kNoMax, false); }},
       {"lr_decay",
        [](TrainConfig& c, R r, N n, K k) {
          c.lr_decay = r.one_of(n, k, {"constant", "step", "cosine"});
@@ -156,11 +160,12 @@ const std::map<std::string, Setter>& train_keys() {
        [](TrainConfig& c, R r, N n, K k) {
          c.lr_milestones.clear();
          if (const auto* a = n.as_array(); a && a->empty()) return;
-         r.list(n, k,
-                [&](N item) { c.lr_milestones.push_back(r.number_in(item, k, 0.0, 1e9, false)); });
+         r.list(n, k, [&](N item) {
+           c.lr_milestones.push_back(r.number_in(item, k, 0.0, kNoMax, false));
+         });
        }},
       {"lr_gamma",
-       [](TrainConfig& c, R r, N n, K k) { c.lr_gamma = r.number_in(n, k, 0.0, 1e9, false); }},
+       [](TrainConfig& c, R r, N n, K k) { c.lr_gamma = r.number_in(n, k, 0.0, kNoMax, false); }},
       {"momentum",
        [](TrainConfig& c, R r, N n, K k) {
          c.momentum = static_cast<float>(r.number_in(n, k, 0.0, 1.0, false));
@@ -168,7 +173,7 @@ const std::map<std::string, Setter>& train_keys() {
       {"nesterov", [](TrainConfig& c, R r, N n, K k) { c.nesterov = r.boolean(n, k); }},
       {"weight_decay",
        [](TrainConfig& c, R r, N n, K k) {
-         c.weight_decay = static_cast<float>(r.number_in(n, k, 0.0, 1e9, false));
+         c.weight_decay = static_cast<float>(r.number_in(n, k, 0.0, kNoMax, false));
        }},
       {"device", [](TrainConfig& c, R r, N n, K k) { c.device = r.string(n, k); }},
       {"blas_threads", [](TrainConfig& c, R r, N n,
@@ -183,7 +188,7 @@ const std::map<std::string, Setter>& train_keys() {
       {"log_every",
        [](TrainConfig& c, R r, N n, K k) { c.log_every = r.integer_at_least(n, k, 1); }},
       {"eval_every", [](TrainConfig& c, R r, N n,
-                        K k) { c.eval_every_epochs = r.number_in(n, k, 0.0, 1e9, true); }},
+                        K k) { c.eval_every_epochs = r.number_in(n, k, 0.0, kNoMax, true); }},
       {"log_level",
        [](TrainConfig& c, R r, N n, K k) {
          c.log_level = r.one_of(n, k, {"trace", "debug", "info", "warn", "error", "off"});
