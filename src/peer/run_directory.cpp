@@ -32,7 +32,7 @@ void fsync_path(const std::filesystem::path& path, int flags) {
 }  // namespace
 
 void write_file_atomically(const std::filesystem::path& path, const std::string& content) {
-  const auto temp = path.parent_path() / ("." + path.filename().string() + ".tmp");
+  const auto temp = path.parent_path() / fmt::format(".{}.tmp", path.filename().string());
   {
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail(temp, "create");
