@@ -21,8 +21,6 @@
 #include "commands.hpp"
 #include "local_processes.hpp"
 #include "periodic_task.hpp"
-#include "sgp/compute/device.hpp"
-#include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/log.hpp"
 #include "sgp/peer/consensus_monitor.hpp"
@@ -122,18 +120,10 @@ void add_launch_command(CLI::App& app) {
     peer::RunDirectory run(c.run_dir, -1);
 
     // The monitor: bound before the peers start so that they can be told where it is.
-    std::unique_ptr<compute::Backend> monitor_backend;
-    std::unique_ptr<data::Dataset> test;
     std::unique_ptr<peer::ConsensusMonitor> monitor;
     std::unique_ptr<transport::SnapshotReceiver> receiver;
     if (!*no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n) {
-      monitor_backend = compute::make_backend({"cpu", 1, false});
-      test = std::make_unique<data::Dataset>(
-          data::load_fashion_mnist(data::resolve_data_dir(c.data_dir), "t10k"));
-      std::vector<int> widths = {test->features()};
-      widths.insert(widths.end(), c.hidden.begin(), c.hidden.end());
-      widths.push_back(test->num_classes);
-      monitor = std::make_unique<peer::ConsensusMonitor>(*monitor_backend, widths, *test, n,
+      monitor = std::make_unique<peer::ConsensusMonitor>(c.hidden, c.data_dir, n,
                                                          run.path() / "monitor.jsonl");
       receiver = std::make_unique<transport::SnapshotReceiver>("tcp://127.0.0.1:*");
       c.monitor = receiver->endpoint();

@@ -8,8 +8,6 @@
 #include <memory>
 
 #include "commands.hpp"
-#include "sgp/compute/device.hpp"
-#include "sgp/data/dataset.hpp"
 #include "sgp/log.hpp"
 #include "sgp/peer/consensus_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
@@ -26,7 +24,7 @@ extern "C" void request_stop(int) { g_stop.store(true); }
 
 void add_monitor_command(CLI::App& app) {
   struct Options {
-    std::string topology, bind = "tcp://*:29400", run_dir, data_dir, device = "cpu";
+    std::string topology, bind = "tcp://*:29400", run_dir, data_dir;
     std::vector<int> hidden = {512, 512};
     std::int64_t until = 0;
   };
@@ -45,21 +43,14 @@ void add_monitor_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--data-dir", o->data_dir, "Fashion-MNIST directory (as for sgp train)");
-  cmd->add_option("--device", o->device, "device for evaluating the average model")
-      ->capture_default_str();
   cmd->add_option("--until-iteration", o->until, "exit once this iteration is recorded");
   cmd->callback([o] {
     configure_logging(-1, "info");
     peer::TrainConfig probe;
     probe.topology = o->topology;
     const int n = peer::load_topology(probe).num_peers();
-    auto backend = compute::make_backend({o->device, 1, false});
-    const auto test = data::load_fashion_mnist(data::resolve_data_dir(o->data_dir), "t10k");
-    std::vector<int> widths = {test.features()};
-    widths.insert(widths.end(), o->hidden.begin(), o->hidden.end());
-    widths.push_back(test.num_classes);
     peer::RunDirectory run(o->run_dir, -1);
-    peer::ConsensusMonitor monitor(*backend, widths, test, n, run.path() / "monitor.jsonl");
+    peer::ConsensusMonitor monitor(o->hidden, o->data_dir, n, run.path() / "monitor.jsonl");
     transport::SnapshotReceiver receiver(o->bind);
     spdlog::info("monitor listening on {} for {} peers", receiver.endpoint(), n);
     std::signal(SIGINT, request_stop);

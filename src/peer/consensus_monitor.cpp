@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "sgp/compute/device.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/model/mlp.hpp"
@@ -65,12 +66,12 @@ double relative_consensus_error(const std::vector<std::vector<float>>& z) {
   return norm > 0.0 ? distance / norm : distance;
 }
 
-ConsensusMonitor::ConsensusMonitor(compute::Backend& backend, const std::vector<int>& widths,
-                                   const data::Dataset& test, int num_peers,
-                                   std::filesystem::path log)
-    : backend_(backend),
-      evaluator_(std::make_unique<Evaluator>(backend, widths, test)),
-      parameter_count_(parameter_count(widths)),
+ConsensusMonitor::ConsensusMonitor(const std::vector<int>& hidden, const std::string& data_dir,
+                                   int num_peers, std::filesystem::path log)
+    : backend_(compute::make_backend({"cpu", 1, false})),
+      test_(data::load_fashion_mnist(data::resolve_data_dir(data_dir), "t10k")),
+      evaluator_(std::make_unique<Evaluator>(*backend_, mlp_widths(hidden, test_), test_)),
+      parameter_count_(parameter_count(mlp_widths(hidden, test_))),
       num_peers_(num_peers),
       log_(std::move(log)) {}
 
@@ -115,7 +116,7 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
     for (const auto& v : z) sum += v[k];
     mean[k] = static_cast<float>(sum / static_cast<double>(z.size()));
   }
-  compute::DeviceBuffer<float> average(backend_, std::span<const float>(mean));
+  compute::DeviceBuffer<float> average(*backend_, std::span<const float>(mean));
   const Evaluation eval = evaluator_->evaluate(average.data());
   record.average_model_accuracy = eval.accuracy;
   record.average_model_loss = eval.loss;

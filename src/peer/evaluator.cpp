@@ -4,6 +4,13 @@
 
 namespace sgp::peer {
 
+std::vector<int> mlp_widths(const std::vector<int>& hidden, const data::Dataset& set) {
+  std::vector<int> widths = {set.features()};
+  widths.insert(widths.end(), hidden.begin(), hidden.end());
+  widths.push_back(set.num_classes);
+  return widths;
+}
+
 Evaluator::Evaluator(compute::Backend& backend, const std::vector<int>& widths,
                      const data::Dataset& set)
     : backend_(backend),

@@ -42,7 +42,7 @@ std::optional<nlohmann::json> read_json_file(const std::filesystem::path& path) 
 }
 
 void write_file_atomically(const std::filesystem::path& path, const std::string& content) {
-  const auto temp = path.parent_path() / ("." + path.filename().string() + ".tmp");
+  const auto temp = path.parent_path() / fmt::format(".{}.tmp", path.filename().string());
   {
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail(temp, "create");

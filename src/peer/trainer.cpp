@@ -32,13 +32,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::vector<int> layer_widths(const TrainConfig& config, const data::Dataset& train) {
-  std::vector<int> widths = {train.features()};
-  widths.insert(widths.end(), config.hidden.begin(), config.hidden.end());
-  widths.push_back(train.num_classes);
-  return widths;
-}
-
 model::LrScheduleOptions lr_options(const TrainConfig& c, int num_peers,
                                     std::int64_t per_epoch, std::int64_t total) {
   model::LrScheduleOptions o;
@@ -120,14 +113,14 @@ struct Trainer::State {
   State(const TrainConfig& c, int r, int n, compute::Backend& b, const data::Dataset& tr,
         const data::Dataset& te, RunDirectory& rd, Communication cm)
       : config(c), rank(r), num_peers(n), backend(b), run(rd), comm(std::move(cm)),
-        mlp(b, layer_widths(c, tr), c.batch_size),
+        mlp(b, mlp_widths(c.hidden, tr), c.batch_size),
         x(b, mlp.parameter_count()),
         z(b, comm.schedule ? mlp.parameter_count() : 0),
         grads(b, mlp.parameter_count()),
         sgd(b, mlp.parameter_count(), {c.momentum, c.weight_decay, c.nesterov}),
         sampler(data::make_shards(tr.size(), n, c.seed)[r], c.batch_size, c.seed + 1 + r),
         loader(b, tr, c.batch_size),
-        evaluator(b, layer_widths(c, tr), te),
+        evaluator(b, mlp_widths(c.hidden, tr), te),
         per_epoch(iterations_per_epoch(tr.size(), n, c.batch_size)),
         total(total_iterations(c, per_epoch)),
         lr(lr_options(c, n, per_epoch, total)) {

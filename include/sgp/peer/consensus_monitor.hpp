@@ -57,10 +57,11 @@ struct MonitorRecord {
 
 class ConsensusMonitor {
  public:
-  // widths: the MLP's layer widths; test: the test set the average model is evaluated on;
-  // log: where records are appended (monitor.jsonl).
-  ConsensusMonitor(compute::Backend& backend, const std::vector<int>& widths,
-                   const data::Dataset& test, int num_peers, std::filesystem::path log);
+  // hidden: the peers' hidden widths; data_dir: where the Fashion-MNIST test set the average
+  // model is evaluated on lives (as for the peers; empty: the default); log: where records are
+  // appended (monitor.jsonl). Evaluates on the CPU, so it never takes a GPU from the peers.
+  ConsensusMonitor(const std::vector<int>& hidden, const std::string& data_dir, int num_peers,
+                   std::filesystem::path log);
   ~ConsensusMonitor();
 
   // Validates and stores one snapshot; returns the record when it completed an iteration.
@@ -74,7 +75,8 @@ class ConsensusMonitor {
  private:
   MonitorRecord complete(std::int64_t iteration);
 
-  compute::Backend& backend_;
+  std::unique_ptr<compute::Backend> backend_;
+  data::Dataset test_;
   std::unique_ptr<Evaluator> evaluator_;
   std::size_t parameter_count_;
   int num_peers_;

@@ -10,6 +10,9 @@
 
 namespace sgp::peer {
 
+// The MLP's layer widths for a data set: its features, the hidden widths, its classes.
+std::vector<int> mlp_widths(const std::vector<int>& hidden, const data::Dataset& set);
+
 struct Evaluation {
   double accuracy = 0.0;  // fraction in [0, 1]
   double loss = 0.0;      // mean cross-entropy

@@ -1,0 +1,144 @@
+// Two real hosts on one machine: network namespaces joined by a veth pair. Four peers of one
+// topology, two per host, each host started with its own `sgp launch`, and the consensus monitor
+// on the first host, as the README's multi-host recipe says. Needs root and `ip` (iproute2);
+// skips visibly otherwise.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+#include <random>
+#include <string>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "sgp/topology/dot_file.hpp"
+#include "sgp/topology/generator.hpp"
+#include "subprocess.hpp"
+#include "temp_dir.hpp"
+
+using sgp::testing::run_command;
+
+namespace {
+
+// Two namespaces "<tag>a" (10.77.0.1) and "<tag>b" (10.77.0.2), removed on destruction.
+class TwoHosts {
+ public:
+  TwoHosts() : tag_("sgp" + std::to_string(::getpid())) {
+    const std::string a = tag_ + "a", b = tag_ + "b";
+    ok_ = run_command("ip netns add " + a + " && ip netns add " + b + " && ip link add " + a +
+                      "v type veth peer name " + b + "v && ip link set " + a + "v netns " + a +
+                      " && ip link set " + b + "v netns " + b + " && ip -n " + a +
+                      " addr add 10.77.0.1/24 dev " + a + "v && ip -n " + b +
+                      " addr add 10.77.0.2/24 dev " + b + "v && ip -n " + a + " link set " + a +
+                      "v up && ip -n " + b + " link set " + b + "v up && ip -n " + a +
+                      " link set lo up && ip -n " + b + " link set lo up")
+              .exit_code == 0;
+  }
+  ~TwoHosts() { run_command("ip netns del " + tag_ + "a; ip netns del " + tag_ + "b"); }
+  bool ok() const { return ok_; }
+  std::string on(char host, const std::string& command) const {
+    return "exec ip netns exec " + tag_ + host + " " + command;
+  }
+
+ private:
+  std::string tag_;
+  bool ok_ = false;
+};
+
+pid_t start(const std::string& command, const std::filesystem::path& log) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", (command + " >" + log.string() + " 2>&1").c_str(), nullptr);
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid`; after `patience` it is asked to stop (SIGTERM), so a test never hangs.
+int wait_exit(pid_t pid, std::chrono::seconds patience = std::chrono::seconds(120)) {
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TEST_CASE("four peers on two hosts (network namespaces) train together over TCP") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  if (::geteuid() != 0 || run_command("command -v ip").exit_code != 0) {
+    MESSAGE("SKIPPED: needs root and iproute2 to create network namespaces");
+    return;
+  }
+  TwoHosts hosts;
+  if (!hosts.ok()) {
+    MESSAGE("SKIPPED: this kernel refused to create network namespaces");
+    return;
+  }
+  sgp::testing::TempDir dir;
+  // Private hosts: any port is free there; the test picks it.
+  const int base_port = 20000 + static_cast<int>(std::random_device{}() % 20000);
+  sgp::topology::GeneratorOptions options;
+  options.num_peers = 4;
+  options.hosts = {"10.77.0.1", "10.77.0.2"};
+  options.base_port = base_port;
+  const auto topology = dir / "t.dot";
+  sgp::topology::write_dot_file(
+      sgp::topology::generate_topology(sgp::topology::TopologyKind::kOnePeerExponential, options),
+      topology);
+
+  const std::string sgp = sgp::testing::sgp_binary().string();
+  const std::string monitor_endpoint = "tcp://10.77.0.1:" + std::to_string(base_port - 1);
+  const std::string common = " --device cpu --topology " + topology.string() +
+                             " --max-iterations 60 --eval-every 0.1 --timeout-ms 20000"
+                             " --monitor " + monitor_endpoint;
+  const pid_t monitor = start(hosts.on('a', sgp + " monitor --topology " + topology.string() +
+                                                " --bind " + monitor_endpoint + " --run-dir " +
+                                                (dir / "m").string() + " --until-iteration 60"),
+                              dir / "m.log");
+  const pid_t a = start(hosts.on('a', sgp + " launch --run-dir " + (dir / "a").string() + common),
+                        dir / "a.log");
+  const pid_t b = start(hosts.on('b', sgp + " launch --run-dir " + (dir / "b").string() + common),
+                        dir / "b.log");
+  const int a_exit = wait_exit(a), b_exit = wait_exit(b);
+  INFO(read_text(dir / "a.log") << read_text(dir / "b.log"));
+  CHECK(a_exit == 0);
+  CHECK(b_exit == 0);
+  // Each host started the ranks whose endpoint is its own address (round robin: 0,2 and 1,3).
+  CHECK(std::filesystem::exists(dir / "a" / "peer-0-summary.json"));
+  CHECK(std::filesystem::exists(dir / "a" / "peer-2-summary.json"));
+  CHECK(std::filesystem::exists(dir / "b" / "peer-1-summary.json"));
+  CHECK(std::filesystem::exists(dir / "b" / "peer-3-summary.json"));
+  double mass = 0.0;
+  for (const auto& [host, rank] : {std::pair{"a", 0}, {"a", 2}, {"b", 1}, {"b", 3}}) {
+    const auto s = nlohmann::json::parse(
+        std::ifstream(dir / host / ("peer-" + std::to_string(rank) + "-summary.json")));
+    mass += s["weight"].get<double>();
+  }
+  CHECK(mass == doctest::Approx(4.0).epsilon(1e-12));
+
+  // The monitor on host a heard from the peers of both hosts.
+  const auto monitor_exit = wait_exit(monitor, std::chrono::seconds(15));
+  INFO(read_text(dir / "m.log"));
+  CHECK(monitor_exit == 0);
+  const auto summary = nlohmann::json::parse(std::ifstream(dir / "m" / "monitor-summary.json"));
+  CHECK(summary["final_iteration"] == 60);
+  CHECK(summary["final_consensus_error"].get<double>() < 1e-2);
+}
