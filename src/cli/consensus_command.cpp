@@ -278,7 +278,9 @@ void add_consensus_command(CLI::App& app) {
       throw InputError("sgp consensus: give exactly one of --local (every peer) or --rank R");
     }
     configure_logging(o->local ? -1 : o->rank, o->log_level);
-    const auto schedule = topology::read_dot_file(o->topology, {.require_endpoints = true});
+    topology::DotReadOptions read_options;
+    read_options.require_endpoints = true;
+    const auto schedule = topology::read_dot_file(o->topology, read_options);
     if (o->rank >= schedule.num_peers()) {
       throw InputError(fmt::format("--rank {}: the topology {} has ranks 0..{}", o->rank,
                                    o->topology, schedule.num_peers() - 1));

@@ -52,8 +52,10 @@ std::filesystem::path self_executable() {
   // very image this process runs, even after `ninja` has replaced (unlinked) the file on disk
   // mid-sweep, where the link would read ".../sgp (deleted)" and exec would fail.
   std::error_code ec;
-  std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw IoError(fmt::format("cannot find the running executable: {}", ec.message()));
+  if (!std::filesystem::exists("/proc/self/exe", ec)) {
+    throw IoError(fmt::format("cannot find the running executable (/proc/self/exe): {}",
+                              ec ? ec.message() : "missing"));
+  }
   return "/proc/self/exe";
 }
 
