@@ -159,3 +159,51 @@ TEST_CASE("consensus error of known vectors") {
   CHECK(peer::relative_consensus_error({{0.0f, 1.0f}, {2.0f, 1.0f}}) == doctest::Approx(0.5));
   CHECK(peer::relative_consensus_error({{3.0f, 4.0f}, {3.0f, 4.0f}}) == 0.0);
 }
+
+#include <fstream>
+
+#include "subprocess.hpp"
+
+namespace {
+// A snapshot as the monitor receives it; `corrupt` flips a payload byte after hashing.
+transport::Message snapshot(int rank, std::int64_t iteration, std::vector<float> z,
+                            bool corrupt = false) {
+  auto header = std::make_shared<std::array<std::byte, gossip::kHeaderBytes>>(
+      peer::snapshot_header(rank, iteration, z));
+  auto payload = std::make_shared<std::vector<float>>(std::move(z));
+  if (corrupt) (*payload)[0] += 1.0f;
+  std::vector<std::span<const std::byte>> frames = {
+      std::span<const std::byte>(*header), std::as_bytes(std::span<const float>(*payload))};
+  auto owner = std::make_shared<std::pair<decltype(header), decltype(payload)>>(header, payload);
+  return transport::Message(std::move(frames), owner);
+}
+}  // namespace
+
+TEST_CASE("the consensus monitor computes the exact error, rejects damage, bounds its memory") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();  // it evaluates the average model on the real test set
+  sgp::testing::TempDir dir;
+  // MLP 784-4-10: 784*4 + 4 + 4*10 + 10 = 3190 parameters.
+  peer::ConsensusMonitor monitor({4}, "", 2, dir / "monitor.jsonl");
+  const std::size_t n = 3190;
+  std::vector<float> a(n, 1.0f), b(n, 3.0f);  // mean 2: relative error (1^2) / (2^2) = 0.25
+  CHECK(!monitor.add(snapshot(0, 10, a)));
+  CHECK(!monitor.add(snapshot(1, 10, b, true)));  // damaged: rejected, not applied
+  CHECK(monitor.rejected() == 1);
+  const auto record = monitor.add(snapshot(1, 10, b));
+  REQUIRE(record);
+  CHECK(record->iteration == 10);
+  CHECK(record->consensus_error == doctest::Approx(0.25).epsilon(1e-12));
+  // A stale iteration is refused; a flood of never-completing ones stays bounded.
+  CHECK(!monitor.add(snapshot(0, 5, a)));
+  CHECK(monitor.rejected() == 2);
+  for (std::int64_t it = 11; it < 200; ++it) CHECK(!monitor.add(snapshot(0, it, a)));
+  const auto last = monitor.add(snapshot(1, 199, a));
+  REQUIRE(last);
+  CHECK(last->consensus_error == 0.0);
+  CHECK(monitor.add(snapshot(1, 150, a)) == std::nullopt);  // older than the newest record
+  std::ifstream log(dir / "monitor.jsonl");
+  std::string line;
+  int lines = 0;
+  while (std::getline(log, line)) ++lines;
+  CHECK(lines == 2);
+}

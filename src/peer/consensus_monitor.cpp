@@ -17,6 +17,8 @@ namespace sgp::peer {
 
 namespace {
 
+constexpr std::size_t kMaxPendingIterations = 8;
+
 std::size_t parameter_count(const std::vector<int>& widths) {
   std::size_t count = 0;
   for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
@@ -31,17 +33,21 @@ SnapshotPublisher::SnapshotPublisher(const std::string& endpoint, int rank)
 
 SnapshotPublisher::~SnapshotPublisher() = default;
 
-bool SnapshotPublisher::publish(std::int64_t iteration, const std::vector<float>& z) {
-  const auto payload = std::as_bytes(std::span<const float>(z));
+std::array<std::byte, gossip::kHeaderBytes> snapshot_header(int rank, std::int64_t iteration,
+                                                            const std::vector<float>& z) {
   gossip::WireHeader h;
-  h.sender = rank_;
+  h.sender = rank;
   h.round = iteration;
   h.weight = 1.0;
   h.coefficient = 1.0;
   h.total = h.count = z.size();  // one chunk: the whole vector
-  h.payload_hash = gossip::payload_hash(payload);
-  const auto header = gossip::encode_header(h);
-  return sender_->try_send(header, payload);
+  h.payload_hash = gossip::payload_hash(std::as_bytes(std::span<const float>(z)));
+  return gossip::encode_header(h);
+}
+
+bool SnapshotPublisher::publish(std::int64_t iteration, const std::vector<float>& z) {
+  return sender_->try_send(snapshot_header(rank_, iteration, z),
+                           std::as_bytes(std::span<const float>(z)));
 }
 
 std::uint64_t SnapshotPublisher::dropped() const { return sender_->dropped(); }
@@ -94,7 +100,12 @@ std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
     spdlog::warn("monitor: rejected a snapshot of rank {} iteration {}", rank, iteration);
     return std::nullopt;
   }
-  auto& z = pending_[iteration][rank];
+  // Bounded memory whatever arrives: only the newest few incomplete iterations are kept.
+  pending_[iteration];
+  while (pending_.size() > kMaxPendingIterations) pending_.erase(pending_.begin());
+  const auto slot = pending_.find(iteration);
+  if (slot == pending_.end()) return std::nullopt;  // older than every iteration kept
+  auto& z = slot->second[rank];
   z.resize(parameter_count_);
   std::memcpy(z.data(), m.payload.data(), parameter_count_ * sizeof(float));
   if (pending_[iteration].size() < static_cast<std::size_t>(num_peers_)) return std::nullopt;

@@ -10,7 +10,9 @@
 //
 // Snapshots use the gossip wire format (gossip/wire_format.hpp) with sender = rank,
 // round = iteration, weight = coefficient = 1, so every field is validated the same way.
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -24,6 +26,7 @@
 
 #include "sgp/compute/backend.hpp"
 #include "sgp/data/dataset.hpp"
+#include "sgp/gossip/wire_format.hpp"
 #include "sgp/transport/message.hpp"
 
 namespace sgp::transport {
@@ -34,6 +37,10 @@ class SnapshotReceiver;
 namespace sgp::peer {
 
 class Evaluator;
+
+// The header of rank's snapshot of iteration (its payload: the bytes of z).
+std::array<std::byte, gossip::kHeaderBytes> snapshot_header(int rank, std::int64_t iteration,
+                                                            const std::vector<float>& z);
 
 class SnapshotPublisher {
  public:
