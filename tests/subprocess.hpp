@@ -27,12 +27,12 @@ inline bool fashion_mnist_installed() {
 }
 
 // Ends the current test case with a visible SKIPPED message when the real data set is missing.
-#define SGP_SKIP_WITHOUT_FASHION_MNIST()                                                        \
-  do {                                                                                          \
-    if (!sgp::testing::fashion_mnist_installed()) {                                             \
+#define SGP_SKIP_WITHOUT_FASHION_MNIST()                                                         \
+  do {                                                                                           \
+    if (!sgp::testing::fashion_mnist_installed()) {                                              \
       MESSAGE("SKIPPED: Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)"); \
-      return;                                                                                   \
-    }                                                                                           \
+      return;                                                                                    \
+    }                                                                                            \
   } while (false)
 
 // `arguments` is appended to the binary's path and run by /bin/sh.

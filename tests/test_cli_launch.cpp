@@ -18,8 +18,8 @@
 #include "subprocess.hpp"
 #include "temp_dir.hpp"
 
-using sgp::testing::run_sgp;
 using nlohmann::json;
+using sgp::testing::run_sgp;
 
 namespace {
 
@@ -61,7 +61,9 @@ pid_t start_sgp(const std::string& args, const std::filesystem::path& log) {
 
 // A pgrep/pkill pattern for `text` that does not match the shell running pgrep itself (whose
 // command line holds the pattern, "[x]yz", not the text "xyz").
-std::string self_proof(const std::string& text) { return "[" + text.substr(0, 1) + "]" + text.substr(1); }
+std::string self_proof(const std::string& text) {
+  return "[" + text.substr(0, 1) + "]" + text.substr(1);
+}
 
 // Processes whose command line mentions `marker` (our run directory).
 int processes_mentioning(const std::string& marker) {
@@ -74,7 +76,8 @@ int processes_mentioning(const std::string& marker) {
 TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is conserved") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
-  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const auto topology =
+      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const auto r = run_sgp(short_run(topology, run, 100));
   INFO(r.output);
@@ -107,9 +110,12 @@ TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is c
 TEST_CASE("SGP's average model beats every local-only peer trained on the same shards") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
-  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
-  const std::string common = "launch --device cpu --epochs 0.5 --eval-every 0.5 --log-level warn "
-                             "--topology " + topology.string();
+  const auto topology =
+      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const std::string common =
+      "launch --device cpu --epochs 0.5 --eval-every 0.5 --log-level warn "
+      "--topology " +
+      topology.string();
   const auto sgp_run = run_sgp(common + " --algo sgp --run-dir " + (dir / "sgp").string());
   INFO(sgp_run.output);
   REQUIRE(sgp_run.exit_code == 0);
@@ -125,7 +131,8 @@ TEST_CASE("SGP's average model beats every local-only peer trained on the same s
 TEST_CASE("an interrupted run resumes from its newest complete checkpoint and finishes") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
-  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const auto topology =
+      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const std::string args = short_run(topology, run, 160) + " --checkpoint-every 20";
   const pid_t launcher = start_sgp(args, dir / "first.log");
@@ -133,9 +140,9 @@ TEST_CASE("an interrupted run resumes from its newest complete checkpoint and fi
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   auto all_have = [&](int iteration) {
     for (int rank = 0; rank < 4; ++rank) {
-      if (!std::filesystem::exists(run / "checkpoints" /
-                                   ("checkpoint-" + std::to_string(rank) + "-" +
-                                    std::to_string(iteration) + ".bin")))
+      if (!std::filesystem::exists(
+              run / "checkpoints" /
+              ("checkpoint-" + std::to_string(rank) + "-" + std::to_string(iteration) + ".bin")))
         return false;
     }
     return true;
@@ -158,7 +165,8 @@ TEST_CASE("an interrupted run resumes from its newest complete checkpoint and fi
   REQUIRE(second.exit_code == 0);
   for (int rank = 0; rank < 4; ++rank) {
     std::ifstream peer_log(run / ("peer-" + std::to_string(rank) + ".log"));
-    const std::string text((std::istreambuf_iterator<char>(peer_log)), std::istreambuf_iterator<char>());
+    const std::string text((std::istreambuf_iterator<char>(peer_log)),
+                           std::istreambuf_iterator<char>());
     CHECK(contains(text, "resumed from iteration"));
   }
   const auto summary = read_json(run / "summary.json");
@@ -180,7 +188,8 @@ TEST_CASE("an interrupted run resumes from its newest complete checkpoint and fi
 TEST_CASE("a peer killed mid-run is reported by rank and signal, and the others stop") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
-  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const auto topology =
+      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const auto log = dir / "launch.log";
   const pid_t launcher = start_sgp(short_run(topology, run, 100000, 5000), log);
@@ -191,12 +200,14 @@ TEST_CASE("a peer killed mid-run is reported by rank and signal, and the others 
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   REQUIRE(std::filesystem::exists(run / "peer-2.jsonl"));
-  const auto killed = sgp::testing::run_command("pkill -9 -f -- '" + self_proof("peer --rank 2 .*" + run.string()) + "'");
+  const auto killed = sgp::testing::run_command(
+      "pkill -9 -f -- '" + self_proof("peer --rank 2 .*" + run.string()) + "'");
   REQUIRE(killed.exit_code == 0);
   const auto started = std::chrono::steady_clock::now();
   int status = 0;
   ::waitpid(launcher, &status, 0);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::ifstream in(log);
   const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   INFO(output);
@@ -209,9 +220,10 @@ TEST_CASE("a peer killed mid-run is reported by rank and signal, and the others 
 
 TEST_CASE("bad peer input gets clear errors") {
   sgp::testing::TempDir dir;
-  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
-  const std::string base = "--device cpu --topology " + topology.string() + " --run-dir " +
-                           (dir / "run").string();
+  const auto topology =
+      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const std::string base =
+      "--device cpu --topology " + topology.string() + " --run-dir " + (dir / "run").string();
   SUBCASE("rank outside the topology") {
     const auto r = run_sgp("peer --rank 4 " + base);
     CHECK(r.exit_code == 2);
@@ -251,8 +263,8 @@ TEST_CASE("bad peer input gets clear errors") {
   SUBCASE("an endpoint that cannot be bound") {
     const auto bad = sgp::testing::write_local_topology(dir / "bad.dot", "one-peer-exponential", 4,
                                                         "tcp://192.0.2.1:5600");
-    const auto r = run_sgp("peer --rank 3 --device cpu --topology " + bad.string() +
-                           " --run-dir " + (dir / "y").string());
+    const auto r = run_sgp("peer --rank 3 --device cpu --topology " + bad.string() + " --run-dir " +
+                           (dir / "y").string());
     CHECK(r.exit_code == 3);
     CHECK(contains(r.output, "192.0.2.1:5600"));
   }

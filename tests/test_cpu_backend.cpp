@@ -52,7 +52,8 @@ TEST_CASE("CPU gemm matches a naive product for every transpose combination and 
       backend.gemm(ta ? Transpose::yes : Transpose::no, tb ? Transpose::yes : Transpose::no, m, n,
                    k, 1.0f, a.data(), ta ? m : k, b.data(), tb ? k : n, 0.0f, c.data(), n);
       const auto expected = naive_gemm(ta, tb, m, n, k, a, b);
-      for (std::size_t i = 0; i < c.size(); ++i) CHECK(c[i] == doctest::Approx(expected[i]).epsilon(1e-5));
+      for (std::size_t i = 0; i < c.size(); ++i)
+        CHECK(c[i] == doctest::Approx(expected[i]).epsilon(1e-5));
     }
 }
 
@@ -79,7 +80,8 @@ TEST_CASE("softmax cross-entropy: loss, gradient and accuracy against hand value
   const std::vector<float> logits = {0, 0, 0, 0, 0, 0, 10, 0};
   const std::vector<std::int32_t> labels = {1, 2};
   std::vector<float> grad(8);
-  const double loss = backend.softmax_cross_entropy(logits.data(), labels.data(), 2, 4, grad.data());
+  const double loss =
+      backend.softmax_cross_entropy(logits.data(), labels.data(), 2, 4, grad.data());
   const double row1 = std::log(3.0 + std::exp(10.0)) - 10.0;
   CHECK(loss == doctest::Approx((std::log(4.0) + row1) / 2));
   CHECK(grad[0] == doctest::Approx(0.25 / 2));

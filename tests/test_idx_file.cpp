@@ -30,7 +30,8 @@ std::vector<std::uint8_t> idx_bytes(std::vector<std::uint32_t> dims,
 
 void write_plain(const std::filesystem::path& path, const std::vector<std::uint8_t>& bytes) {
   std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
 }
 
 void write_gz(const std::filesystem::path& path, const std::vector<std::uint8_t>& bytes) {
@@ -72,7 +73,9 @@ TEST_CASE("IDX reader rejects broken files with the file and the problem") {
   sgp::testing::TempDir dir;
   const auto good = idx_bytes({3, 2, 2}, std::vector<std::uint8_t>(12, 7));
 
-  SUBCASE("missing") { check_error([&] { read_idx_u8(dir / "nope.gz", 3); }, {"nope.gz", "no such file"}); }
+  SUBCASE("missing") {
+    check_error([&] { read_idx_u8(dir / "nope.gz", 3); }, {"nope.gz", "no such file"});
+  }
   SUBCASE("truncated data") {
     auto bytes = good;
     bytes.resize(bytes.size() - 5);
@@ -104,8 +107,8 @@ TEST_CASE("IDX reader rejects broken files with the file and the problem") {
     check_error([&] { read_idx_u8(dir / "long", 3); }, {"long", "unexpected bytes"});
   }
   SUBCASE("corrupt gzip stream") {
-    std::vector<std::uint8_t> bytes = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 0xde, 0xad, 0xbe, 0xef,
-                                       0x00, 0x11, 0x22};
+    std::vector<std::uint8_t> bytes = {0x1f, 0x8b, 8,    0,    0,    0,    0,    0,   0,
+                                       3,    0xde, 0xad, 0xbe, 0xef, 0x00, 0x11, 0x22};
     write_plain(dir / "corrupt.gz", bytes);
     check_error([&] { read_idx_u8(dir / "corrupt.gz", 3); }, {"corrupt.gz"});
   }
@@ -120,8 +123,11 @@ TEST_CASE("data sets check counts and label range, and normalise pixels") {
         {"set.idx", "label 10 of sample 1", "0..9"});
   }
   SUBCASE("count mismatch") {
-    check_error([] { sgp::data::make_dataset({2, 1, 1}, {0, 255}, {3}, {1, 2, 3}, 10, "x"); },
-                {"2 images but 3 labels"});
+    check_error(
+        [] {
+          sgp::data::make_dataset({2, 1, 1}, {0, 255}, {3}, {1, 2, 3}, 10, "x");
+        },
+        {"2 images but 3 labels"});
   }
   SUBCASE("normalisation") {
     const auto set = sgp::data::make_dataset({2, 1, 1}, {0, 255}, {2}, {3, 9}, 10, "x");

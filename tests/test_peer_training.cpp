@@ -55,7 +55,8 @@ std::vector<PeerResult> train_peers(const std::string& kind, int n, const std::s
   const auto test = clusters(500, 2);
   topology::GeneratorOptions options;
   options.num_peers = n;
-  const auto file_schedule = topology::generate_topology(topology::parse_topology_kind(kind), options);
+  const auto file_schedule =
+      topology::generate_topology(topology::parse_topology_kind(kind), options);
   const auto schedule =
       peer::mixing_schedule(peer::parse_algorithm(algo), file_schedule, std::nullopt, kind);
   peer::TrainConfig config;
@@ -133,7 +134,8 @@ TEST_CASE("SGP peers in threads conserve push-sum mass and agree on a model that
 TEST_CASE("overlap SGP, D-PSGD and exact averaging train in the same code path") {
   for (const char* algo : {"osgp", "dpsgd", "exact"}) {
     CAPTURE(algo);
-    const auto results = train_peers(std::string(algo) == "exact" ? "complete" : "bidirectional-ring", 4, algo);
+    const auto results =
+        train_peers(std::string(algo) == "exact" ? "complete" : "bidirectional-ring", 4, algo);
     std::vector<std::vector<float>> z;
     for (const auto& r : results) {
       CHECK(r.summary["final_test_accuracy"].get<double>() > 0.9);

@@ -3,9 +3,9 @@
 #include <doctest/doctest.h>
 
 #include "sgp/compute/cpu_backend.hpp"
+#include "sgp/error.hpp"
 #include "sgp/model/lr_schedule.hpp"
 #include "sgp/model/sgd.hpp"
-#include "sgp/error.hpp"
 
 using namespace sgp::model;
 using sgp::compute::CpuBackend;
@@ -50,23 +50,35 @@ TEST_CASE("SGD steps match hand-computed values") {
 
 TEST_CASE("learning-rate schedules") {
   SUBCASE("linear warm-up then constant") {
-    LrSchedule s({.base_lr = 0.4, .warmup_iterations = 4, .decay = LrDecay::constant,
-                  .milestones = {}, .gamma = 0.1, .total_iterations = 0});
+    LrSchedule s({.base_lr = 0.4,
+                  .warmup_iterations = 4,
+                  .decay = LrDecay::constant,
+                  .milestones = {},
+                  .gamma = 0.1,
+                  .total_iterations = 0});
     CHECK(s.at(0) == doctest::Approx(0.1));
     CHECK(s.at(1) == doctest::Approx(0.2));
     CHECK(s.at(3) == doctest::Approx(0.4));
     CHECK(s.at(100) == doctest::Approx(0.4));
   }
   SUBCASE("step decay at milestones") {
-    LrSchedule s({.base_lr = 1.0, .warmup_iterations = 0, .decay = LrDecay::step,
-                  .milestones = {10, 20}, .gamma = 0.5, .total_iterations = 0});
+    LrSchedule s({.base_lr = 1.0,
+                  .warmup_iterations = 0,
+                  .decay = LrDecay::step,
+                  .milestones = {10, 20},
+                  .gamma = 0.5,
+                  .total_iterations = 0});
     CHECK(s.at(9) == doctest::Approx(1.0));
     CHECK(s.at(10) == doctest::Approx(0.5));
     CHECK(s.at(25) == doctest::Approx(0.25));
   }
   SUBCASE("cosine after warm-up") {
-    LrSchedule s({.base_lr = 1.0, .warmup_iterations = 10, .decay = LrDecay::cosine,
-                  .milestones = {}, .gamma = 0.1, .total_iterations = 110});
+    LrSchedule s({.base_lr = 1.0,
+                  .warmup_iterations = 10,
+                  .decay = LrDecay::cosine,
+                  .milestones = {},
+                  .gamma = 0.1,
+                  .total_iterations = 110});
     CHECK(s.at(10) == doctest::Approx(1.0));
     CHECK(s.at(60) == doctest::Approx(0.5));
     CHECK(s.at(110) == doctest::Approx(0.0));

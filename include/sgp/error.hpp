@@ -40,8 +40,8 @@ namespace detail {
 }  // namespace sgp
 
 // SGP_ENFORCE(cond, "format {}", args...): throws sgp::InvariantError with file:line.
-#define SGP_ENFORCE(cond, ...)                                                        \
-  do {                                                                                \
-    if (!(cond)) ::sgp::detail::enforce_failed(__FILE__, __LINE__, #cond,             \
-                                               fmt::format(__VA_ARGS__));             \
+#define SGP_ENFORCE(cond, ...)                                                            \
+  do {                                                                                    \
+    if (!(cond))                                                                          \
+      ::sgp::detail::enforce_failed(__FILE__, __LINE__, #cond, fmt::format(__VA_ARGS__)); \
   } while (false)

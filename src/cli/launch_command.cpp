@@ -1,12 +1,12 @@
 // `sgp launch`: starts every peer of the topology whose endpoint is on this host, plus (when all
 // peers are local) the consensus monitor, shows one combined progress view, waits, and merges
 // the results into <run-dir>/summary.json.
-#include <CLI/CLI.hpp>
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <fstream>
@@ -37,7 +37,8 @@ namespace {
 
 // The host part of "tcp://HOST:PORT".
 std::string endpoint_host(const std::string& endpoint) {
-  auto rest = endpoint.substr(endpoint.find("://") == std::string::npos ? 0 : endpoint.find("://") + 3);
+  auto rest =
+      endpoint.substr(endpoint.find("://") == std::string::npos ? 0 : endpoint.find("://") + 3);
   return rest.substr(0, rest.rfind(':'));
 }
 
@@ -111,7 +112,9 @@ void add_launch_command(CLI::App& app) {
     const int n = schedule.num_peers();
     std::vector<int> local = ranks->empty() ? ranks_on_this_host(schedule) : *ranks;
     for (int r : local) {
-      if (r < 0 || r >= n) throw InputError(fmt::format("--ranks: {} is not a rank of {} (0..{})", r, c.topology, n - 1));
+      if (r < 0 || r >= n)
+        throw InputError(
+            fmt::format("--ranks: {} is not a rank of {} (0..{})", r, c.topology, n - 1));
     }
     if (local.empty()) {
       throw InputError(fmt::format("{}: no endpoint is on this host; give --ranks", c.topology));
@@ -140,8 +143,8 @@ void add_launch_command(CLI::App& app) {
       args.insert(args.end(), flags.begin(), flags.end());
       children.push_back({r, args, run.path() / fmt::format("peer-{}.log", r)});
     }
-    spdlog::info("starting ranks {} of {} ({}), results in {}", fmt::join(local, ","), n,
-                 c.algo, run.path());
+    spdlog::info("starting ranks {} of {} ({}), results in {}", fmt::join(local, ","), n, c.algo,
+                 run.path());
     LocalProcesses processes(children);
     // Threads start after LocalProcesses has blocked SIGINT/SIGTERM, so they inherit the mask and
     // the signals reach the launcher's wait(), which forwards them to the peers.
@@ -161,13 +164,14 @@ void add_launch_command(CLI::App& app) {
     if (monitor) run.write_json("monitor-summary.json", monitor->summary());
 
     if (processes.interrupted()) {
-      throw IoError(fmt::format("interrupted by signal {}: every peer was stopped; results so "
-                                "far in {} (resume with --resume if checkpoints were on)",
-                                processes.interrupted(), run.path()));
+      throw IoError(
+          fmt::format("interrupted by signal {}: every peer was stopped; results so "
+                      "far in {} (resume with --resume if checkpoints were on)",
+                      processes.interrupted(), run.path()));
     }
     if (failure) {
-      throw IoError(fmt::format("{}\nthe other peers were stopped; logs in {}",
-                                failure->describe(), run.path()));
+      throw IoError(fmt::format("{}\nthe other peers were stopped; logs in {}", failure->describe(),
+                                run.path()));
     }
     const auto summary = peer::merge_run_summary(run.path(), n);
     run.write_json("summary.json", summary);

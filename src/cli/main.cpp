@@ -1,6 +1,6 @@
 // The `sgp` executable: one binary, one subcommand per job (see `sgp --help`).
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <exception>

@@ -1,7 +1,7 @@
 // `sgp monitor`: the passive consensus monitor, started by hand for multi-host runs
 // (`sgp launch` runs one itself when every peer is local).
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <csignal>

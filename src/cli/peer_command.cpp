@@ -1,6 +1,6 @@
 // `sgp peer`: one SGP peer process (started by `sgp launch`, by hand on each host, or by srun).
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <memory>
 #include <optional>

@@ -1,6 +1,6 @@
 // `sgp train`: one process, no communication: the local SGD loop every peer runs.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <memory>
 

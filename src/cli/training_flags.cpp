@@ -28,14 +28,18 @@ void add_training_flags(CLI::App& cmd, peer::TrainConfig& c) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber)
       ->group(optim);
-  cmd.add_option("--max-iterations", c.max_iterations, "stop after this many iterations (0: no limit)")
+  cmd.add_option("--max-iterations", c.max_iterations,
+                 "stop after this many iterations (0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->group(optim);
   cmd.add_option("--batch-size", c.batch_size, "mini-batch size per peer")
       ->capture_default_str()
       ->check(CLI::PositiveNumber)
       ->group(optim);
-  cmd.add_option("--lr", c.lr, "base learning rate")->capture_default_str()->check(CLI::NonNegativeNumber)->group(optim);
+  cmd.add_option("--lr", c.lr, "base learning rate")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(optim);
   cmd.add_option("--lr-scaling", c.lr_scaling,
                  "none, or linear: lr * (batch * peers) / 256 (the large-batch rule)")
       ->capture_default_str()
@@ -49,15 +53,19 @@ void add_training_flags(CLI::App& cmd, peer::TrainConfig& c) {
       ->capture_default_str()
       ->check(CLI::IsMember({"constant", "step", "cosine"}))
       ->group(optim);
-  cmd.add_option("--lr-milestones", c.lr_milestones, "epochs at which step decay multiplies the lr by --lr-gamma")
+  cmd.add_option("--lr-milestones", c.lr_milestones,
+                 "epochs at which step decay multiplies the lr by --lr-gamma")
       ->delimiter(',')
       ->group(optim);
-  cmd.add_option("--lr-gamma", c.lr_gamma, "step-decay factor")->capture_default_str()->group(optim);
+  cmd.add_option("--lr-gamma", c.lr_gamma, "step-decay factor")
+      ->capture_default_str()
+      ->group(optim);
   cmd.add_option("--momentum", c.momentum, "SGD momentum")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0))
       ->group(optim);
-  cmd.add_flag("--nesterov,!--no-nesterov", c.nesterov, "Nesterov momentum (default on)")->group(optim);
+  cmd.add_flag("--nesterov,!--no-nesterov", c.nesterov, "Nesterov momentum (default on)")
+      ->group(optim);
   cmd.add_option("--weight-decay", c.weight_decay, "L2 weight decay")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber)
@@ -126,8 +134,7 @@ void add_peer_flags(CLI::App& cmd, peer::TrainConfig& c) {
                  "write a checkpoint every C iterations into <run-dir>/checkpoints (0: never)")
       ->check(CLI::NonNegativeNumber)
       ->group(group);
-  cmd.add_flag("--resume", c.resume,
-               "continue from the newest checkpoint that every peer finished")
+  cmd.add_flag("--resume", c.resume, "continue from the newest checkpoint that every peer finished")
       ->group(group);
   cmd.add_option("--monitor", c.monitor,
                  "endpoint of the consensus monitor to hand snapshots to (best effort)")
@@ -150,7 +157,8 @@ std::vector<std::string> training_arguments(const peer::TrainConfig& c) {
   add("--lr-scaling", c.lr_scaling);
   add("--warmup-epochs", c.warmup_epochs);
   add("--lr-decay", c.lr_decay);
-  if (!c.lr_milestones.empty()) add("--lr-milestones", fmt::format("{}", fmt::join(c.lr_milestones, ",")));
+  if (!c.lr_milestones.empty())
+    add("--lr-milestones", fmt::format("{}", fmt::join(c.lr_milestones, ",")));
   add("--lr-gamma", c.lr_gamma);
   add("--momentum", c.momentum);
   a.push_back(c.nesterov ? "--nesterov" : "--no-nesterov");

@@ -87,15 +87,14 @@ void CpuBackend::bias_backward(const float* dy, int rows, int cols, float* db) {
   }
 }
 
-double CpuBackend::softmax_cross_entropy(const float* logits, const std::int32_t* labels,
-                                         int rows, int cols, float* dlogits) {
+double CpuBackend::softmax_cross_entropy(const float* logits, const std::int32_t* labels, int rows,
+                                         int cols, float* dlogits) {
   double total = 0.0;
   const float inv_rows = 1.0f / static_cast<float>(rows);
   for (int r = 0; r < rows; ++r) {
     const float* row = logits + static_cast<std::size_t>(r) * cols;
     const int label = labels[r];
-    SGP_ENFORCE(label >= 0 && label < cols, "label {} of row {} outside 0..{}", label, r,
-                cols - 1);
+    SGP_ENFORCE(label >= 0 && label < cols, "label {} of row {} outside 0..{}", label, r, cols - 1);
     const float max = *std::max_element(row, row + cols);
     double sum = 0.0;
     for (int c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(row[c] - max));

@@ -47,15 +47,16 @@ int cuda_device_count(std::string* why_not) {
 #if SGP_HAVE_CUDA
   return CudaBackend::usable_device_count(why_not);
 #else
-  if (why_not) *why_not = "this build has no CUDA backend (configured with -Dcuda=disabled or no nvcc)";
+  if (why_not)
+    *why_not = "this build has no CUDA backend (configured with -Dcuda=disabled or no nvcc)";
   return 0;
 #endif
 }
 
 std::unique_ptr<Backend> make_backend(const DeviceOptions& options) {
   if (options.blas_threads < 1) {
-    throw InputError(fmt::format("--blas-threads: must be at least 1, got {}",
-                                 options.blas_threads));
+    throw InputError(
+        fmt::format("--blas-threads: must be at least 1, got {}", options.blas_threads));
   }
   const ParsedDevice parsed = parse_device(options.device);
   if (parsed.kind == DeviceKind::cuda) {

@@ -40,8 +40,8 @@ Dataset make_dataset(const std::vector<std::uint32_t>& image_dims,
     throw InputError(fmt::format("{}: expected images [n, rows, cols] and labels [n]", where));
   }
   if (image_dims[0] != label_dims[0]) {
-    throw InputError(fmt::format("{}: {} images but {} labels", where, image_dims[0],
-                                 label_dims[0]));
+    throw InputError(
+        fmt::format("{}: {} images but {} labels", where, image_dims[0], label_dims[0]));
   }
   if (image_dims[0] == 0 || image_dims[1] == 0 || image_dims[2] == 0) {
     throw InputError(fmt::format("{}: empty data set ({} x {} x {})", where, image_dims[0],
@@ -74,8 +74,7 @@ Dataset load_fashion_mnist(const std::filesystem::path& dir, const std::string& 
   const auto labels_path = find_file(dir, split + "-labels-idx1-ubyte");
   const IdxArray images = read_idx_u8(images_path, 3);
   const IdxArray labels = read_idx_u8(labels_path, 1);
-  return make_dataset(images.dims, images.values, labels.dims, labels.values,
-                      kFashionMnistClasses,
+  return make_dataset(images.dims, images.values, labels.dims, labels.values, kFashionMnistClasses,
                       fmt::format("{} and {}", images_path, labels_path));
 }
 

@@ -33,9 +33,10 @@ class Reader {
   explicit Reader(const std::filesystem::path& path) : path_(path) {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) {
-      throw InputError(fmt::format("{}: no such file (install the Debian package "
-                                   "dataset-fashion-mnist, or set --data-dir / SGP_DATA_DIR)",
-                                   path));
+      throw InputError(
+          fmt::format("{}: no such file (install the Debian package "
+                      "dataset-fashion-mnist, or set --data-dir / SGP_DATA_DIR)",
+                      path));
     }
     file_.reset(gzopen(path.c_str(), "rb"));
     if (!file_) throw InputError(fmt::format("{}: cannot open for reading", path));
@@ -88,13 +89,14 @@ IdxArray read_idx_u8(const std::filesystem::path& path, std::uint32_t expected_n
         magic[0], magic[1]));
   }
   if (magic[2] != kUnsignedByteType) {
-    throw InputError(fmt::format("{}: IDX data type {:#04x} is not supported (expected 0x08, "
-                                 "unsigned byte)",
-                                 path, magic[2]));
+    throw InputError(
+        fmt::format("{}: IDX data type {:#04x} is not supported (expected 0x08, "
+                    "unsigned byte)",
+                    path, magic[2]));
   }
   if (magic[3] != expected_ndims) {
-    throw InputError(fmt::format("{}: IDX file has {} dimensions, expected {}", path, magic[3],
-                                 expected_ndims));
+    throw InputError(
+        fmt::format("{}: IDX file has {} dimensions, expected {}", path, magic[3], expected_ndims));
   }
   IdxArray array;
   std::uint64_t elements = 1;

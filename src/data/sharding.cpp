@@ -61,8 +61,8 @@ const std::vector<std::size_t>& BatchSampler::next() {
 }
 
 void BatchSampler::seek(int epoch, std::size_t position) {
-  SGP_ENFORCE(epoch >= 0 && position <= shard_.size(), "cannot seek to epoch {} position {}",
-              epoch, position);
+  SGP_ENFORCE(epoch >= 0 && position <= shard_.size(), "cannot seek to epoch {} position {}", epoch,
+              position);
   epoch_ = epoch;
   position_ = position;
   reshuffle();

@@ -12,13 +12,13 @@ LrDecay parse_lr_decay(const std::string& text) {
   if (text == "constant") return LrDecay::constant;
   if (text == "step") return LrDecay::step;
   if (text == "cosine") return LrDecay::cosine;
-  throw InputError(fmt::format("--lr-decay: '{}' is not a schedule (expected constant, step or "
-                               "cosine)",
-                               text));
+  throw InputError(
+      fmt::format("--lr-decay: '{}' is not a schedule (expected constant, step or "
+                  "cosine)",
+                  text));
 }
 
-double linearly_scaled_lr(double base_lr, std::int64_t global_batch,
-                          std::int64_t reference_batch) {
+double linearly_scaled_lr(double base_lr, std::int64_t global_batch, std::int64_t reference_batch) {
   SGP_ENFORCE(global_batch > 0 && reference_batch > 0, "batch sizes must be positive");
   return base_lr * static_cast<double>(global_batch) / static_cast<double>(reference_batch);
 }
@@ -44,10 +44,10 @@ double LrSchedule::at(std::int64_t iteration) const {
       return o.base_lr * std::pow(o.gamma, static_cast<double>(passed));
     }
     case LrDecay::cosine: {
-      const double span = static_cast<double>(std::max<std::int64_t>(
-          1, o.total_iterations - o.warmup_iterations));
-      const double t = std::clamp(static_cast<double>(iteration - o.warmup_iterations) / span,
-                                  0.0, 1.0);
+      const double span =
+          static_cast<double>(std::max<std::int64_t>(1, o.total_iterations - o.warmup_iterations));
+      const double t =
+          std::clamp(static_cast<double>(iteration - o.warmup_iterations) / span, 0.0, 1.0);
       return o.base_lr * 0.5 * (1.0 + std::cos(std::numbers::pi * t));
     }
   }

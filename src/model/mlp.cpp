@@ -55,28 +55,27 @@ const float* Mlp::forward(const float* params, const float* inputs, int batch) {
     const LayerView& layer = layers_[l];
     float* output = activations_[l].data();
     // output[B x out] = input[B x in] * W^T
-    backend_.gemm(Transpose::no, Transpose::yes, batch, layer.out, layer.in, 1.0f, input,
-                  layer.in, params + layer.weight_offset, layer.in, 0.0f, output, layer.out);
+    backend_.gemm(Transpose::no, Transpose::yes, batch, layer.out, layer.in, 1.0f, input, layer.in,
+                  params + layer.weight_offset, layer.in, 0.0f, output, layer.out);
     const bool hidden = l + 1 < layers_.size();
-    backend_.bias_activation_forward(output, params + layer.bias_offset, batch, layer.out,
-                                     hidden);
+    backend_.bias_activation_forward(output, params + layer.bias_offset, batch, layer.out, hidden);
     input = output;
   }
   return activations_.back().data();
 }
 
-double Mlp::forward_backward(const float* params, const float* inputs,
-                             const std::int32_t* labels, int batch, float* grads) {
+double Mlp::forward_backward(const float* params, const float* inputs, const std::int32_t* labels,
+                             int batch, float* grads) {
   const float* logits = forward(params, inputs, batch);
-  const double loss = backend_.softmax_cross_entropy(logits, labels, batch, num_classes(),
-                                                     deltas_.back().data());
+  const double loss =
+      backend_.softmax_cross_entropy(logits, labels, batch, num_classes(), deltas_.back().data());
   for (std::size_t l = layers_.size(); l-- > 0;) {
     const LayerView& layer = layers_[l];
     const float* delta = deltas_[l].data();
     const float* input = l == 0 ? inputs : activations_[l - 1].data();
     // dW[out x in] = delta^T[out x B] * input[B x in];  db = column sums of delta
-    backend_.gemm(Transpose::yes, Transpose::no, layer.out, layer.in, batch, 1.0f, delta,
-                  layer.out, input, layer.in, 0.0f, grads + layer.weight_offset, layer.in);
+    backend_.gemm(Transpose::yes, Transpose::no, layer.out, layer.in, batch, 1.0f, delta, layer.out,
+                  input, layer.in, 0.0f, grads + layer.weight_offset, layer.in);
     backend_.bias_backward(delta, batch, layer.out, grads + layer.bias_offset);
     if (l > 0) {
       // d input[B x in] = delta[B x out] * W[out x in], then through the ReLU of layer l-1.

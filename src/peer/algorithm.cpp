@@ -20,11 +20,16 @@ Algorithm parse_algorithm(const std::string& text) {
 
 std::string_view algorithm_name(Algorithm algo) {
   switch (algo) {
-    case Algorithm::sgp: return "sgp";
-    case Algorithm::osgp: return "osgp";
-    case Algorithm::local: return "local";
-    case Algorithm::dpsgd: return "dpsgd";
-    case Algorithm::exact: return "exact";
+    case Algorithm::sgp:
+      return "sgp";
+    case Algorithm::osgp:
+      return "osgp";
+    case Algorithm::local:
+      return "local";
+    case Algorithm::dpsgd:
+      return "dpsgd";
+    case Algorithm::exact:
+      return "exact";
   }
   return "?";
 }

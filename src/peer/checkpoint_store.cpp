@@ -80,8 +80,7 @@ void CheckpointStore::save(const CheckpointState& s) {
   h.checksum = fnv1a(s.x, s.velocity);
   std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
   bytes.append(reinterpret_cast<const char*>(s.x.data()), s.x.size() * sizeof(float));
-  bytes.append(reinterpret_cast<const char*>(s.velocity.data()),
-               s.velocity.size() * sizeof(float));
+  bytes.append(reinterpret_cast<const char*>(s.velocity.data()), s.velocity.size() * sizeof(float));
   write_file_atomically(file(s.iteration), bytes);
 
   auto iterations = available();

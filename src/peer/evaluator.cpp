@@ -25,12 +25,12 @@ Evaluation Evaluator::evaluate(const float* params) {
   double loss = 0.0;
   for (int begin = 0; begin < n; begin += kChunk) {
     const int rows = std::min(kChunk, n - begin);
-    const float* logits = mlp_.forward(
-        params, images_.data() + static_cast<std::size_t>(begin) * features_, rows);
+    const float* logits =
+        mlp_.forward(params, images_.data() + static_cast<std::size_t>(begin) * features_, rows);
     const std::int32_t* labels = labels_.data() + begin;
     correct += backend_.count_correct(logits, labels, rows, mlp_.num_classes());
-    loss += rows * backend_.softmax_cross_entropy(logits, labels, rows, mlp_.num_classes(),
-                                                  nullptr);
+    loss +=
+        rows * backend_.softmax_cross_entropy(logits, labels, rows, mlp_.num_classes(), nullptr);
   }
   return {static_cast<double>(correct) / n, loss / n};
 }

@@ -1,8 +1,8 @@
 #include "sgp/peer/peer_runner.hpp"
 
 #include <charconv>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -64,9 +64,9 @@ nlohmann::json run_peer(const TrainConfig& config, int rank) {
   const auto train = data::load_fashion_mnist(data_dir, "train");
   const auto test = data::load_fashion_mnist(data_dir, "t10k");
 
-  RunDirectory run(config.run_dir.empty() ? default_run_dir("peer")
-                                          : std::filesystem::path(config.run_dir),
-                   rank);
+  RunDirectory run(
+      config.run_dir.empty() ? default_run_dir("peer") : std::filesystem::path(config.run_dir),
+      rank);
   if (rank == 0) {
     nlohmann::json recorded = config;
     recorded["command"] = "peer";

@@ -23,7 +23,8 @@ Progress::Progress(std::string label, std::int64_t total)
       last_draw_(start_) {}
 
 std::string Progress::line(std::int64_t done, const std::string& status) const {
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
   const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0.0;
   return fmt::format("{} {:>6}/{} ({:5.1f}%)  {:.1f} it/s  eta {:.0f}s  {}", label_, done, total_,
@@ -33,8 +34,9 @@ std::string Progress::line(std::int64_t done, const std::string& status) const {
 
 void Progress::update(std::int64_t done, const std::string& status) {
   const auto now = std::chrono::steady_clock::now();
-  if (now - last_draw_ < (terminal_ ? std::chrono::duration_cast<std::chrono::milliseconds>(kRedraw)
-                                    : std::chrono::duration_cast<std::chrono::milliseconds>(kLogLine)))
+  if (now - last_draw_ < (terminal_
+                              ? std::chrono::duration_cast<std::chrono::milliseconds>(kRedraw)
+                              : std::chrono::duration_cast<std::chrono::milliseconds>(kLogLine)))
     return;
   last_draw_ = now;
   if (terminal_) {

@@ -32,16 +32,17 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-model::LrScheduleOptions lr_options(const TrainConfig& c, int num_peers,
-                                    std::int64_t per_epoch, std::int64_t total) {
+model::LrScheduleOptions lr_options(const TrainConfig& c, int num_peers, std::int64_t per_epoch,
+                                    std::int64_t total) {
   model::LrScheduleOptions o;
   if (c.lr_scaling == "linear") {
-    o.base_lr = model::linearly_scaled_lr(c.lr, static_cast<std::int64_t>(c.batch_size) * num_peers);
+    o.base_lr =
+        model::linearly_scaled_lr(c.lr, static_cast<std::int64_t>(c.batch_size) * num_peers);
   } else if (c.lr_scaling == "none") {
     o.base_lr = c.lr;
   } else {
-    throw InputError(fmt::format("--lr-scaling: '{}' is not a rule (expected none or linear)",
-                                 c.lr_scaling));
+    throw InputError(
+        fmt::format("--lr-scaling: '{}' is not a rule (expected none or linear)", c.lr_scaling));
   }
   o.warmup_iterations = std::llround(c.warmup_epochs * static_cast<double>(per_epoch));
   o.decay = model::parse_lr_decay(c.lr_decay);
@@ -62,7 +63,8 @@ void validate(const TrainConfig& c) {
   if (c.batch_size < 1) {
     throw InputError(fmt::format("--batch-size: must be at least 1, got {}", c.batch_size));
   }
-  if (!(c.epochs > 0.0)) throw InputError(fmt::format("--epochs: must be positive, got {}", c.epochs));
+  if (!(c.epochs > 0.0))
+    throw InputError(fmt::format("--epochs: must be positive, got {}", c.epochs));
   for (int width : c.hidden) {
     if (width < 1) throw InputError(fmt::format("--hidden: widths must be >= 1, got {}", width));
   }
@@ -112,7 +114,12 @@ struct Trainer::State {
 
   State(const TrainConfig& c, int r, int n, compute::Backend& b, const data::Dataset& tr,
         const data::Dataset& te, RunDirectory& rd, Communication cm)
-      : config(c), rank(r), num_peers(n), backend(b), run(rd), comm(std::move(cm)),
+      : config(c),
+        rank(r),
+        num_peers(n),
+        backend(b),
+        run(rd),
+        comm(std::move(cm)),
         mlp(b, mlp_widths(c.hidden, tr), c.batch_size),
         x(b, mlp.parameter_count()),
         z(b, comm.schedule ? mlp.parameter_count() : 0),
@@ -132,8 +139,8 @@ struct Trainer::State {
       gc.tau = c.tau;
       gc.gossip_every = c.gossip_every;
       gc.timeout = std::chrono::milliseconds(c.timeout_ms);
-      engine = std::make_unique<gossip::PushSumEngine>(b, *comm.schedule, *comm.transport,
-                                                       x.data(), x.size(), gc);
+      engine = std::make_unique<gossip::PushSumEngine>(b, *comm.schedule, *comm.transport, x.data(),
+                                                       x.size(), gc);
     }
     if (c.checkpoint_every > 0 || c.resume) checkpoints.emplace(rd.path() / "checkpoints", r);
   }
@@ -164,9 +171,10 @@ struct Trainer::State {
     const auto newest = latest_complete_checkpoint(checkpoints->dir(), num_peers);
     if (!newest) {
       if (!checkpoints->available().empty()) {
-        throw InputError(fmt::format("--resume: {} has checkpoints of this peer but no set that "
-                                     "every one of the {} peers finished",
-                                     checkpoints->dir().string(), num_peers));
+        throw InputError(
+            fmt::format("--resume: {} has checkpoints of this peer but no set that "
+                        "every one of the {} peers finished",
+                        checkpoints->dir().string(), num_peers));
       }
       spdlog::info("--resume: no checkpoint in {}; starting from the beginning",
                    checkpoints->dir().string());
@@ -203,8 +211,7 @@ nlohmann::json Trainer::run() {
       1, std::llround(c.eval_every_epochs * static_cast<double>(s.per_epoch)));
   const std::int64_t start_iteration = c.resume ? s.resume() : 0;
   spdlog::info("training {} parameters on {}: {} iterations ({} per epoch), batch {}{}",
-               s.mlp.parameter_count(), s.backend.describe(), s.total, s.per_epoch,
-               c.batch_size,
+               s.mlp.parameter_count(), s.backend.describe(), s.total, s.per_epoch, c.batch_size,
                s.engine ? fmt::format(", {} with {} peers", c.algo, s.num_peers) : "");
 
   Progress progress(fmt::format("rank {}", s.rank), s.total);
@@ -220,12 +227,13 @@ nlohmann::json Trainer::run() {
   for (std::int64_t it = start_iteration; it < s.total; ++it) {
     const auto step_start = Clock::now();
     const int batch = s.loader.load(s.sampler.next());
-    const double loss = s.mlp.forward_backward(s.debiased(), s.loader.images(),
-                                               s.loader.labels(), batch, s.grads.data());
+    const double loss = s.mlp.forward_backward(s.debiased(), s.loader.images(), s.loader.labels(),
+                                               batch, s.grads.data());
     if (!std::isfinite(loss)) {
-      throw InputError(fmt::format("training diverged at iteration {}: loss is {} (try a "
-                                   "smaller --lr or a --warmup-epochs)",
-                                   it, loss));
+      throw InputError(
+          fmt::format("training diverged at iteration {}: loss is {} (try a "
+                      "smaller --lr or a --warmup-epochs)",
+                      it, loss));
     }
     const double lr = s.lr.at(it);
     s.sgd.step(s.x.data(), s.grads.data(), static_cast<float>(lr));
@@ -281,8 +289,8 @@ nlohmann::json Trainer::run() {
     if (s.checkpoints && c.checkpoint_every > 0 && ((it + 1) % c.checkpoint_every == 0 || last)) {
       s.save_checkpoint(it + 1);
     }
-    progress.update(it + 1, fmt::format("loss {:.4f}  acc {:.2f}%", last_loss,
-                                        100.0 * last_eval.accuracy));
+    progress.update(it + 1,
+                    fmt::format("loss {:.4f}  acc {:.2f}%", last_loss, 100.0 * last_eval.accuracy));
   }
   const double wall = seconds_since(start);
   progress.finish(fmt::format("test accuracy {:.2f}%", 100.0 * last_eval.accuracy));
@@ -290,7 +298,8 @@ nlohmann::json Trainer::run() {
   const auto times = percentiles(iteration_seconds, 20);
   double train_seconds = 0.0;
   for (double t : iteration_seconds) train_seconds += t;
-  const auto iterations_run = static_cast<double>(std::max<std::size_t>(1, iteration_seconds.size()));
+  const auto iterations_run =
+      static_cast<double>(std::max<std::size_t>(1, iteration_seconds.size()));
   nlohmann::json summary = {
       {"rank", s.rank},
       {"peers", s.num_peers},

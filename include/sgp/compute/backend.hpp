@@ -82,11 +82,11 @@ class Backend {
 
   // --- vector arithmetic (push-sum) ------------------------------------------------------------
   virtual void fill(float* x, std::size_t n, float value) = 0;
-  virtual void scale(float* x, std::size_t n, float alpha) = 0;                       // x *= alpha
-  virtual void axpy(float alpha, const float* x, float* y, std::size_t n) = 0;        // y += alpha x
-  virtual void debias(const float* x, double weight, float* z, std::size_t n) = 0;    // z = x / w
-  virtual double squared_distance(const float* a, const float* b, std::size_t n) = 0; // |a-b|^2
-  virtual double squared_norm(const float* a, std::size_t n) = 0;                     // |a|^2
+  virtual void scale(float* x, std::size_t n, float alpha) = 0;                     // x *= alpha
+  virtual void axpy(float alpha, const float* x, float* y, std::size_t n) = 0;      // y += alpha x
+  virtual void debias(const float* x, double weight, float* z, std::size_t n) = 0;  // z = x / w
+  virtual double squared_distance(const float* a, const float* b, std::size_t n) = 0;  // |a-b|^2
+  virtual double squared_norm(const float* a, std::size_t n) = 0;                      // |a|^2
 };
 
 }  // namespace sgp::compute

@@ -52,8 +52,8 @@ class DeviceBuffer {
     if (!host.empty()) backend_->upload(data_ + offset, host.data(), host.size_bytes());
   }
   void download(std::span<T> host) const {
-    SGP_ENFORCE(host.size() == size_, "download into {} elements from a buffer of {}",
-                host.size(), size_);
+    SGP_ENFORCE(host.size() == size_, "download into {} elements from a buffer of {}", host.size(),
+                size_);
     if (size_) backend_->download(host.data(), data_, bytes());
   }
   std::vector<T> to_host() const {

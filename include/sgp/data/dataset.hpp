@@ -8,9 +8,9 @@
 namespace sgp::data {
 
 struct Dataset {
-  int rows = 0, cols = 0;        // image height and width
+  int rows = 0, cols = 0;  // image height and width
   int num_classes = 0;
-  std::vector<float> images;     // size() * features(), row-major, normalised
+  std::vector<float> images;  // size() * features(), row-major, normalised
   std::vector<std::int32_t> labels;
 
   std::size_t size() const { return labels.size(); }

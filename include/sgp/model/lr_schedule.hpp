@@ -17,7 +17,7 @@ struct LrScheduleOptions {
   LrDecay decay = LrDecay::constant;
   std::vector<std::int64_t> milestones;  // step decay: multiply by gamma at each of these
   double gamma = 0.1;
-  std::int64_t total_iterations = 0;     // cosine: reaches 0 here
+  std::int64_t total_iterations = 0;  // cosine: reaches 0 here
 };
 
 // base_lr * global_batch / reference_batch: the linear scaling rule.

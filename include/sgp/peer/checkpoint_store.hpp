@@ -18,9 +18,9 @@ struct CheckpointState {
   std::int64_t iteration = 0;  // iterations (and gossip rounds) completed
   std::int64_t epoch = 0;      // data sampler position
   std::uint64_t position = 0;
-  double weight = 1.0;         // push-sum weight w
-  std::vector<float> x;        // push-sum numerator
-  std::vector<float> velocity; // optimizer momentum buffer
+  double weight = 1.0;          // push-sum weight w
+  std::vector<float> x;         // push-sum numerator
+  std::vector<float> velocity;  // optimizer momentum buffer
 };
 
 class CheckpointStore {

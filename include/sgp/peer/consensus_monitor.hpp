@@ -12,13 +12,13 @@
 // round = iteration, weight = coefficient = 1, so every field is validated the same way.
 #include <array>
 #include <atomic>
-#include <cstddef>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +32,7 @@
 namespace sgp::transport {
 class SnapshotSender;
 class SnapshotReceiver;
-}
+}  // namespace sgp::transport
 
 namespace sgp::peer {
 

@@ -15,15 +15,15 @@ struct TrainConfig {
   std::uint64_t seed = 0;                // model initialisation, shard split and batch order
   // optimisation
   double epochs = 1.0;
-  std::int64_t max_iterations = 0;       // > 0: stop after this many iterations (short runs)
-  int batch_size = 32;                   // per peer
+  std::int64_t max_iterations = 0;  // > 0: stop after this many iterations (short runs)
+  int batch_size = 32;              // per peer
   // lr is the rate for a global batch of 256, scaled linearly to batch * peers (Goyal et al.);
   // lr 0.1 with Nesterov 0.9 unscaled diverges at batch 32.
   double lr = 0.1;
-  std::string lr_scaling = "linear";     // none | linear (lr * global batch / 256)
+  std::string lr_scaling = "linear";  // none | linear (lr * global batch / 256)
   double warmup_epochs = 0.0;
-  std::string lr_decay = "cosine";       // constant | step | cosine
-  std::vector<double> lr_milestones;     // epochs, for step decay
+  std::string lr_decay = "cosine";    // constant | step | cosine
+  std::vector<double> lr_milestones;  // epochs, for step decay
   double lr_gamma = 0.1;
   float momentum = 0.9f;
   bool nesterov = true;
@@ -33,19 +33,19 @@ struct TrainConfig {
   int blas_threads = 1;
   bool tf32 = false;
   // peers and gossip (sgp peer / sgp launch)
-  std::string topology;                  // DOT file
-  std::string algo = "sgp";              // sgp | osgp | local | dpsgd | exact
-  int tau = 1;                           // osgp: staleness bound in rounds
-  int gossip_every = 1;                  // H: gossip once every H iterations
-  double self_weight = 0.0;              // > 0: mixing rate a overriding the file's weights
-  int timeout_ms = 30000;                // a missing peer's message fails the run after this
-  std::int64_t checkpoint_every = 0;     // iterations; 0: no checkpoints
-  bool resume = false;                   // continue from the newest complete checkpoint set
-  std::string monitor;                   // endpoint of the consensus monitor; empty: none
+  std::string topology;               // DOT file
+  std::string algo = "sgp";           // sgp | osgp | local | dpsgd | exact
+  int tau = 1;                        // osgp: staleness bound in rounds
+  int gossip_every = 1;               // H: gossip once every H iterations
+  double self_weight = 0.0;           // > 0: mixing rate a overriding the file's weights
+  int timeout_ms = 30000;             // a missing peer's message fails the run after this
+  std::int64_t checkpoint_every = 0;  // iterations; 0: no checkpoints
+  bool resume = false;                // continue from the newest complete checkpoint set
+  std::string monitor;                // endpoint of the consensus monitor; empty: none
   // reporting
-  std::string run_dir;                   // empty: runs/<command>-<timestamp>
-  std::int64_t log_every = 50;           // iterations between JSONL records
-  double eval_every_epochs = 0.25;       // test accuracy this often (and at the end)
+  std::string run_dir;              // empty: runs/<command>-<timestamp>
+  std::int64_t log_every = 50;      // iterations between JSONL records
+  double eval_every_epochs = 0.25;  // test accuracy this often (and at the end)
   std::string log_level = "info";
 };
 
