@@ -3,13 +3,16 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <array>
 #include <atomic>
 #include <csignal>
 #include <memory>
+#include <string_view>
 
 #include "commands.hpp"
+#include "setting_flags.hpp"
 #include "sgp/log.hpp"
-#include "sgp/peer/consensus_monitor.hpp"
+#include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -20,12 +23,12 @@ namespace sgp::cli {
 namespace {
 std::atomic<bool> g_stop{false};
 extern "C" void request_stop(int) { g_stop.store(true); }
+constexpr std::array<std::string_view, 2> kModelKeys = {"hidden", "data_dir"};
 }  // namespace
 
 void add_monitor_command(CLI::App& app) {
   struct Options {
-    std::string topology, bind = "tcp://*:29400", run_dir, data_dir;
-    std::vector<int> hidden = {512, 512};
+    std::string topology, bind = "tcp://*:29400", run_dir;
     std::int64_t until = 0;
   };
   auto o = std::make_shared<Options>();
@@ -39,23 +42,22 @@ void add_monitor_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--bind", o->bind, "endpoint to listen on")->capture_default_str();
   cmd->add_option("--run-dir", o->run_dir, "where monitor.jsonl goes")->required();
-  cmd->add_option("--hidden", o->hidden, "hidden widths of the peers' MLP")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--data-dir", o->data_dir, "Fashion-MNIST directory (as for sgp train)");
   cmd->add_option("--until-iteration", o->until, "exit once this iteration is recorded");
-  cmd->callback([o] {
-    configure_logging(-1, "info");
-    peer::TrainConfig probe;
-    probe.topology = o->topology;
-    const int n = peer::load_topology(probe).num_peers();
+  auto flags = SettingFlags::add(*cmd, kModelKeys);  // the peers' model: the same settings
+  cmd->callback([o, flags] {
+    configure_logging(-1, LogLevel::info);
+    peer::TrainConfig config = flags->apply({});
+    peer::validate(config);
+    config.topology = o->topology;
+    const int n = peer::load_topology(config).num_peers();
     peer::RunDirectory run(o->run_dir, -1);
-    peer::ConsensusMonitor monitor(o->hidden, o->data_dir, n, run.path() / "monitor.jsonl");
+    monitor::ConsensusMonitor monitor(config.hidden, config.data_dir, n,
+                                      run.path() / "monitor.jsonl");
     transport::SnapshotReceiver receiver(o->bind);
     spdlog::info("monitor listening on {} for {} peers", receiver.endpoint(), n);
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);
-    peer::serve_monitor(monitor, receiver, g_stop, o->until);
+    monitor::serve_monitor(monitor, receiver, g_stop, o->until);
     run.write_json("monitor-summary.json", monitor.summary());
   });
 }
