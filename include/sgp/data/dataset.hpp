@@ -22,6 +22,7 @@ struct Dataset {
 inline constexpr float kFashionMnistMean = 0.2860f;
 inline constexpr float kFashionMnistStd = 0.3530f;
 inline constexpr int kFashionMnistClasses = 10;
+inline constexpr int kFashionMnistRows = 28, kFashionMnistCols = 28;
 
 // The data directory: `flag_value` if not empty, else $SGP_DATA_DIR, else the Debian package's
 // /usr/share/datasets/fashion-mnist.
