@@ -67,7 +67,7 @@ epochs = 0.5
   CHECK(p.config.self_weight == 0.5);
   CHECK(p.config.algo == "sgp");
   CHECK(p.config.epochs == 2.0);
-  CHECK(p.config.hidden == std::vector<int>{32});
+  CHECK(p.config.model == "mlp:32");
   CHECK(p.config.max_iterations == 30);
   CHECK(p.config.lr_decay == "constant");
   CHECK_FALSE(p.config.nesterov);
@@ -87,7 +87,7 @@ epochs = 0.5
                                       "x.toml", true);
   REQUIRE(quick.points.size() == 1);
   CHECK(quick.points[0].config.epochs == 0.5);
-  CHECK(quick.points[0].config.hidden == std::vector<int>{32});
+  CHECK(quick.points[0].config.model == "mlp:32");
   CHECK(quick.points[0].name() == "ring_n8_auniform_sgp_h1_s0");
 }
 

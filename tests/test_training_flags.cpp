@@ -15,7 +15,8 @@ TEST_CASE("training_arguments and the training flags round-trip every setting") 
   sgp::testing::TempDir dir;
   std::ofstream(dir / "t.dot") << "digraph G {}\n";
   sgp::peer::TrainConfig c;  // every field away from its default
-  c.hidden = {17, 9};
+  c.model = "mlp:17,9";
+  c.partition = "dirichlet:0.5";
   c.data_dir = "/data/fm";
   c.seed = 7;
   c.epochs = 2.5;

@@ -108,6 +108,7 @@ void add_launch_command(CLI::App& app) {
   cmd->callback([config, ranks, no_monitor] {
     configure_logging(-1, config->log_level);
     peer::TrainConfig c = *config;
+    peer::check_model_and_partition(c);
     const topology::Schedule schedule = peer::load_topology(c);
     const int n = schedule.num_peers();
     std::vector<int> local = ranks->empty() ? ranks_on_this_host(schedule) : *ranks;
@@ -126,7 +127,7 @@ void add_launch_command(CLI::App& app) {
     std::unique_ptr<peer::ConsensusMonitor> monitor;
     std::unique_ptr<transport::SnapshotReceiver> receiver;
     if (!*no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n) {
-      monitor = std::make_unique<peer::ConsensusMonitor>(c.hidden, c.data_dir, n,
+      monitor = std::make_unique<peer::ConsensusMonitor>(c.model, c.data_dir, n,
                                                          run.path() / "monitor.jsonl");
       receiver = std::make_unique<transport::SnapshotReceiver>("tcp://127.0.0.1:*");
       c.monitor = receiver->endpoint();

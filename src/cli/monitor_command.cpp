@@ -25,7 +25,7 @@ extern "C" void request_stop(int) { g_stop.store(true); }
 void add_monitor_command(CLI::App& app) {
   struct Options {
     std::string topology, bind = "tcp://*:29400", run_dir, data_dir;
-    std::vector<int> hidden = {512, 512};
+    peer::TrainConfig config;  // only .model is used
     std::int64_t until = 0;
   };
   auto o = std::make_shared<Options>();
@@ -39,9 +39,7 @@ void add_monitor_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--bind", o->bind, "endpoint to listen on")->capture_default_str();
   cmd->add_option("--run-dir", o->run_dir, "where monitor.jsonl goes")->required();
-  cmd->add_option("--hidden", o->hidden, "hidden widths of the peers' MLP")
-      ->delimiter(',')
-      ->capture_default_str();
+  cmd->add_option("--model", o->config.model, "the peers' --model")->capture_default_str();
   cmd->add_option("--data-dir", o->data_dir, "Fashion-MNIST directory (as for sgp train)");
   cmd->add_option("--until-iteration", o->until, "exit once this iteration is recorded");
   cmd->callback([o] {
@@ -50,7 +48,8 @@ void add_monitor_command(CLI::App& app) {
     probe.topology = o->topology;
     const int n = peer::load_topology(probe).num_peers();
     peer::RunDirectory run(o->run_dir, -1);
-    peer::ConsensusMonitor monitor(o->hidden, o->data_dir, n, run.path() / "monitor.jsonl");
+    peer::check_model_and_partition(o->config);
+    peer::ConsensusMonitor monitor(o->config.model, o->data_dir, n, run.path() / "monitor.jsonl");
     transport::SnapshotReceiver receiver(o->bind);
     spdlog::info("monitor listening on {} for {} peers", receiver.endpoint(), n);
     std::signal(SIGINT, request_stop);

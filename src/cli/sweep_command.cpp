@@ -16,8 +16,10 @@
 #include "commands.hpp"
 #include "local_processes.hpp"
 #include "periodic_task.hpp"
+#include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/log.hpp"
+#include "sgp/model/model_spec.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/sweep_spec.hpp"
@@ -32,15 +34,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Fashion-MNIST: 784 input features, 10 classes (only the traffic figures of the topology
-// analysis depend on the parameter count; the consensus rate does not).
-std::int64_t mlp_parameter_count(const std::vector<int>& hidden) {
-  std::vector<std::int64_t> widths = {784};
-  widths.insert(widths.end(), hidden.begin(), hidden.end());
-  widths.push_back(10);
-  std::int64_t count = 0;
-  for (std::size_t l = 0; l + 1 < widths.size(); ++l) count += (widths[l] + 1) * widths[l + 1];
-  return count;
+// The model's parameters on Fashion-MNIST (only the traffic figures of the topology analysis
+// depend on the parameter count; the consensus rate does not).
+std::int64_t parameter_count(const peer::TrainConfig& c) {
+  const model::Shape image{data::kFashionMnistRows, data::kFashionMnistCols, 1};
+  return static_cast<std::int64_t>(
+      model::parameter_count(model::parse_model_spec(c.model), image, data::kFashionMnistClasses));
 }
 
 // The point's topology as written in its file (kind generated with N and a, or the DOT file
@@ -87,8 +86,7 @@ PlannedPoint plan_point(const peer::SweepPoint& p, const std::filesystem::path& 
     plan.period = mixing.period();
     plan.mixing_self_weight = mixing.self_weight(0, 0);
     if (peer::communicates(algo)) {
-      plan.rate =
-          topology::analyze_topology(mixing, mlp_parameter_count(p.config.hidden)).consensus_rate;
+      plan.rate = topology::analyze_topology(mixing, parameter_count(p.config)).consensus_rate;
     }
   } catch (const InputError& e) {
     plan.schedule.reset();
@@ -134,6 +132,7 @@ const std::vector<std::string> kCsvColumns = {"point",
                                               "algo",
                                               "gossip_every",
                                               "seed",
+                                              "partition",
                                               "status",
                                               "mixing_self_weight",
                                               "predicted_consensus_rate",
@@ -164,6 +163,7 @@ void write_summary_csv(const std::filesystem::path& file, const std::vector<Plan
         p.algo,
         std::to_string(p.gossip_every),
         std::to_string(p.seed),
+        p.partition,
         plan.status,
         plan.mixing_self_weight ? fmt::format("{}", *plan.mixing_self_weight) : "",
         plan.rate ? fmt::format("{}", *plan.rate) : "",

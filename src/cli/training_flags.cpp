@@ -11,8 +11,25 @@ namespace sgp::cli {
 
 void add_training_flags(CLI::App& cmd, peer::TrainConfig& c) {
   const char* model = "Model and data";
-  cmd.add_option("--hidden", c.hidden, "hidden layer widths of the MLP, e.g. --hidden 512,512")
+  auto* model_flag =
+      cmd.add_option("--model", c.model,
+                     "mlp:W1,W2,... (ReLU MLP), lenet (LeNet-5 style CNN), or "
+                     "layers:L1,L2,... of linearN, relu, convCkK[sS][pP], maxpoolK[sS], "
+                     "avgpoolK[sS], flatten; the classifier is appended")
+          ->capture_default_str()
+          ->group(model);
+  cmd.add_option_function<std::vector<int>>(
+         "--hidden",
+         [&c](const std::vector<int>& widths) {
+           c.model = fmt::format("mlp:{}", fmt::join(widths, ","));
+         },
+         "same as --model mlp:W1,W2,...")
       ->delimiter(',')
+      ->excludes(model_flag)
+      ->group(model);
+  cmd.add_option("--partition", c.partition,
+                 "how the training set is split across peers: iid, dirichlet:ALPHA (label skew, "
+                 "small ALPHA = strong) or shards:K (K label-sorted shards per peer)")
       ->capture_default_str()
       ->group(model);
   cmd.add_option("--data-dir", c.data_dir,
@@ -147,7 +164,8 @@ std::vector<std::string> training_arguments(const peer::TrainConfig& c) {
     a.push_back(flag);
     a.push_back(fmt::format("{}", value));
   };
-  add("--hidden", fmt::format("{}", fmt::join(c.hidden, ",")));
+  add("--model", c.model);
+  add("--partition", c.partition);
   if (!c.data_dir.empty()) add("--data-dir", c.data_dir);
   add("--seed", c.seed);
   add("--epochs", c.epochs);

@@ -13,7 +13,9 @@
 #include <fmt/ranges.h>
 #include <toml++/toml.h>
 
+#include "sgp/data/partition.hpp"
 #include "sgp/error.hpp"
+#include "sgp/model/model_spec.hpp"
 #include "sgp/topology/generator.hpp"
 
 namespace sgp::peer {
@@ -61,6 +63,17 @@ class Reader {
                                     ? fmt::format("{} {}", min_open ? ">" : ">=", min)
                                     : fmt::format("in {}{}, {}]", min_open ? "(" : "[", min, max);
       fail(n, key, fmt::format("expected a number {}, got {}", range, v));
+    }
+    return v;
+  }
+  // A string that `parse` accepts (it throws InputError saying why not).
+  template <class Parse>
+  std::string parsed_string(const toml::node& n, const std::string& key, Parse parse) const {
+    auto v = string(n, key);
+    try {
+      parse(v);
+    } catch (const InputError& e) {
+      fail(n, key, e.what());
     }
     return v;
   }
@@ -131,12 +144,15 @@ const std::map<std::string, Setter>& train_keys() {
   using N = const toml::node&;
   using K = const std::string&;
   static const std::map<std::string, Setter> keys = {
-      {"hidden",
+      {"model", [](TrainConfig& c, R r, N n,
+                   K k) { c.model = r.parsed_string(n, k, model::parse_model_spec); }},
+      {"hidden",  // the same as model = "mlp:W1,W2,..."
        [](TrainConfig& c, R r, N n, K k) {
-         c.hidden.clear();
+         std::vector<int> widths;
          r.list(n, k, [&](N item) {
-           c.hidden.push_back(static_cast<int>(r.integer_at_least(item, k, 1)));
+           widths.push_back(static_cast<int>(r.integer_at_least(item, k, 1)));
          });
+         c.model = model::mlp_spec(widths).text;
        }},
       {"data_dir", [](TrainConfig& c, R r, N n, K k) { c.data_dir = r.string(n, k); }},
       {"epochs",
@@ -213,7 +229,7 @@ void apply_train_table(TrainConfig& config, const Reader& r, const toml::table& 
     if (it == keys.end()) {
       r.fail(key.source(), section + "." + name,
              fmt::format("unknown key (valid: {}; algo, topology, peers, self_weight, "
-                         "gossip_every and seed belong in [grid])",
+                         "gossip_every, partition and seed belong in [grid])",
                          key_names(keys)));
     }
     it->second(config, r, node, section + "." + name);
@@ -239,8 +255,15 @@ std::string format_weight(double a) { return a == 0.0 ? "uniform" : fmt::format(
 std::string SweepPoint::name() const {
   const std::string topo =
       topology_is_file ? std::filesystem::path(topology).stem().string() : topology;
-  return fmt::format("{}_n{}_a{}_{}_h{}_s{}", topo, peers, format_weight(self_weight), algo,
-                     gossip_every, seed);
+  std::string name = fmt::format("{}_n{}_a{}_{}_h{}_s{}", topo, peers, format_weight(self_weight),
+                                 algo, gossip_every, seed);
+  // The partition only when not IID (names of IID sweeps stay as they were), without its colon.
+  if (partition != "iid") {
+    std::string p = partition;
+    std::erase(p, ':');
+    name += "_" + p;
+  }
+  return name;
 }
 
 SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& source, bool quick) {
@@ -310,6 +333,7 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& s
   std::vector<std::string> algos = {"sgp"};
   std::vector<int> gossip_every = {1};
   std::vector<std::uint64_t> seeds = {0};
+  std::vector<std::string> partitions = {"iid"};
   std::map<std::string, std::vector<TopologyEntry>> topology_for_algo;
   std::map<std::string, const toml::node*> topology_for_algo_nodes;
 
@@ -370,6 +394,11 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& s
       r.list(node, full, [&](const toml::node& item) {
         seeds.push_back(static_cast<std::uint64_t>(r.integer_at_least(item, full, 0)));
       });
+    } else if (name == "partition") {
+      partitions.clear();
+      r.list(node, full, [&](const toml::node& item) {
+        partitions.push_back(r.parsed_string(item, full, data::parse_partition_spec));
+      });
     } else if (name == "topology_for_algo") {
       for (const auto& [algo_key, list] : r.table(node, full)) {
         const std::string algo(algo_key.str());
@@ -386,7 +415,7 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& s
     } else {
       r.fail(key.source(), full,
              "unknown key (valid: topology, peers, self_weight, algo, gossip_every, seed, "
-             "topology_for_algo)");
+             "partition, topology_for_algo)");
     }
   }
   if (!grid_has_values) {
@@ -427,28 +456,31 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& s
         }
         for (double a : algo_weights)
           for (int h : gossip_every)
-            for (auto seed : seeds) {
-              SweepPoint p;
-              p.topology = topo.value;
-              p.topology_is_file = topo.is_file;
-              p.peers = n;
-              p.self_weight = a;
-              p.algo = algo;
-              p.gossip_every = h;
-              p.seed = seed;
-              p.config = base;
-              p.config.algo = algo;
-              p.config.self_weight = a;
-              p.config.gossip_every = h;
-              p.config.seed = seed;
-              if (!names.insert(p.name()).second) {
-                throw InputError(fmt::format(
-                    "{}: grid: two points are both named {} (is a value listed twice, or do "
-                    "two topology files share a name?)",
-                    source.string(), p.name()));
+            for (const auto& partition : partitions)
+              for (auto seed : seeds) {
+                SweepPoint p;
+                p.topology = topo.value;
+                p.topology_is_file = topo.is_file;
+                p.peers = n;
+                p.self_weight = a;
+                p.algo = algo;
+                p.gossip_every = h;
+                p.partition = partition;
+                p.seed = seed;
+                p.config = base;
+                p.config.algo = algo;
+                p.config.self_weight = a;
+                p.config.gossip_every = h;
+                p.config.partition = partition;
+                p.config.seed = seed;
+                if (!names.insert(p.name()).second) {
+                  throw InputError(fmt::format(
+                      "{}: grid: two points are both named {} (is a value listed twice, or do "
+                      "two topology files share a name?)",
+                      source.string(), p.name()));
+                }
+                spec.points.push_back(std::move(p));
               }
-              spec.points.push_back(std::move(p));
-            }
       }
     }
   }

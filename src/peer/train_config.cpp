@@ -2,11 +2,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
+
+#include "sgp/data/partition.hpp"
+#include "sgp/error.hpp"
+#include "sgp/model/model_spec.hpp"
+
 namespace sgp::peer {
 
 void to_json(nlohmann::json& j, const TrainConfig& c) {
   j = {
-      {"hidden", c.hidden},
+      {"model", c.model},
+      {"partition", c.partition},
       {"data_dir", c.data_dir},
       {"seed", c.seed},
       {"epochs", c.epochs},
@@ -36,6 +43,19 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
       {"resume", c.resume},
       {"monitor", c.monitor},
   };
+}
+
+void check_model_and_partition(const TrainConfig& c) {
+  try {
+    model::parse_model_spec(c.model);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--model: {}", e.what()));
+  }
+  try {
+    data::parse_partition_spec(c.partition);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("--partition: {}", e.what()));
+  }
 }
 
 }  // namespace sgp::peer

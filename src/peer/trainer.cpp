@@ -9,11 +9,12 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/compute/device_buffer.hpp"
+#include "sgp/data/partition.hpp"
 #include "sgp/data/sharding.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
 #include "sgp/model/lr_schedule.hpp"
-#include "sgp/model/mlp.hpp"
+#include "sgp/model/network.hpp"
 #include "sgp/model/sgd.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/batch_loader.hpp"
@@ -65,9 +66,7 @@ void validate(const TrainConfig& c) {
   }
   if (!(c.epochs > 0.0))
     throw InputError(fmt::format("--epochs: must be positive, got {}", c.epochs));
-  for (int width : c.hidden) {
-    if (width < 1) throw InputError(fmt::format("--hidden: widths must be >= 1, got {}", width));
-  }
+  check_model_and_partition(c);
   if (c.gossip_every < 1) {
     throw InputError(fmt::format("--gossip-every: must be at least 1, got {}", c.gossip_every));
   }
@@ -75,6 +74,26 @@ void validate(const TrainConfig& c) {
   if (c.checkpoint_every < 0) {
     throw InputError(fmt::format("--checkpoint-every: must be >= 0, got {}", c.checkpoint_every));
   }
+}
+
+// Every peer's shard (the same split on every peer); rank 0 records their label histograms in
+// partition.json.
+std::vector<std::vector<std::size_t>> partition(const TrainConfig& c, int rank, int num_peers,
+                                                const data::Dataset& train, RunDirectory& run) {
+  auto parts = data::make_partition(train.labels, train.num_classes, num_peers,
+                                    data::parse_partition_spec(c.partition), c.seed);
+  if (rank == 0) {
+    nlohmann::json peers = nlohmann::json::array();
+    for (int r = 0; r < num_peers; ++r) {
+      peers.push_back(
+          {{"rank", r},
+           {"samples", parts[r].size()},
+           {"label_counts", data::label_histogram(train.labels, train.num_classes, parts[r])}});
+    }
+    run.write_json("partition.json",
+                   {{"partition", c.partition}, {"seed", c.seed}, {"peers", peers}});
+  }
+  return parts;
 }
 
 }  // namespace
@@ -101,7 +120,8 @@ struct Trainer::State {
   compute::Backend& backend;
   RunDirectory& run;
   Communication comm;
-  model::Mlp mlp;
+  model::Network net;
+  std::vector<std::int64_t> label_counts;    // of this peer's shard
   compute::DeviceBuffer<float> x, z, grads;  // push-sum numerator, de-biased copy, gradient
   model::Sgd sgd;
   data::BatchSampler sampler;
@@ -120,18 +140,19 @@ struct Trainer::State {
         backend(b),
         run(rd),
         comm(std::move(cm)),
-        mlp(b, mlp_widths(c.hidden, tr), c.batch_size),
-        x(b, mlp.parameter_count()),
-        z(b, comm.schedule ? mlp.parameter_count() : 0),
-        grads(b, mlp.parameter_count()),
-        sgd(b, mlp.parameter_count(), {c.momentum, c.weight_decay, c.nesterov}),
-        sampler(data::make_shards(tr.size(), n, c.seed)[r], c.batch_size, c.seed + 1 + r),
+        net(b, model::parse_model_spec(c.model), input_shape(tr), tr.num_classes, c.batch_size),
+        x(b, net.parameter_count()),
+        z(b, comm.schedule ? net.parameter_count() : 0),
+        grads(b, net.parameter_count()),
+        sgd(b, net.parameter_count(), {c.momentum, c.weight_decay, c.nesterov}),
+        sampler(std::move(partition(c, r, n, tr, rd)[r]), c.batch_size, c.seed + 1 + r),
         loader(b, tr, c.batch_size),
-        evaluator(b, mlp_widths(c.hidden, tr), te),
+        evaluator(b, model::parse_model_spec(c.model), te),
         per_epoch(iterations_per_epoch(tr.size(), n, c.batch_size)),
         total(total_iterations(c, per_epoch)),
         lr(lr_options(c, n, per_epoch, total)) {
-    x.upload(mlp.initial_parameters(c.seed));
+    x.upload(net.initial_parameters(c.seed));
+    label_counts = data::label_histogram(tr.labels, tr.num_classes, sampler.shard());
     if (comm.schedule) {
       SGP_ENFORCE(comm.transport != nullptr, "a schedule needs a transport");
       gossip::PushSumConfig gc;
@@ -210,8 +231,9 @@ nlohmann::json Trainer::run() {
   const std::int64_t eval_every = std::max<std::int64_t>(
       1, std::llround(c.eval_every_epochs * static_cast<double>(s.per_epoch)));
   const std::int64_t start_iteration = c.resume ? s.resume() : 0;
+  spdlog::info("model {}", s.net.describe());
   spdlog::info("training {} parameters on {}: {} iterations ({} per epoch), batch {}{}",
-               s.mlp.parameter_count(), s.backend.describe(), s.total, s.per_epoch, c.batch_size,
+               s.net.parameter_count(), s.backend.describe(), s.total, s.per_epoch, c.batch_size,
                s.engine ? fmt::format(", {} with {} peers", c.algo, s.num_peers) : "");
 
   Progress progress(fmt::format("rank {}", s.rank), s.total);
@@ -227,7 +249,7 @@ nlohmann::json Trainer::run() {
   for (std::int64_t it = start_iteration; it < s.total; ++it) {
     const auto step_start = Clock::now();
     const int batch = s.loader.load(s.sampler.next());
-    const double loss = s.mlp.forward_backward(s.debiased(), s.loader.images(), s.loader.labels(),
+    const double loss = s.net.forward_backward(s.debiased(), s.loader.images(), s.loader.labels(),
                                                batch, s.grads.data());
     if (!std::isfinite(loss)) {
       throw InputError(
@@ -305,7 +327,10 @@ nlohmann::json Trainer::run() {
       {"peers", s.num_peers},
       {"algo", c.algo},
       {"device", s.backend.describe()},
-      {"parameters", s.mlp.parameter_count()},
+      {"model", c.model},
+      {"parameters", s.net.parameter_count()},
+      {"partition", c.partition},
+      {"label_counts", s.label_counts},
       {"iterations", s.total},
       {"epochs", static_cast<double>(s.total) / static_cast<double>(s.per_epoch)},
       {"final_train_loss", last_loss},

@@ -12,6 +12,7 @@
 //   self_weight = [0.0]                 # mixing rate a in (0, 1); 0: the topology's weights
 //   algo = ["sgp"]                      # sgp | osgp | dpsgd | local | exact
 //   gossip_every = [1]                  # H
+//   partition = ["iid"]                 # iid | dirichlet:ALPHA | shards:K
 //   seed = [0]
 //   [grid.topology_for_algo]            # optional: these algos use these topologies instead
 //   dpsgd = ["bidirectional-ring"]      #   of grid.topology (dpsgd needs an undirected graph,
@@ -21,7 +22,8 @@
 //   [quick]                             # with --quick: these replace [train]'s values
 //   epochs = 0.25
 //
-// [train] / [quick] keys: hidden (list of widths), data_dir, epochs, max_iterations,
+// [train] / [quick] keys: model (a --model value), hidden (list of widths: the same as
+// model = "mlp:W1,..."), data_dir, epochs, max_iterations,
 // batch_size, lr, lr_scaling, warmup_epochs, lr_decay, lr_milestones, lr_gamma, momentum,
 // nesterov, weight_decay, device, blas_threads, tf32, tau, timeout_ms, log_every, eval_every
 // (epochs), log_level.
@@ -46,14 +48,16 @@ struct SweepPoint {
   double self_weight = 0.0;  // 0: the topology's own weights
   std::string algo;
   int gossip_every = 1;
+  std::string partition = "iid";
   std::uint64_t seed = 0;
   // Every training setting of the run; `topology`, `run_dir` and `monitor` are left empty for
   // the runner to fill.
   TrainConfig config;
 
   // Readable and unique within a sweep, usable as a directory name:
-  // "<topology>_n<N>_a<a|uniform>_<algo>_h<H>_s<seed>", e.g.
-  // "one-peer-exponential_n8_a0.5_sgp_h1_s0" (a file topology contributes its stem).
+  // "<topology>_n<N>_a<a|uniform>_<algo>_h<H>_s<seed>[_<partition>]", e.g.
+  // "one-peer-exponential_n8_a0.5_sgp_h1_s0" or "ring_n8_auniform_sgp_h1_s0_dirichlet0.1" (a
+  // file topology contributes its stem; the partition, without its colon, when not iid).
   std::string name() const;
 };
 
@@ -62,8 +66,8 @@ struct SweepSpec {
   std::string description;
   std::filesystem::path source;  // the file it was read from (for messages and relative paths)
   // The expanded grid, in the order of the file's lists: algo outermost, then topology, peers,
-  // self_weight, gossip_every, seed. A topology file gives one point for its own N, not one
-  // per grid.peers value. dpsgd, exact and local ignore self_weight (they choose their own
+  // self_weight, gossip_every, partition, seed. A topology file gives one point for its own N, not
+  // one per grid.peers value. dpsgd, exact and local ignore self_weight (they choose their own
   // weights or do not mix): one point each with self_weight 0, not one per value.
   std::vector<SweepPoint> points;
 };
