@@ -33,6 +33,8 @@ TEST_CASE("model specs: mlp, lenet and layer lists") {
   CHECK(mlp_spec({17, 9}).text == "mlp:17,9");
   CHECK(names(parse_model_spec("lenet")) ==
         "conv6k5p2,relu,maxpool2,conv16k5,relu,maxpool2,flatten,linear120,relu,linear84,relu");
+  CHECK(names(parse_model_spec("lenet-wide")) ==
+        "conv16k5p2,relu,maxpool2,conv32k5,relu,maxpool2,flatten,linear128,relu,linear84,relu");
   // Every option, and defaults that layer_name leaves out.
   const auto spec = parse_model_spec("layers:conv8k3s2p1,avgpool3s2,maxpool2s2,flatten,linear7");
   CHECK(names(spec) == "conv8k3s2p1,avgpool3s2,maxpool2,flatten,linear7");
@@ -56,9 +58,9 @@ TEST_CASE("shapes and parameter counts follow the layers") {
 }
 
 TEST_CASE("bad model specs say what is wrong") {
-  CHECK(error_of("lenet:3") == "'lenet:3' is not a model: lenet takes no arguments");
+  CHECK(error_of("lenet:3") == "'lenet:3' is not a model: lenet and lenet-wide take no arguments");
   CHECK(error_of("resnet") ==
-        "'resnet' is not a model: expected mlp:W1,W2,..., lenet or layers:L1,L2,...");
+        "'resnet' is not a model: expected mlp:W1,W2,..., lenet, lenet-wide or layers:L1,L2,...");
   CHECK(error_of("mlp:") ==
         "'mlp:' is not a model: '' is not a width (expected a positive integer)");
   CHECK(error_of("mlp:512,0") == "'mlp:512,0' is not a model: a width must be in 1..65536, got 0");

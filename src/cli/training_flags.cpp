@@ -13,7 +13,7 @@ void add_training_flags(CLI::App& cmd, peer::TrainConfig& c) {
   const char* model = "Model and data";
   auto* model_flag =
       cmd.add_option("--model", c.model,
-                     "mlp:W1,W2,... (ReLU MLP), lenet (LeNet-5 style CNN), or "
+                     "mlp:W1,W2,... (ReLU MLP), lenet (LeNet-5 style CNN), lenet-wide, or "
                      "layers:L1,L2,... of linearN, relu, convCkK[sS][pP], maxpoolK[sS], "
                      "avgpoolK[sS], flatten; the classifier is appended")
           ->capture_default_str()

@@ -15,7 +15,11 @@ namespace {
 constexpr int kMaxNumber = 1 << 16;  // far beyond any sensible width, kernel or stride
 constexpr std::string_view kLenet =
     "conv6k5p2,relu,maxpool2,conv16k5,relu,maxpool2,flatten,linear120,relu,linear84,relu";
-constexpr std::string_view kForms = "mlp:W1,W2,..., lenet or layers:L1,L2,...";
+// LeNet-5's shape with 16 and 32 channels and 128 hidden units: 2 epochs reach 90% where
+// LeNet-5 itself stops near 89%, at about a third of its speed.
+constexpr std::string_view kLenetWide =
+    "conv16k5p2,relu,maxpool2,conv32k5,relu,maxpool2,flatten,linear128,relu,linear84,relu";
+constexpr std::string_view kForms = "mlp:W1,W2,..., lenet, lenet-wide or layers:L1,L2,...";
 
 std::vector<std::string_view> split(std::string_view text, char delimiter) {
   std::vector<std::string_view> parts;
@@ -156,12 +160,14 @@ ModelSpec parse_model_spec(std::string_view text) {
   try {
     if (text == "lenet") {
       spec.layers = parse_layers(kLenet);
+    } else if (text == "lenet-wide") {
+      spec.layers = parse_layers(kLenetWide);
     } else if (text.starts_with("mlp:")) {
       spec.layers = parse_mlp(text.substr(4));
     } else if (text.starts_with("layers:")) {
       spec.layers = parse_layers(text.substr(7));
     } else if (text.starts_with("lenet") || text == "mlp" || text == "layers") {
-      throw InputError(text.starts_with("lenet") ? "lenet takes no arguments"
+      throw InputError(text.starts_with("lenet") ? "lenet and lenet-wide take no arguments"
                                                  : "give the list after a colon");
     } else {
       throw InputError(fmt::format("expected {}", kForms));

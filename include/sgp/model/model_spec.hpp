@@ -6,6 +6,7 @@
 //   mlp:W1,W2,...   Linear(W1), ReLU, Linear(W2), ReLU, ...        e.g. mlp:512,512 (W1)
 //   lenet           layers:conv6k5p2,relu,maxpool2,conv16k5,relu,maxpool2,flatten,
 //                          linear120,relu,linear84,relu            (LeNet-5 with ReLU, max pooling)
+//   lenet-wide      the same with conv16, conv32 and linear128 (more accurate, ~3x the compute)
 //   layers:L1,L2,...  any list of
 //     linearN         fully connected, N outputs (its input is flattened implicitly)
 //     relu            max(x, 0)
