@@ -27,6 +27,7 @@ void add_train_command(CLI::App& app) {
   add_training_flags(*cmd, *config);
   cmd->callback([config] {
     configure_logging(0, config->log_level);
+    peer::check_model_and_partition(*config);
     const auto dir = config->run_dir.empty() ? peer::default_run_dir("train")
                                              : std::filesystem::path(config->run_dir);
     auto backend = compute::make_backend({config->device, config->blas_threads, config->tf32});

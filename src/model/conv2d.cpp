@@ -37,7 +37,7 @@ void Conv2d::forward(const LayerPass& p) {
 void Conv2d::backward(const LayerPass& p) {
   const compute::Window w = window(p.batch);
   const int rows = static_cast<int>(w.positions()), channels = output_.channels;
-  backend_.im2col(p.input, w, p.workspace);
+  if (!p.workspace_kept) backend_.im2col(p.input, w, p.workspace);
   // dW[C x patch] = d_output^T[C x rows] * cols[rows x patch];  db = column sums of d_output
   backend_.gemm(Transpose::yes, Transpose::no, channels, patch_, rows, 1.0f, p.d_output, channels,
                 p.workspace, patch_, 0.0f, p.grads, patch_);

@@ -7,8 +7,8 @@ namespace sgp::model {
 // [positions x patch] (one row per output pixel of the batch) and the output
 // [positions x channels] = cols * W^T is already NHWC, so the bias and its gradient are the
 // Linear layer's row operations. Parameters: W [channels x (k, k, input channels)], then b.
-// The im2col matrix lives in the network's shared workspace; the backward pass rebuilds it
-// (cheap next to the GEMMs) instead of keeping one per layer.
+// The im2col matrix lives in the workspace: the layer's own in a network with gradients (the
+// backward pass reuses the forward's), one shared by all layers in a forward-only one.
 class Conv2d final : public Layer {
  public:
   Conv2d(compute::Backend& backend, Shape input, const LayerSpec& spec);

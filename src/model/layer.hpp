@@ -19,7 +19,10 @@ struct LayerPass {
   const float* d_output = nullptr;
   float* d_input = nullptr;    // null: no layer before needs the input gradient; for an in-place
                                // layer, == d_output
-  float* workspace = nullptr;  // workspace_size(batch) floats shared by all layers
+  float* workspace = nullptr;  // workspace_size(batch) floats
+  // The workspace is this layer's own and still holds what its forward pass left there (networks
+  // with gradients); otherwise it is shared by all layers and the backward pass starts afresh.
+  bool workspace_kept = false;
   int batch = 0;
 };
 

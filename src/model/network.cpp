@@ -28,7 +28,9 @@ Network::Network(compute::Backend& backend, const ModelSpec& spec, Shape input, 
   for (const LayerSpec& layer : with_classifier(spec, classes)) {
     add_layer(layer, shape, with_gradients);
     shape = layers_.back()->output_shape();
-    workspace = std::max(workspace, layers_.back()->workspace_size(max_batch));
+    const std::size_t size = layers_.back()->workspace_size(max_batch);
+    workspace_offsets_.push_back(with_gradients ? workspace : 0);
+    workspace = with_gradients ? workspace + size : std::max(workspace, size);
   }
   workspace_ = compute::DeviceBuffer<float>(backend, workspace);
 }
@@ -106,9 +108,9 @@ void Network::check_batch(int batch) const {
 const float* Network::forward(const float* params, const float* inputs, int batch) {
   check_batch(batch);
   LayerPass pass;
-  pass.workspace = workspace_.data();
   pass.batch = batch;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
+    pass.workspace = workspace_.data() + workspace_offsets_[l];
     pass.params = params + offsets_[l];
     pass.input = l ? output_of(l - 1, inputs) : inputs;
     pass.output = output_of(l, inputs);
@@ -124,9 +126,10 @@ double Network::forward_backward(const float* params, const float* inputs,
   const double loss =
       backend_.softmax_cross_entropy(logits, labels, batch, classes_, deltas_.back());
   LayerPass pass;
-  pass.workspace = workspace_.data();
   pass.batch = batch;
+  pass.workspace_kept = true;  // forward_backward needs gradient buffers: workspaces are own
   for (std::size_t l = layers_.size(); l-- > 0;) {
+    pass.workspace = workspace_.data() + workspace_offsets_[l];
     pass.params = params + offsets_[l];
     pass.grads = grads + offsets_[l];
     pass.input = l ? output_of(l - 1, inputs) : inputs;

@@ -67,6 +67,9 @@ class Network {
   std::vector<std::size_t> offsets_ = {0};
   std::vector<float*> outputs_, deltas_;    // per layer; null: the network input
   std::vector<bool> needs_input_gradient_;  // some layer before has parameters
+  // Where each layer's workspace starts: its own slice with gradients (kept from the forward
+  // pass for the backward one), all 0 (one shared workspace) without.
+  std::vector<std::size_t> workspace_offsets_;
   std::vector<compute::DeviceBuffer<float>> buffers_;
   compute::DeviceBuffer<float> workspace_;
 };
