@@ -198,3 +198,25 @@ TEST_CASE("read_sweep_file names a missing file") {
   CHECK_THROWS_WITH_AS(sgp::peer::read_sweep_file("/nonexistent/s.toml", false),
                        doctest::Contains("/nonexistent/s.toml: cannot read"), sgp::InputError);
 }
+
+TEST_CASE("partition is a grid key (named in the point when not iid); model a [train] key") {
+  const auto spec = parse(R"(
+name = "skew"
+[grid]
+topology = ["ring"]
+partition = ["iid", "dirichlet:0.1", "shards:2"]
+[train]
+model = "lenet"
+)");
+  REQUIRE(spec.points.size() == 3);
+  CHECK(spec.points[0].name() == "ring_n8_auniform_sgp_h1_s0");
+  CHECK(spec.points[1].name() == "ring_n8_auniform_sgp_h1_s0_dirichlet0.1");
+  CHECK(spec.points[2].name() == "ring_n8_auniform_sgp_h1_s0_shards2");
+  CHECK(spec.points[1].config.partition == "dirichlet:0.1");
+  CHECK(spec.points[2].config.model == "lenet");
+  CHECK(error_of("name = \"x\"\n[grid]\npartition = [\"dirichlet:0\"]\n") ==
+        "sweeps/test.toml:3:14: grid.partition: 'dirichlet:0' is not a partition: ALPHA of "
+        "dirichlet:ALPHA must be a positive number, e.g. dirichlet:0.1");
+  CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nmodel = \"vgg\"\n"),
+                 "sweeps/test.toml:5:9: train.model: 'vgg' is not a model"));
+}
