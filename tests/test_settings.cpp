@@ -48,6 +48,10 @@ TrainConfig unusual() {
   c.checkpoint_every = 40;
   c.resume = true;
   c.monitor = "tcp://127.0.0.1:5000";
+  c.running_sums = false;
+  c.inject = "drop=0.1,seed=3";
+  c.on_peer_failure = sgp::peer::PeerFailure::stop;
+  c.leave_on_term = true;
   c.run_dir = "runs/x";
   c.log_every = 7;
   c.eval_every = 0.5;
@@ -142,7 +146,7 @@ TEST_CASE("bad values are refused naming the flag and what was expected") {
   CHECK(flag_error({"--warmup-epochs", "inf"}) ==
         "--warmup-epochs: expected a number in [0, 10000], got inf");
   CHECK(flag_error({"--algo", "sgd"}) ==
-        "--algo: 'sgd' is not one of sgp, osgp, local, dpsgd, exact");
+        "--algo: 'sgd' is not one of sgp, osgp, asgp, local, dpsgd, exact");
   CHECK(flag_error({"--hidden", "64,0"}) == "--hidden: expected an integer in [1, 65536], got 0");
   CHECK(flag_error({"--seed", "-1"}) == "--seed: expected an integer >= 0, got '-1'");
   CHECK(flag_error({"--device", "gpu"}) ==

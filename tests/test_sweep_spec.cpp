@@ -164,7 +164,7 @@ TEST_CASE("errors name the file, the line:column and the key") {
     CHECK(contains(error_of("name = \"x\"\n[grid]\nself_weight = [0.5, 1.5]\n"),
                    "test.toml:3:21: grid.self_weight: expected a mixing rate in (0, 1)"));
     CHECK(contains(error_of("name = \"x\"\n[grid]\nalgo = [\"sgd\"]\n"),
-                   "grid.algo: 'sgd' is not one of sgp, osgp, local, dpsgd, exact"));
+                   "grid.algo: 'sgd' is not one of sgp, osgp, asgp, local, dpsgd, exact"));
     CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [1]\n"),
                    "grid.peers: expected an integer in [2, 4096], got 1"));
     CHECK(contains(error_of("name = \"x\"\n[grid]\ntopology = [\"rign\"]\n"),

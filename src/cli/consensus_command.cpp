@@ -15,8 +15,6 @@
 namespace sgp::cli {
 
 namespace {
-constexpr std::array<std::string_view, 6> kShared = {"tau",    "timeout_ms", "seed",
-                                                     "device", "run_dir",    "log_level"};
 }
 
 void add_consensus_command(CLI::App& app) {
@@ -39,13 +37,13 @@ void add_consensus_command(CLI::App& app) {
   cmd->add_option("--rounds", a->options.rounds, "gossip rounds")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000000));
-  cmd->add_option("--mode", a->mode, "sync (SGP) or overlap (OSGP)")->capture_default_str();
+  cmd->add_option("--mode", a->mode, "sync (SGP), overlap (OSGP) or async (asgp: running sums, nobody waits)")->capture_default_str();
   cmd->add_option("--dim", a->options.dim, "vector length (floats)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 28));
   peer::TrainConfig defaults;
   defaults.device = "cpu";  // vector arithmetic: a GPU only when asked for
-  auto flags = SettingFlags::add(*cmd, kShared, defaults);
+  auto flags = SettingFlags::add(*cmd, launch::kConsensusSettings, defaults);
   cmd->callback([a, flags, defaults] {
     if (a->local == (a->rank >= 0)) {
       throw InputError("sgp consensus: give exactly one of --local (every peer) or --rank R");

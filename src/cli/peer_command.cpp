@@ -25,9 +25,13 @@ void add_peer_command(CLI::App& app) {
       "--topology FILE` works). Writes <run-dir>/peer-<rank>.jsonl and peer-<rank>-summary.json.");
   cmd->add_option("--rank", *rank, "this peer's rank in the topology (node id)")
       ->check(CLI::NonNegativeNumber);
+  auto join = std::make_shared<bool>(false);
+  cmd->add_flag("--join", *join,
+                "asgp: join a run in progress as this rank (one that died or never started): a "
+                "live peer hands over half of its mass and its iteration");
   auto flags = SettingFlags::add(*cmd, true);
   flags->add_config_option(*cmd);
-  cmd->callback([flags, rank] {
+  cmd->callback([flags, rank, join] {
     const peer::TrainConfig config = flags->configuration();
     const int r = peer::resolve_rank(*rank);
     configure_logging(r, config.log_level);
@@ -35,7 +39,7 @@ void add_peer_command(CLI::App& app) {
     const bool have_config =
         !flags->config_file().empty() && !config.run_dir.empty() &&
         std::filesystem::exists(std::filesystem::path(config.run_dir) / peer::kRunConfigFile);
-    const auto summary = peer::run_peer(config, r, !have_config);
+    const auto summary = peer::run_peer(config, r, !have_config && !*join, *join);
     spdlog::info("done: test accuracy of this peer's model {:.2f}%",
                  100.0 * summary.final_test_accuracy);
   });

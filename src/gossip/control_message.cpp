@@ -37,9 +37,12 @@ std::array<std::byte, kControlBytes> encode_control(const ControlMessage& m) {
   return out;
 }
 
+bool is_control_header(std::span<const std::byte> header) {
+  return header.size() >= 4 && get<std::uint32_t>(header, 0) == kControlMagic;
+}
+
 bool is_control(const transport::Message& message) {
-  return message.num_frames() >= 1 && message.frame(0).size() >= 4 &&
-         get<std::uint32_t>(message.frame(0), 0) == kControlMagic;
+  return message.num_frames() >= 1 && is_control_header(message.frame(0));
 }
 
 std::variant<DecodedControl, RejectCause> decode_control(const transport::Message& message,

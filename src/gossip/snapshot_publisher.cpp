@@ -7,11 +7,12 @@
 namespace sgp::gossip {
 
 std::array<std::byte, kHeaderBytes> snapshot_header(int rank, std::int64_t iteration,
-                                                    const std::vector<float>& z) {
+                                                    const std::vector<float>& z,
+                                                    double weight) {
   WireHeader h;
   h.sender = rank;
   h.round = iteration;
-  h.weight = 1.0;
+  h.weight = weight;
   h.coefficient = 1.0;
   h.total = h.count = z.size();  // one chunk: the whole vector
   h.payload_hash = payload_hash(std::as_bytes(std::span<const float>(z)));
@@ -23,8 +24,9 @@ SnapshotPublisher::SnapshotPublisher(const std::string& endpoint, int rank)
 
 SnapshotPublisher::~SnapshotPublisher() = default;
 
-bool SnapshotPublisher::publish(std::int64_t iteration, const std::vector<float>& z) {
-  return sender_->try_send(snapshot_header(rank_, iteration, z),
+bool SnapshotPublisher::publish(std::int64_t iteration, const std::vector<float>& z,
+                                double weight) {
+  return sender_->try_send(snapshot_header(rank_, iteration, z, weight),
                            std::as_bytes(std::span<const float>(z)));
 }
 

@@ -56,6 +56,10 @@ std::string_view reject_cause_name(RejectCause cause) {
       return "duplicate_round";
     case RejectCause::future_round:
       return "future_round";
+    case RejectCause::non_finite:
+      return "non_finite";
+    case RejectCause::stale_epoch:
+      return "stale_epoch";
   }
   return "unknown";
 }

@@ -9,7 +9,7 @@ namespace sgp::gossip {
 
 std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Schedule& schedule,
                                                             int rank, transport::ZmqOptions options,
-                                                            std::size_t vector_size) {
+                                                            std::size_t vector_size, Mode mode) {
   if (!schedule.has_endpoints()) {
     throw InputError(
         "the topology gives no endpoints: every node needs an endpoint attribute "
@@ -18,11 +18,19 @@ std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Sche
   SGP_ENFORCE(rank >= 0 && rank < schedule.num_peers(), "rank {} outside the {}-peer topology",
               rank, schedule.num_peers());
   if (vector_size > 0) {
-    options.max_frame_bytes =
-        static_cast<std::int64_t>(std::max(kHeaderBytes, vector_size * sizeof(float)));
+    // Async: float64 totals, and a mass transfer (weight, x, membership table) in one frame.
+    const std::size_t largest =
+        mode == Mode::async ? (vector_size + 1) * sizeof(double) + 8 * schedule.num_peers()
+                            : vector_size * sizeof(float);
+    options.max_frame_bytes = static_cast<std::int64_t>(std::max(kHeaderBytes, largest));
   }
   auto t = std::make_unique<transport::ZmqTransport>(rank, schedule.endpoint(rank), options);
-  for (int dest : schedule.all_out_neighbors(rank)) t->connect(dest, schedule.endpoint(dest));
+  if (mode == Mode::async) {
+    for (int dest = 0; dest < schedule.num_peers(); ++dest)
+      if (dest != rank) t->connect(dest, schedule.endpoint(dest));
+  } else {
+    for (int dest : schedule.all_out_neighbors(rank)) t->connect(dest, schedule.endpoint(dest));
+  }
   return t;
 }
 

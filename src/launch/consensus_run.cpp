@@ -14,7 +14,10 @@
 #include "sgp/compute/device.hpp"
 #include "sgp/compute/device_buffer.hpp"
 #include "sgp/error.hpp"
-#include "sgp/gossip/push_sum_engine.hpp"
+#include "sgp/gossip/control_message.hpp"
+#include "sgp/gossip/async_push_sum.hpp"
+#include "sgp/gossip/mixer.hpp"
+#include "sgp/transport/faulty_transport.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/log.hpp"
@@ -25,6 +28,8 @@
 
 namespace sgp::launch {
 namespace {
+
+constexpr std::chrono::milliseconds kAsyncPace{5};
 
 std::uint64_t splitmix64(std::uint64_t z) {
   z += 0x9e3779b97f4a7c15ull;
@@ -61,8 +66,6 @@ std::vector<float> consensus_initial_vector(std::uint64_t seed, int rank, int nu
 
 namespace {
 
-constexpr std::array<std::string_view, 6> kSharedKeys = {"tau",    "timeout_ms", "seed",
-                                                         "device", "run_dir",    "log_level"};
 
 void log_rejects(const gossip::PushSumMetrics& m) {
   for (int c = 0; c < gossip::kNumRejectCauses; ++c) {
@@ -82,12 +85,16 @@ std::filesystem::path run_dir_of(const ConsensusOptions& o) {
 // last round's record.
 nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int rounds) {
   std::map<std::int64_t, std::vector<double>> distances;
+  std::vector<double> finals;  // after finish(): asgp mixes on until every peer is done
   for (int r = 0; r < n; ++r) {
     std::ifstream in(dir / fmt::format("peer-{}.jsonl", r));
     std::string line;
     while (std::getline(in, line)) {
       const auto rec = nlohmann::json::parse(line);
-      if (rec.contains("final")) continue;
+      if (rec.contains("final")) {
+        finals.push_back(rec["distance_to_mean"].get<double>());
+        continue;
+      }
       distances[rec["round"].get<std::int64_t>()].push_back(rec["distance_to_mean"].get<double>());
     }
   }
@@ -110,6 +117,17 @@ nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int 
                  error, worst);
     }
   }
+  if (static_cast<int>(finals.size()) == n) {
+    double error = 0, worst = 0;
+    for (double d : finals) {
+      error += d * d / n;
+      worst = std::max(worst, d);
+    }
+    last["final_consensus_error"] = error;
+    last["final_max_distance_to_mean"] = worst;
+    fmt::print("final:       consensus error {:.3e}, max |z_i - mean| / |mean| {:.3e}\n", error,
+               worst);
+  }
   return last;
 }
 
@@ -131,14 +149,25 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
   transport::ZmqOptions zmq;
   zmq.send_timeout = std::chrono::milliseconds(c.timeout_ms);
   zmq.linger = std::chrono::milliseconds(c.timeout_ms);
-  auto transport = gossip::open_zmq_transport(schedule, rank, zmq, o.dim);
+  if (o.mode == gossip::Mode::async) zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));
+  auto zmq_transport = gossip::open_zmq_transport(schedule, rank, zmq, o.dim, o.mode);
+  transport::Transport* transport = zmq_transport.get();
+  std::unique_ptr<transport::FaultyTransport> faulty;
+  if (const auto faults = transport::parse_fault_spec(c.inject); faults.any()) {
+    faulty = std::make_unique<transport::FaultyTransport>(*zmq_transport, faults,
+                                                         gossip::is_control_header);
+    transport = faulty.get();
+  }
   gossip::PushSumConfig config;
   config.mode = o.mode;
   config.tau = c.tau;
   config.timeout = std::chrono::milliseconds(c.timeout_ms);
-  gossip::PushSumEngine engine(*backend, schedule, *transport, x.data(), o.dim, config);
+  config.running_sums = c.running_sums;
+  const auto engine_ptr = gossip::make_mixer(*backend, schedule, *transport, x.data(), o.dim, config);
+  gossip::Mixer& engine = *engine_ptr;
+  auto* async = dynamic_cast<gossip::AsyncPushSum*>(engine_ptr.get());
   spdlog::info("peer {} of {} at {}: {} rounds of {} push-sum, {} floats, {}", rank, n,
-               transport->endpoint(), o.rounds, name_of(o.mode), o.dim, backend->describe());
+               zmq_transport->endpoint(), o.rounds, name_of(o.mode), o.dim, backend->describe());
 
   const auto start = std::chrono::steady_clock::now();
   auto report = [&](std::int64_t round, bool final) {
@@ -156,6 +185,8 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
         {"bytes_received", m.bytes_received},
         {"wait_seconds", m.wait_seconds},
         {"rejected", m.rejected_total()},
+        {"skipped_sends", m.skipped_sends},
+        {"messages_received", m.messages_received},
     };
     if (final) record["final"] = true;
     run.log(record);
@@ -163,7 +194,13 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
                  final ? "final after round" : "round", round, engine.weight(), distance);
   };
   for (int k = 0; k < o.rounds; ++k) {
-    engine.mix();
+    // asgp: nobody waits, so pace the rounds by what arrives (at most kAsyncPace apart).
+    if (async) {
+      async->idle(kAsyncPace);
+      async->mix();
+    } else {
+      engine.step(engine.round());
+    }
     report(engine.round(), false);
   }
   engine.finish();
@@ -183,7 +220,7 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
   nlohmann::json config{{"command", "consensus"}, {"topology", o.topology},  {"peers", n},
                         {"rounds", o.rounds},     {"mode", name_of(o.mode)}, {"dim", o.dim}};
   const nlohmann::json shared = child.shared;
-  for (auto key : kSharedKeys) config[std::string(key)] = shared[std::string(key)];
+  for (auto key : kConsensusSettings) config[std::string(key)] = shared[std::string(key)];
   run.write_json("config.json", config);
 
   std::vector<ChildSpec> children;
@@ -199,7 +236,7 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
                                      std::string(name_of(o.mode)),
                                      "--dim",
                                      std::to_string(o.dim)};
-    const auto flags = peer::setting_arguments(child.shared, kSharedKeys);
+    const auto flags = peer::setting_arguments(child.shared, kConsensusSettings);
     args.insert(args.end(), flags.begin(), flags.end());
     children.push_back(ChildSpec{r, std::move(args), dir / fmt::format("peer-{}.log", r)});
   }

@@ -166,11 +166,18 @@ peer::RunSummary launch_peers(LaunchOptions o) {
                name_of(c.algo), run.path());
   LocalProcesses processes(children);
   if (monitor) monitor->start();
-  std::optional<ChildFailure> failure;
+  const bool go_on = c.on_peer_failure == peer::PeerFailure::go_on ||
+                     (c.on_peer_failure == peer::PeerFailure::automatic &&
+                      info(c.algo).mode == gossip::Mode::async);
+  std::vector<ChildFailure> failures;
   {
     PeriodicTask progress(std::chrono::seconds(10),
                           [&] { log_combined_progress(run.path(), local); });
-    failure = processes.wait();
+    if (go_on) {
+      failures = processes.wait_for_all();
+    } else if (auto failure = processes.wait()) {
+      failures.push_back(*failure);
+    }
   }
   if (monitor) run.write_json("monitor-summary.json", monitor->stop());
 
@@ -180,11 +187,13 @@ peer::RunSummary launch_peers(LaunchOptions o) {
         "--resume if checkpoints were on)",
         processes.interrupted(), run.path()));
   }
-  if (failure) {
-    throw IoError(fmt::format("{}\nthe other peers were stopped; logs in {}", failure->describe(),
+  if (!failures.empty() && (!go_on || failures.size() == local.size())) {
+    throw IoError(fmt::format("{}\n{}; logs in {}", failures.front().describe(),
+                              go_on ? "no peer finished" : "the other peers were stopped",
                               run.path()));
   }
-  const auto summary = peer::merge_run_summary(run.path(), n);
+  auto summary = peer::merge_run_summary(run.path(), n);
+  for (const auto& f : failures) summary.failed_peers.push_back(f.rank);
   run.write_json("summary.json", summary);
   log_results(summary, run.path());
   return summary;

@@ -133,7 +133,7 @@ void LocalProcesses::signal_running(int sig) {
   }
 }
 
-void LocalProcesses::reap(std::optional<ChildFailure>& first_failure) {
+void LocalProcesses::reap(std::vector<ChildFailure>& failures) {
   for (auto& c : children_) {
     if (c.done) continue;
     int status = 0;
@@ -141,7 +141,7 @@ void LocalProcesses::reap(std::optional<ChildFailure>& first_failure) {
     if (r != c.pid) continue;
     c.done = true;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (!ok && !first_failure) {
+    if (!ok) {
       ChildFailure f;
       f.rank = c.spec.rank;
       if (WIFSIGNALED(status)) {
@@ -150,14 +150,14 @@ void LocalProcesses::reap(std::optional<ChildFailure>& first_failure) {
         f.exit_code = WEXITSTATUS(status);
       }
       f.log_tail = last_lines(c.spec.log_file, 15);
-      first_failure = f;
+      failures.push_back(f);
     }
   }
 }
 
 // SIGTERM, then SIGKILL for those still alive after the grace period; reaps everyone.
 void LocalProcesses::stop_all() {
-  std::optional<ChildFailure> ignored;
+  std::vector<ChildFailure> ignored;
   reap(ignored);
   if (all_done()) return;
   signal_running(SIGTERM);
@@ -176,22 +176,39 @@ void LocalProcesses::stop_all() {
   }
 }
 
+void LocalProcesses::forward_signals() {
+  const int sig = wait_signal(std::chrono::milliseconds(1000));
+  if (sig == SIGINT || sig == SIGTERM) {
+    if (!interrupted_) spdlog::warn("signal {}: stopping every peer", strsignal(sig));
+    interrupted_ = sig;
+    signal_running(sig);
+  }
+}
+
 std::optional<ChildFailure> LocalProcesses::wait() {
-  std::optional<ChildFailure> failure;
+  std::vector<ChildFailure> failures;
   while (!all_done()) {
-    const int sig = wait_signal(std::chrono::milliseconds(1000));
-    if (sig == SIGINT || sig == SIGTERM) {
-      if (!interrupted_) spdlog::warn("signal {}: stopping every peer", strsignal(sig));
-      interrupted_ = sig;
-      signal_running(sig);
-    }
-    reap(failure);
-    if (failure) {
+    forward_signals();
+    reap(failures);
+    if (!failures.empty()) {
       stop_all();
-      return failure;
+      return failures.front();
     }
   }
   return std::nullopt;
+}
+
+std::vector<ChildFailure> LocalProcesses::wait_for_all() {
+  std::vector<ChildFailure> failures;
+  while (!all_done()) {
+    forward_signals();
+    const std::size_t before = failures.size();
+    reap(failures);
+    for (std::size_t i = before; i < failures.size(); ++i) {
+      spdlog::warn("{}\nthe other peers go on", failures[i].describe());
+    }
+  }
+  return failures;
 }
 
 }  // namespace sgp::launch

@@ -21,6 +21,10 @@ using peer::Evaluator;
 namespace {
 
 constexpr std::size_t kMaxPendingIterations = 8;
+// An iteration still missing snapshots when this many newer ones have started is recorded with
+// the snapshots it has: the missing peers died or left (asgp goes on without them), or are far
+// behind.
+constexpr std::size_t kPartialAfter = 4;
 
 }  // namespace
 
@@ -81,18 +85,33 @@ std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
   auto& z = slot->second[rank];
   z.resize(parameter_count_);
   std::memcpy(z.data(), m.payload.data(), parameter_count_ * sizeof(float));
+  weights_[iteration][rank] = m.header.weight;
+  if (pending_.size() > kPartialAfter) return complete(pending_.begin()->first);
   if (pending_[iteration].size() < static_cast<std::size_t>(num_peers_)) return std::nullopt;
   return complete(iteration);
+}
+
+void ConsensusMonitor::flush() {
+  while (!pending_.empty()) {
+    if (pending_.begin()->second.empty()) {
+      pending_.erase(pending_.begin());
+    } else {
+      complete(pending_.begin()->first);
+    }
+  }
 }
 
 MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
   std::vector<std::vector<float>> z;
   for (auto& [rank, v] : pending_[iteration]) z.push_back(std::move(v));
-  // Older iterations can no longer complete in order (a snapshot was dropped): give them up.
-  pending_.erase(pending_.begin(), pending_.upper_bound(iteration));
-
   MonitorRecord record;
   record.iteration = iteration;
+  record.peers = static_cast<int>(z.size());
+  for (const auto& [rank, w] : weights_[iteration]) record.sum_of_weights += w;
+  // Older iterations can no longer complete in order (a snapshot was dropped): give them up.
+  pending_.erase(pending_.begin(), pending_.upper_bound(iteration));
+  weights_.erase(weights_.begin(), weights_.upper_bound(iteration));
+
   record.consensus_error = relative_consensus_error(z);
   std::vector<float> mean(parameter_count_, 0.0f);
   for (std::size_t k = 0; k < parameter_count_; ++k) {
@@ -110,12 +129,18 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
   out << nlohmann::json{{"iteration", record.iteration},
                         {"consensus_error", record.consensus_error},
                         {"average_model_accuracy", record.average_model_accuracy},
-                        {"average_model_loss", record.average_model_loss}}
+                        {"average_model_loss", record.average_model_loss},
+                        {"peers", record.peers},
+                        {"sum_of_weights", record.sum_of_weights}}
              .dump()
       << '\n';
   if (!out) throw IoError(fmt::format("{}: write failed", log_.string()));
-  spdlog::info("monitor: iteration {}: consensus error {:.3e}, average model accuracy {:.2f}%",
-               iteration, record.consensus_error, 100.0 * record.average_model_accuracy);
+  spdlog::info("monitor: iteration {}: consensus error {:.3e}, average model accuracy {:.2f}%{}",
+               iteration, record.consensus_error, 100.0 * record.average_model_accuracy,
+               record.peers < num_peers_
+                   ? fmt::format(" ({} of {} peers, sum of w {:.6f})", record.peers, num_peers_,
+                                 record.sum_of_weights)
+                   : "");
   return record;
 }
 
@@ -137,6 +162,7 @@ void serve_monitor(ConsensusMonitor& monitor, transport::SnapshotReceiver& recei
       if (!message) break;
       monitor.add(std::move(*message));
     }
+    monitor.flush();
   } catch (const std::exception& e) {
     spdlog::error("monitor stopped: {} (training goes on without it)", e.what());
   }
@@ -152,6 +178,8 @@ peer::MonitorSummary ConsensusMonitor::summary() const {
     s.final_consensus_error = last.consensus_error;
     s.final_average_model_accuracy = last.average_model_accuracy;
     s.final_average_model_loss = last.average_model_loss;
+    s.final_peers = last.peers;
+    s.final_sum_of_weights = last.sum_of_weights;
   }
   return s;
 }

@@ -14,12 +14,16 @@ namespace {
 
 using gossip::Mode;
 
-constexpr std::array<AlgorithmInfo, 5> kAlgorithms = {{
+constexpr std::array<AlgorithmInfo, 6> kAlgorithms = {{
     {Algorithm::sgp, "sgp", "Stochastic Gradient Push: synchronous push-sum every H iterations",
      true, Mode::sync, true, MixingRule::as_given},
     {Algorithm::osgp, "osgp",
      "overlap SGP: push-sum on a communication thread, in-neighbours at most --tau rounds behind",
      true, Mode::overlap, true, MixingRule::as_given},
+    {Algorithm::asgp, "asgp",
+     "asynchronous SGP: nobody waits for a neighbour; running sums make lost messages cost "
+     "nothing; failed peers are excluded, peers may join (--join) and leave",
+     true, Mode::async, true, MixingRule::as_given},
     {Algorithm::local, "local", "no communication: each peer trains its shard alone (a baseline)",
      false, Mode::sync, false, MixingRule::as_given},
     {Algorithm::dpsgd, "dpsgd",

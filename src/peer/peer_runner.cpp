@@ -1,5 +1,7 @@
 #include "sgp/peer/peer_runner.hpp"
 
+#include <atomic>
+#include <csignal>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include "sgp/compute/device.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
+#include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/snapshot_publisher.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/peer/algorithm.hpp"
@@ -19,6 +22,7 @@
 #include "sgp/peer/trainer.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/schedule.hpp"
+#include "sgp/transport/faulty_transport.hpp"
 #include "sgp/transport/zmq_transport.hpp"
 
 namespace sgp::peer {
@@ -39,6 +43,11 @@ int resolve_rank(std::optional<int> flag) {
   throw InputError("no rank: give --rank, or set RANK or SLURM_PROCID");
 }
 
+namespace {
+std::atomic<bool> g_leave_requested{false};
+extern "C" void request_leave(int) { g_leave_requested.store(true); }
+}  // namespace
+
 topology::Schedule load_topology(const TrainConfig& config) {
   if (config.topology.empty()) throw InputError("--topology: a topology file is required");
   topology::DotReadOptions options;
@@ -46,8 +55,12 @@ topology::Schedule load_topology(const TrainConfig& config) {
   return topology::read_dot_file(config.topology, options);
 }
 
-PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config) {
+PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, bool join) {
   validate(config);
+  if (join && info(config.algo).mode != gossip::Mode::async) {
+    throw InputError(fmt::format("--join: only asgp peers can join a run in progress, not {}",
+                                 name_of(config.algo)));
+  }
   const topology::Schedule file_schedule = load_topology(config);
   const int n = file_schedule.num_peers();
   if (rank < 0 || rank >= n) {
@@ -69,21 +82,39 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config) {
   if (rank == 0 && write_config) write_run_config(run, config, "peer", n);
 
   std::unique_ptr<transport::ZmqTransport> transport;
+  std::unique_ptr<transport::FaultyTransport> faulty;
   Communication comm;
+  comm.join = join;
   if (info(config.algo).communicates && n > 1) {
+    const gossip::Mode mode = info(config.algo).mode;
     transport::ZmqOptions zmq;
     zmq.send_timeout = std::chrono::milliseconds(config.timeout_ms);
-    transport = gossip::open_zmq_transport(schedule, rank, zmq);
+    // asgp: what is still queued for a dead peer at the end must not hold the exit for long.
+    if (mode == gossip::Mode::async) {
+      zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));
+    }
+    transport = gossip::open_zmq_transport(schedule, rank, zmq, 0, mode);
     comm.schedule = &schedule;
     comm.transport = transport.get();
+    if (const auto faults = transport::parse_fault_spec(config.inject); faults.any()) {
+      faulty = std::make_unique<transport::FaultyTransport>(*transport, faults,
+                                                         gossip::is_control_header);
+      comm.transport = faulty.get();
+      spdlog::info("injecting faults: {}", transport::format_fault_spec(faults));
+    }
+    if (config.leave_on_term) {
+      std::signal(SIGTERM, request_leave);
+      comm.leave_requested = &g_leave_requested;
+    }
     spdlog::info("bound {}; pushing to ranks {}", transport->endpoint(),
                  fmt::join(schedule.all_out_neighbors(rank), ", "));
   }
   std::unique_ptr<gossip::SnapshotPublisher> publisher;
   if (!config.monitor.empty()) {
     publisher = std::make_unique<gossip::SnapshotPublisher>(config.monitor, rank);
-    comm.snapshot = [&publisher](std::int64_t iteration, bool, const std::vector<float>& z) {
-      if (!publisher->publish(iteration, z)) {
+    comm.snapshot = [&publisher](std::int64_t iteration, bool, const std::vector<float>& z,
+                                 double w) {
+      if (!publisher->publish(iteration, z, w)) {
         spdlog::debug("monitor not reachable: snapshot of iteration {} dropped", iteration);
       }
     };

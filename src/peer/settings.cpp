@@ -1,6 +1,7 @@
 #include "sgp/peer/settings.hpp"
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "setting_types.hpp"
 #include "sgp/data/partition.hpp"
 #include "sgp/model/model_spec.hpp"
+#include "sgp/transport/faulty_transport.hpp"
 
 namespace sgp::peer {
 
@@ -110,6 +112,23 @@ class HiddenWidthsAlias final : public Setting {
     c.model = model::mlp_spec(widths).text;
   }
 };
+
+}  // namespace
+
+std::span<const NamedValue<PeerFailure>> names(PeerFailure) {
+  static constexpr std::array<NamedValue<PeerFailure>, 3> table = {{
+      {PeerFailure::automatic, "auto", "continue for asgp, stop for the others"},
+      {PeerFailure::go_on, "continue", "the other peers go on without the dead one"},
+      {PeerFailure::stop, "stop", "stop every peer"},
+  }};
+  return table;
+}
+
+namespace {
+
+std::string check_inject(const std::string& spec) {
+  return parse_problem(spec, transport::parse_fault_spec);
+}
 
 std::string check_milestones(const std::vector<double>& epochs) {
   if (!std::is_sorted(epochs.begin(), epochs.end())) {
@@ -215,6 +234,22 @@ std::vector<std::unique_ptr<Setting>> make_table() {
                    "endpoint of the consensus monitor to hand snapshots to (best effort)", S::peers,
                    false, &C::monitor);
 
+  add<bool>(r, "running_sums", kPeers,
+            "asgp: each edge carries the running total of the mass pushed on it, so lost, "
+            "duplicated or reordered messages cost nothing (--no-running-sums: plain push-sum)",
+            S::peers, true, &C::running_sums);
+  add<std::string>(r, "inject", kPeers,
+                   "inject transport faults, seeded: drop=P,dup=P,reorder=P,delay=Nms,seed=S "
+                   "(any subset; for experiments and tests)",
+                   S::peers, true, &C::inject, Range{}, check_inject);
+  add<PeerFailure>(r, "on_peer_failure", kPeers,
+                   "sgp launch, when a peer dies: continue (the others go on without it), stop "
+                   "(stop them all) or auto (continue for asgp, stop for the others)",
+                   S::peers, true, &C::on_peer_failure);
+  add<bool>(r, "leave_on_term", kPeers,
+            "asgp: on SIGTERM hand this peer's mass to a neighbour and exit cleanly", S::peers,
+            false, &C::leave_on_term);
+
   add<std::string>(r, "run_dir", kReport, "where to write results (default runs/<command>-<time>)",
                    S::every_run, false, &C::run_dir);
   add<std::int64_t>(r, "log_every", kReport, "iterations between records in peer-<rank>.jsonl",
@@ -283,6 +318,12 @@ void validate(const TrainConfig& c) {
     if (auto problem = s->problem(c); !problem.empty()) {
       throw InputError(fmt::format("{}: {}", s->flag(), problem));
     }
+  }
+  if (c.algo == Algorithm::asgp && (c.checkpoint_every > 0 || c.resume)) {
+    throw InputError(fmt::format(
+        "{}: asgp does not checkpoint (its peers are never at the same iteration); a peer that "
+        "fails is excluded and may rejoin with sgp peer --join",
+        c.resume ? "--resume" : "--checkpoint-every"));
   }
   if (!c.lr_milestones.empty() && c.lr_decay != model::LrDecay::step) {
     throw InputError(fmt::format("--lr-milestones: only step decay uses them, but --lr-decay is {}",

@@ -68,6 +68,9 @@ void fields(S& s, V& v) {
   v("bytes_sent_per_iteration", s.bytes_sent_per_iteration);
   v("rejected_messages", s.rejected_messages);
   v("dropped_snapshots", s.dropped_snapshots);
+  v("excluded_peers", s.excluded_peers);
+  v("joined_at_iteration", s.joined_at_iteration);
+  v("left_at_iteration", s.left_at_iteration);
 }
 
 template <class S, class V>
@@ -79,6 +82,8 @@ void fields(S& s, V& v) {
   v("final_consensus_error", s.final_consensus_error);
   v("final_average_model_accuracy", s.final_average_model_accuracy);
   v("final_average_model_loss", s.final_average_model_loss);
+  v("final_peers", s.final_peers);
+  v("final_sum_of_weights", s.final_sum_of_weights);
 }
 
 template <class S, class V>
@@ -89,6 +94,7 @@ void fields(S& s, V& v) {
   v("iterations", s.iterations);
   v("device", s.device);
   v("missing_peers", s.missing_peers);
+  v("failed_peers", s.failed_peers);
   v("mean_peer_accuracy", s.mean_peer_accuracy);
   v("min_peer_accuracy", s.min_peer_accuracy);
   v("max_peer_accuracy", s.max_peer_accuracy);

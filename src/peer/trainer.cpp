@@ -12,7 +12,8 @@
 #include "sgp/data/partition.hpp"
 #include "sgp/data/sharding.hpp"
 #include "sgp/error.hpp"
-#include "sgp/gossip/push_sum_engine.hpp"
+#include "sgp/gossip/async_push_sum.hpp"
+#include "sgp/gossip/mixer.hpp"
 #include "sgp/model/lr_schedule.hpp"
 #include "sgp/model/network.hpp"
 #include "sgp/model/sgd.hpp"
@@ -108,7 +109,8 @@ struct Trainer::State {
   Evaluator evaluator;
   std::int64_t per_epoch, total;
   model::LrSchedule lr;
-  std::unique_ptr<gossip::PushSumEngine> engine;
+  std::unique_ptr<gossip::Mixer> engine;
+  gossip::AsyncPushSum* async = nullptr;  // the engine, when it is asgp's
   std::optional<CheckpointStore> checkpoints;
 
   State(const TrainConfig& c, int r, int n, compute::Backend& b, const data::Dataset& tr,
@@ -139,8 +141,9 @@ struct Trainer::State {
       gc.tau = c.tau;
       gc.gossip_every = c.gossip_every;
       gc.timeout = std::chrono::milliseconds(c.timeout_ms);
-      engine = std::make_unique<gossip::PushSumEngine>(b, *comm.schedule, *comm.transport, x.data(),
-                                                       x.size(), gc);
+      gc.running_sums = c.running_sums;
+      engine = gossip::make_mixer(b, *comm.schedule, *comm.transport, x.data(), x.size(), gc);
+      async = dynamic_cast<gossip::AsyncPushSum*>(engine.get());
     }
     if (c.checkpoint_every > 0 || c.resume) checkpoints.emplace(rd.path() / "checkpoints", r);
   }
@@ -164,6 +167,18 @@ struct Trainer::State {
     s.x = x.to_host();
     s.velocity = sgd.velocity().to_host();
     checkpoints->save(s);
+  }
+
+  // asgp, sgp peer --join: a sponsor's half of its mass and its iteration; returns that.
+  std::int64_t join() {
+    SGP_ENFORCE(async != nullptr, "--join needs --algo asgp");
+    const std::int64_t iteration = std::min(total, async->join() * config.gossip_every);
+    const auto position = static_cast<std::size_t>(iteration % per_epoch) *
+                          static_cast<std::size_t>(config.batch_size);
+    sampler.seek(static_cast<int>(iteration / per_epoch),
+                 std::min(position, sampler.shard().size()));
+    spdlog::info("joined at iteration {}", iteration);
+    return iteration;
   }
 
   // Returns the iteration to start from.
@@ -212,6 +227,7 @@ struct Trainer::Tally {
   std::vector<double> iteration_seconds;
   Evaluation last_eval;
   gossip::PushSumMetrics before;  // engine metrics at the last record
+  std::optional<std::int64_t> joined_at, left_at;  // asgp
 };
 
 // One iteration: gradient at z, optimizer step on x, then a gossip round when one is due.
@@ -273,7 +289,7 @@ void Trainer::record(std::int64_t it, double lr, bool eval, bool last, double wa
     if (s.comm.snapshot) {
       std::vector<float> host(s.x.size());
       s.backend.download(host.data(), z, host.size() * sizeof(float));
-      s.comm.snapshot(it + 1, last, host);
+      s.comm.snapshot(it + 1, last, host, s.engine ? s.engine->weight() : 1.0);
     }
   }
   s.run.log(record);
@@ -313,6 +329,12 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
         static_cast<double>(m.bytes_sent) / static_cast<double>(iterations);
     summary.rejected_messages = m.rejected_total();
   }
+  if (s.async) {
+    for (const auto& e : s.async->events())
+      if (e.what == "excluded") summary.excluded_peers.push_back(e.rank);
+  }
+  summary.joined_at_iteration = t.joined_at;
+  summary.left_at_iteration = t.left_at;
   return summary;
 }
 
@@ -321,16 +343,23 @@ PeerSummary Trainer::run() {
   const TrainConfig& c = s.config;
   const std::int64_t eval_every =
       std::max<std::int64_t>(1, std::llround(c.eval_every * static_cast<double>(s.per_epoch)));
-  const std::int64_t start_iteration = c.resume ? s.resume() : 0;
+  const std::int64_t start_iteration = s.comm.join ? s.join() : c.resume ? s.resume() : 0;
+  Tally t;
+  if (s.comm.join) t.joined_at = start_iteration;
   spdlog::info("model {}", s.net.describe());
   spdlog::info("training {} parameters on {}: {} iterations ({} per epoch), batch {}{}",
                s.net.parameter_count(), s.backend.describe(), s.total, s.per_epoch, c.batch_size,
                s.engine ? fmt::format(", {} with {} peers", name_of(c.algo), s.num_peers) : "");
   Progress progress(fmt::format("rank {}", s.rank), s.total);
-  Tally t;
   t.iteration_seconds.reserve(static_cast<std::size_t>(s.total));
   const auto start = Clock::now();
   for (std::int64_t it = start_iteration; it < s.total; ++it) {
+    if (s.async && s.comm.leave_requested && s.comm.leave_requested->load()) {
+      s.async->leave();
+      t.left_at = it;
+      spdlog::info("left at iteration {}", it);
+      break;
+    }
     const double lr = step(it, t);
     const bool last = it + 1 == s.total;
     const bool eval = last || (it + 1) % eval_every == 0;

@@ -1,5 +1,6 @@
 #include "sgp/transport/faulty_transport.hpp"
 
+#include <atomic>
 #include <algorithm>
 #include <charconv>
 #include <memory>
@@ -14,7 +15,7 @@ namespace {
 
 [[noreturn]] void bad_spec(std::string_view part, std::string_view what) {
   throw InputError(fmt::format(
-      "--inject: '{}': {} (expected e.g. drop=0.05,dup=0.01,reorder=0.05,delay=20ms,seed=1)", part,
+      "'{}': {} (expected e.g. drop=0.05,dup=0.01,reorder=0.05,delay=20ms,seed=1)", part,
       what));
 }
 
@@ -77,9 +78,10 @@ std::string format_fault_spec(const FaultSpec& s) {
                      s.reorder, s.delay.count(), s.seed);
 }
 
-FaultyTransport::FaultyTransport(Transport& inner, FaultSpec spec)
+FaultyTransport::FaultyTransport(Transport& inner, FaultSpec spec, Spare spare)
     : inner_(inner),
       spec_(spec),
+      spare_(spare),
       rng_(spec.seed * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(inner.rank()) + 1) {}
 
 FaultyTransport::~FaultyTransport() {
@@ -111,6 +113,10 @@ void FaultyTransport::send(int dest, std::span<const std::byte> header,
                            std::span<const std::byte> payload, ReleaseFn on_release) {
   const auto now = Clock::now();
   send_due(now);
+  if (spare_ && spare_(header)) {
+    inner_.send(dest, header, payload, std::move(on_release));
+    return;
+  }
   if (draw(spec_.drop)) {
     ++counts_.dropped;
     on_release();
@@ -122,7 +128,7 @@ void FaultyTransport::send(int dest, std::span<const std::byte> header,
     copies = 2;
   }
   // Both copies read the caller's payload: release it once both are done with it.
-  auto remaining = std::make_shared<int>(copies);
+  auto remaining = std::make_shared<std::atomic<int>>(copies);  // released on any thread
   auto shared_release = std::make_shared<ReleaseFn>(std::move(on_release));
   auto release_one = [remaining, shared_release] {
     if (--*remaining == 0) (*shared_release)();

@@ -48,6 +48,7 @@ struct ControlMessage {
 std::array<std::byte, kControlBytes> encode_control(const ControlMessage& message);
 // Whether the first frame starts with the control magic (decide before decoding as data).
 bool is_control(const transport::Message& message);
+bool is_control_header(std::span<const std::byte> header);
 // The message, or why it was refused (an unknown kind is bad_dtype; sender and subject must be
 // ranks 0..num_peers-1, the sender not `self`). `payload` points into `message`.
 struct DecodedControl {

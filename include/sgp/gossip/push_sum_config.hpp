@@ -14,6 +14,8 @@ namespace sgp::gossip {
 enum class Mode {
   sync,     // SGP: round k ends when every in-neighbour's round-k message is in
   overlap,  // OSGP: a communication thread sends/receives while the caller computes; bounded lag
+  async,    // asgp: nobody waits; running sums; survives failed, joining and leaving peers
+            // (AsyncPushSum, not PushSumEngine)
 };
 
 std::span<const NamedValue<Mode>> names(Mode);
@@ -35,6 +37,10 @@ struct PushSumConfig {
   std::uint64_t chunk_elements = 262144;
   // Messages for a round more than this far ahead of ours are rejected (future_round).
   std::int64_t max_rounds_ahead = 1024;
+  // asgp: each edge carries the running total of the mass ever pushed on it, so that a lost,
+  // duplicated or reordered message costs nothing (false: each message carries one round's
+  // mass, as plain push-sum; kept to show what faults do to it).
+  bool running_sums = true;
 };
 
 // Counters since construction. Messages are transport messages (one per chunk); bytes count
@@ -53,6 +59,9 @@ struct PushSumMetrics {
   // checking what arrived (sync mode; overlap: on the communication thread), scale and axpy.
   double apply_seconds = 0.0;
   std::array<std::uint64_t, kNumRejectCauses> rejected{};
+  // asgp: pushes skipped because both send buffers of the edge were still on the wire (the
+  // next push's running total carries their mass).
+  std::uint64_t skipped_sends = 0;
 
   std::uint64_t rejected_total() const {
     std::uint64_t total = 0;

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "sgp/compute/backend.hpp"
+#include "sgp/gossip/mixer.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -44,7 +45,7 @@ namespace sgp::gossip {
 class InFlight;
 class RoundTracker;
 
-class PushSumEngine {
+class PushSumEngine final : public Mixer {
  public:
   // x: n floats in `backend`'s memory, the caller's parameters (the engine mixes them in place
   // and never frees them; they must outlive the engine). The transport's rank is this peer's
@@ -54,12 +55,10 @@ class PushSumEngine {
                 PushSumConfig config = {});
   // Stops the communication thread and waits (bounded) until the transport has released every
   // buffer it was given.
-  ~PushSumEngine();
-  PushSumEngine(const PushSumEngine&) = delete;
-  PushSumEngine& operator=(const PushSumEngine&) = delete;
+  ~PushSumEngine() override;
 
   // Gossips (mix()) when (iteration + 1) % gossip_every == 0; returns whether it did.
-  bool step(std::int64_t iteration);
+  bool step(std::int64_t iteration) override;
   // One push-sum round (round() is its number). Sync: returns once the round is complete.
   // Overlap: queues this round's pushes, applies what has arrived, and blocks only while some
   // in-neighbour's messages of a round <= round() - tau are missing.
@@ -68,22 +67,22 @@ class PushSumEngine {
   // Overlap: blocks until every message of every round mixed so far has been received and
   // applied and every sent buffer released (mass is then exactly where sync mode puts it).
   // Sync: waits for outstanding buffer releases only.
-  void finish();
+  void finish() override;
 
   // Resuming from a checkpoint: `round` rounds were completed and the push-sum weight was
   // `weight` (x itself is the caller's buffer, restored by the caller). Only before the first
   // mix(); every peer must resume from the same round (sync) or from a finish()ed state.
-  void restore(std::int64_t round, double weight);
+  void restore(std::int64_t round, double weight) override;
 
   // z = x / w (z: n floats in backend memory).
-  void debias(float* z);
-  double weight() const { return w_; }
-  std::int64_t round() const { return round_; }  // rounds mixed so far
+  void debias(float* z) override;
+  double weight() const override { return w_; }
+  std::int64_t round() const override { return round_; }  // rounds mixed so far
   int rank() const { return rank_; }
   std::size_t size() const { return n_; }
   const PushSumConfig& config() const { return config_; }
   const topology::Schedule& schedule() const { return schedule_; }
-  PushSumMetrics metrics() const;
+  PushSumMetrics metrics() const override;
 
  private:
   using Clock = std::chrono::steady_clock;

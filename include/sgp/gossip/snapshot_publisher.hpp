@@ -2,7 +2,8 @@
 // A peer's side of the consensus monitor's channel: at evaluation points it hands its de-biased
 // parameters z to the monitor (best effort: never blocks, drops when the monitor is slow or
 // gone). Snapshots use the gossip wire format (wire_format.hpp) with sender = rank,
-// round = iteration, weight = coefficient = 1, so the monitor validates every field the same way.
+// round = iteration, weight = the peer's push-sum weight w (the monitor sums them: mass
+// accounting), coefficient = 1, so the monitor validates every field the same way.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -20,14 +21,15 @@ namespace sgp::gossip {
 
 // The header of rank's snapshot of iteration (its payload: the bytes of z).
 std::array<std::byte, kHeaderBytes> snapshot_header(int rank, std::int64_t iteration,
-                                                    const std::vector<float>& z);
+                                                    const std::vector<float>& z,
+                                                    double weight = 1.0);
 
 class SnapshotPublisher {
  public:
   SnapshotPublisher(const std::string& endpoint, int rank);
   ~SnapshotPublisher();
   // Never blocks; returns whether the snapshot was queued.
-  bool publish(std::int64_t iteration, const std::vector<float>& z);
+  bool publish(std::int64_t iteration, const std::vector<float>& z, double weight = 1.0);
   std::uint64_t dropped() const;
 
  private:

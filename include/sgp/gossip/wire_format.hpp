@@ -112,8 +112,10 @@ enum class RejectCause : int {
   stale_round,        // round already completed (beyond the staleness bound)
   duplicate_round,    // a second message from the same sender for the same round
   future_round,       // round too far ahead of ours
+  non_finite,         // the payload holds a NaN or an infinity
+  stale_epoch,        // running totals of an older incarnation of the sender or of us
 };
-inline constexpr int kNumRejectCauses = 15;
+inline constexpr int kNumRejectCauses = 17;
 std::string_view reject_cause_name(RejectCause cause);
 
 // The header bytes for `header` (magic, version and header hash filled in).

@@ -9,6 +9,7 @@
 //   distance_to_mean (peer i, round k) = ||z_i - m|| / ||m||, z_i = x_i / w_i, m the exact mean;
 //   consensus_error (round k) = mean_i ||z_i - m||^2 / ||m||^2 (against the exact mean, which
 //   bounds the usual mean_i ||z_i - zbar||^2 / ||zbar||^2 from above when zbar = m).
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -23,12 +24,16 @@ class Schedule;
 
 namespace sgp::launch {
 
+// The training settings sgp consensus takes too.
+inline constexpr std::array<std::string_view, 8> kConsensusSettings = {
+    "tau", "timeout_ms", "seed", "device", "run_dir", "log_level", "running_sums", "inject"};
+
 struct ConsensusOptions {
   std::string topology;
   int rounds = 50;
   gossip::Mode mode = gossip::Mode::sync;
   std::size_t dim = 1000;
-  // tau, timeout_ms, seed, device, run_dir and log_level, as for training runs.
+  // kConsensusSettings, as for training runs.
   peer::TrainConfig shared;
 };
 

@@ -26,7 +26,9 @@ struct LaunchOptions {
 std::vector<int> ranks_on_this_host(const topology::Schedule& schedule);
 
 // Runs the peers to the end. Returns the run's merged summary (also written to summary.json).
-// IoError when a peer fails (naming it; the others are stopped) or on Ctrl-C / SIGTERM.
+// IoError when a peer fails (naming it; the others are stopped) or on Ctrl-C / SIGTERM. With
+// --on-peer-failure continue (the default for asgp) the others go on, the failed ranks are
+// listed in the summary, and only a run where every local peer failed is an error.
 peer::RunSummary launch_peers(LaunchOptions options);
 
 }  // namespace sgp::launch

@@ -54,6 +54,8 @@ class LocalProcesses {
   // (the others are stopped). A SIGINT/SIGTERM received meanwhile is forwarded to the children;
   // `interrupted()` then tells which signal.
   std::optional<ChildFailure> wait();
+  // Waits for every child without stopping any: every failure, in the order they happened.
+  std::vector<ChildFailure> wait_for_all();
   int interrupted() const { return interrupted_; }
 
  private:
@@ -62,7 +64,8 @@ class LocalProcesses {
     pid_t pid = -1;
     bool done = false;
   };
-  void reap(std::optional<ChildFailure>& first_failure);
+  void reap(std::vector<ChildFailure>& failures);
+  void forward_signals();
   void signal_running(int sig);
   void stop_all();
   bool all_done() const;

@@ -41,6 +41,8 @@ struct MonitorRecord {
   double consensus_error = 0.0;
   double average_model_accuracy = 0.0;
   double average_model_loss = 0.0;
+  int peers = 0;                // snapshots averaged: fewer than N when peers were gone
+  double sum_of_weights = 0.0;  // their push-sum weights: N when no mass is lost or in flight
 };
 
 class ConsensusMonitor {
@@ -56,6 +58,9 @@ class ConsensusMonitor {
   // Invalid snapshots are counted and logged, never applied.
   std::optional<MonitorRecord> add(transport::Message message);
 
+  // Records every iteration still waiting for snapshots with the ones it has (at the end of a
+  // run where peers died or left).
+  void flush();
   const std::vector<MonitorRecord>& records() const { return records_; }
   std::uint64_t rejected() const { return rejected_; }
   peer::MonitorSummary summary() const;
@@ -70,6 +75,7 @@ class ConsensusMonitor {
   int num_peers_;
   std::filesystem::path log_;
   std::map<std::int64_t, std::map<int, std::vector<float>>> pending_;  // iteration -> rank -> z
+  std::map<std::int64_t, std::map<int, double>> weights_;              // iteration -> rank -> w
   std::vector<MonitorRecord> records_;
   std::uint64_t rejected_ = 0;
 };

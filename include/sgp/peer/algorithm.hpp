@@ -12,7 +12,7 @@
 
 namespace sgp::peer {
 
-enum class Algorithm { sgp, osgp, local, dpsgd, exact };
+enum class Algorithm { sgp, osgp, asgp, local, dpsgd, exact };
 
 // How an algorithm derives the weights it mixes with from the topology file's schedule.
 enum class MixingRule {

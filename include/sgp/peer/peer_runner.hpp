@@ -22,7 +22,9 @@ int resolve_rank(std::optional<int> flag);
 topology::Schedule load_topology(const TrainConfig& config);
 
 // Runs peer `rank` to the end; returns its summary. Rank 0 writes config.json when
-// `write_config` (not when the settings came from the run's own config.json).
-PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config = true);
+// `write_config` (not when the settings came from the run's own config.json). `join`: asgp
+// only, join a run in progress (a rank that died or never started) instead of starting it.
+PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config = true,
+                     bool join = false);
 
 }  // namespace sgp::peer

@@ -39,6 +39,10 @@ struct PeerSummary {
   std::optional<std::uint64_t> rejected_messages;
   // With a monitor:
   std::optional<std::uint64_t> dropped_snapshots;
+  // asgp: membership as this peer saw it.
+  std::vector<int> excluded_peers;               // ranks it excluded or learnt were excluded
+  std::optional<std::int64_t> joined_at_iteration;  // sgp peer --join
+  std::optional<std::int64_t> left_at_iteration;    // handed its mass on and stopped early
 };
 
 struct MonitorSummary {
@@ -48,6 +52,8 @@ struct MonitorSummary {
   std::optional<double> final_consensus_error;  // mean_i ||z_i - zbar||^2 / ||zbar||^2
   std::optional<double> final_average_model_accuracy;
   std::optional<double> final_average_model_loss;
+  std::optional<int> final_peers;              // snapshots in the last record
+  std::optional<double> final_sum_of_weights;  // their push-sum weights
 };
 
 struct RunSummary {
@@ -56,6 +62,7 @@ struct RunSummary {
   std::optional<std::int64_t> iterations;
   std::optional<std::string> device;
   std::vector<int> missing_peers;  // ranks whose summary is not there
+  std::vector<int> failed_peers;   // ranks whose process failed (sgp launch --on-peer-failure)
   std::optional<double> mean_peer_accuracy, min_peer_accuracy, max_peer_accuracy;
   std::optional<double> median_iteration_ms;       // median over the peers' medians
   std::optional<double> p90_iteration_ms;          // max over the peers

@@ -14,6 +14,14 @@
 
 namespace sgp::peer {
 
+// What sgp launch does when one of its peers dies.
+enum class PeerFailure {
+  automatic,  // continue for the fault-tolerant algorithms (asgp), stop for the others
+  go_on,      // "continue": the others go on (they exclude the dead peer if they can)
+  stop,       // stop every peer
+};
+std::span<const NamedValue<PeerFailure>> names(PeerFailure);
+
 struct TrainConfig {
   // model and data
   std::string model = "mlp:512,512";  // sgp/model/model_spec.hpp; input and classes from the data
@@ -49,6 +57,11 @@ struct TrainConfig {
   std::int64_t checkpoint_every = 0;  // iterations; 0: no checkpoints
   bool resume = false;                // continue from the newest complete checkpoint set
   std::string monitor;                // endpoint of the consensus monitor; empty: none
+  // fault tolerance (asgp)
+  bool running_sums = true;  // asgp: lost messages cost no mass (false: plain push-sum)
+  std::string inject;        // transport faults, e.g. "drop=0.05,seed=1" (transport/faulty_transport)
+  PeerFailure on_peer_failure = PeerFailure::automatic;  // what sgp launch does when a peer dies
+  bool leave_on_term = false;  // asgp: SIGTERM hands this peer's mass to a neighbour, exits 0
   // reporting
   std::string run_dir;          // empty: runs/<command>-<timestamp>
   std::int64_t log_every = 50;  // iterations between JSONL records

@@ -4,6 +4,7 @@
 //   then a push-sum round (every H iterations) that mixes (x, w) with the neighbours.
 // With no communication (local / `sgp train`) w stays 1 and z = x.
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -40,7 +41,13 @@ struct Communication {
   transport::Transport* transport = nullptr;
   // Called at evaluation points with this peer's de-biased parameters (host copy), e.g. to hand
   // them to the consensus monitor. Must not block.
-  std::function<void(std::int64_t iteration, bool final, const std::vector<float>& z)> snapshot;
+  // w: the push-sum weight (mass accounting in the monitor).
+  std::function<void(std::int64_t iteration, bool final, const std::vector<float>& z, double w)>
+      snapshot;
+  // asgp: join a run in progress (sgp peer --join) instead of starting at iteration 0.
+  bool join = false;
+  // asgp: set (e.g. by a SIGTERM handler) to make the peer hand its mass on and stop.
+  const std::atomic<bool>* leave_requested = nullptr;
 };
 
 class Trainer {

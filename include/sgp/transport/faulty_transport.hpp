@@ -31,7 +31,7 @@ struct FaultSpec {
 };
 
 // "drop=0.05,dup=0.01,reorder=0.05,delay=20ms,seed=1" (any subset; "" or "none": no faults).
-// InputError "--inject: what" for anything else.
+// InputError "'PART': what" for anything else (the caller says where).
 FaultSpec parse_fault_spec(std::string_view text);
 std::string format_fault_spec(const FaultSpec& spec);  // the inverse
 
@@ -41,8 +41,11 @@ struct FaultCounts {
 
 class FaultyTransport final : public Transport {
  public:
+  // Messages whose header `spare` accepts pass untouched (e.g. membership notices: the faults
+  // are for the gossip data).
+  using Spare = bool (*)(std::span<const std::byte> header);
   // The seed is mixed with the inner transport's rank, so peers draw different faults.
-  FaultyTransport(Transport& inner, FaultSpec spec);
+  FaultyTransport(Transport& inner, FaultSpec spec, Spare spare = nullptr);
   // Messages still held are dropped (and released).
   ~FaultyTransport() override;
 
@@ -71,6 +74,7 @@ class FaultyTransport final : public Transport {
 
   Transport& inner_;
   FaultSpec spec_;
+  Spare spare_;
   std::mt19937_64 rng_;
   std::deque<Held> held_;  // ordered by due time
   FaultCounts counts_;

@@ -1,0 +1,145 @@
+#pragma once
+// Asynchronous push-sum with running sums (the asgp algorithm): a peer never waits for another.
+// Every round it applies whatever totals have arrived, pushes p_ji of its (x, w) onto each
+// out-edge's running total (running_sums.hpp) and sends that total without waiting for
+// anything; a slow peer slows only itself, and a lost, duplicated or reordered message costs no
+// mass.
+//
+// Peers that fail, join and leave (membership.hpp, control_message.hpp):
+//   - Failure: every peer watches the peers that push to it (failure_detector.hpp: an adaptive
+//     deadline learnt from the gaps between their messages, capped by the timeout). One silent
+//     past its deadline is excluded: the detecting peer tells every live peer, and each repairs
+//     the schedule over the survivors (topology/repair.hpp). The mass the dead peer held is
+//     gone; the survivors converge to the average of what they hold. A peer told that it was
+//     itself excluded stops with IoError (restart it with --join).
+//   - Join: a peer started with join() asks every rank for admission; the first live rank after
+//     it sponsors it: halves its own (x, w), sends one half with the membership table and its
+//     round, and tells everyone the newcomer's new incarnation. z is unchanged for both.
+//   - Leave: leave() hands all of this peer's mass to a live out-neighbour and tells everyone.
+//   - Finish: finish() tells everyone this peer is done and keeps mixing (no training) until
+//     every live peer is done, then a few rounds more, so that the last peers to finish still
+//     mix with the others and nothing is left half-sent.
+//
+// Values are mixed in double on the host (x64); the caller's float x is refreshed after every
+// round, and what the caller changed in x since (the SGD step) is added to x64 first.
+// One thread (the caller's); the transport's release callbacks may run on any thread.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sgp/compute/backend.hpp"
+#include "sgp/gossip/control_message.hpp"
+#include "sgp/gossip/membership.hpp"
+#include "sgp/gossip/mixer.hpp"
+#include "sgp/gossip/wire_format.hpp"
+#include "sgp/topology/schedule.hpp"
+#include "sgp/transport/transport.hpp"
+
+namespace sgp::gossip {
+
+class FailureDetector;
+class InEdge;
+class OutEdge;
+
+// A change of membership this peer saw, for summaries: "excluded", "joined", "left".
+struct MembershipEvent {
+  std::string what;
+  int rank = 0;
+  std::int64_t round = 0;  // this peer's round when it learnt it
+};
+
+class AsyncPushSum final : public Mixer {
+ public:
+  // As PushSumEngine: x is n floats in the backend's memory, mixed in place; the transport can
+  // reach every rank of the schedule (control notices go to all of them). w starts at 1.
+  AsyncPushSum(compute::Backend& backend, topology::Schedule schedule,
+               transport::Transport& transport, float* x, std::size_t n, PushSumConfig config);
+  ~AsyncPushSum() override;
+
+  bool step(std::int64_t iteration) override;
+  // One round: apply what arrived, push, look for failed peers.
+  void mix();
+  // Handles what arrives during `duration` (waiting without spinning): pacing between rounds.
+  void idle(std::chrono::milliseconds duration);
+  void finish() override;
+  void restore(std::int64_t round, double weight) override;
+  void debias(float* z) override;
+  double weight() const override { return w_; }
+  std::int64_t round() const override { return round_; }
+  PushSumMetrics metrics() const override;
+
+  // For a rank that died or never started: asks for admission and takes the sponsor's half of
+  // its mass (x, w) and its round; returns that round. IoError when no live peer admits it
+  // within the timeout. Before the first step().
+  std::int64_t join();
+  // Hands all mass to a live out-neighbour, tells everyone, and stops mixing.
+  void leave();
+
+  const Membership& membership() const { return membership_; }
+  const std::vector<MembershipEvent>& events() const { return events_; }
+  int rank() const { return rank_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void take_caller_changes();
+  void give_to_caller();
+  void push_round();
+  void send_total(int dest, OutEdge& edge);
+  void drain();
+  void handle(transport::Message message);
+  void handle_data(DecodedMessage message);
+  void handle_control(const DecodedControl& control);
+  void on_join_request(const ControlMessage& c);
+  void on_admit(const DecodedControl& control);
+  void take_mass(std::span<const std::byte> bytes);
+  void check_failures();
+  void exclude(int rank, std::uint32_t incarnation, const std::string& why);
+  void membership_changed(const std::string& what, int rank);
+  void tell(int dest, const ControlMessage& message, std::vector<std::byte> payload = {});
+  void tell_everyone(ControlMessage message);
+  std::vector<std::byte> mass_payload(double share);
+  bool all_live_done() const;
+  std::uint64_t edge_epoch(int sender, int receiver) const;
+  OutEdge& out_edge(int dest);
+  void reject(RejectCause cause, const std::string& detail);
+  void wait_for_sends(Clock::time_point deadline);
+
+  compute::Backend& backend_;
+  topology::Schedule schedule_;  // as given
+  topology::Schedule mixing_;    // repaired over the live peers
+  transport::Transport& transport_;
+  float* x_;
+  std::size_t n_;
+  PushSumConfig config_;
+  int rank_;
+  Chunking chunking_;
+
+  std::vector<double> x64_;    // the mixed values, in double
+  std::vector<float> x_seen_;  // the caller's x as we last left it
+  double w_ = 1.0;
+  std::int64_t round_ = 0;
+  std::optional<Clock::time_point> last_mix_;
+  double mix_interval_s_ = 0.0;  // smoothed time between this peer's rounds
+  Clock::time_point last_news_;  // finish(): when a peer last said it was done, or was excluded
+
+  Membership membership_;
+  std::unique_ptr<FailureDetector> detector_;
+  std::map<int, std::unique_ptr<OutEdge>> out_;
+  std::map<int, std::unique_ptr<InEdge>> in_;
+  std::vector<bool> done_;                  // ranks that said they finished their iterations
+  std::map<int, std::uint32_t> sponsored_;  // join request ids already answered, per rank
+  std::optional<std::int64_t> admitted_round_;
+  bool left_ = false;
+  std::vector<MembershipEvent> events_;
+
+  PushSumMetrics metrics_;
+  std::array<bool, kNumRejectCauses> logged_{};
+};
+
+}  // namespace sgp::gossip

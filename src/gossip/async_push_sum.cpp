@@ -1,0 +1,522 @@
+#include "sgp/gossip/async_push_sum.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "failure_detector.hpp"
+#include "running_sums.hpp"
+#include "sgp/error.hpp"
+#include "sgp/topology/repair.hpp"
+
+namespace sgp::gossip {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr int kFinalRounds = 5;                  // mixing rounds after every live peer is done
+constexpr milliseconds kJoinRetry{200};          // between join requests
+constexpr milliseconds kFlushLimit{2000};        // longest wait for sends at the end
+constexpr milliseconds kMinPace{2}, kMaxPace{200};  // gossip-only rounds while finishing
+
+std::span<const std::byte> bytes_of(const double* values, std::size_t count) {
+  return {reinterpret_cast<const std::byte*>(values), count * sizeof(double)};
+}
+
+// The deadline's floor: long enough for a busy host's scheduling hiccups and a straggler's
+// pauses, short enough to notice a dead peer well before the cap.
+milliseconds detector_floor(milliseconds cap) {
+  return std::min(cap, std::max(milliseconds(500), cap / 10));
+}
+
+}  // namespace
+
+AsyncPushSum::AsyncPushSum(compute::Backend& backend, topology::Schedule schedule,
+                           transport::Transport& transport, float* x, std::size_t n,
+                           PushSumConfig config)
+    : backend_(backend),
+      schedule_(std::move(schedule)),
+      mixing_(schedule_),
+      transport_(transport),
+      x_(x),
+      n_(n),
+      config_(config),
+      rank_(transport.rank()),
+      chunking_(n, config.chunk_elements),
+      x64_(n),
+      x_seen_(n),
+      membership_(schedule_.num_peers()),
+      detector_(std::make_unique<FailureDetector>(schedule_.num_peers(),
+                                                  detector_floor(config.timeout), config.timeout)),
+      done_(schedule_.num_peers(), false) {
+  SGP_ENFORCE(config_.gossip_every >= 1, "gossip_every must be >= 1");
+  backend_.download(x_seen_.data(), x_, n_ * sizeof(float));
+  std::copy(x_seen_.begin(), x_seen_.end(), x64_.begin());
+  const auto now = Clock::now();
+  for (int r : mixing_.all_in_neighbors(rank_)) detector_->watch(r, now);
+}
+
+AsyncPushSum::~AsyncPushSum() = default;
+
+bool AsyncPushSum::step(std::int64_t iteration) {
+  if ((iteration + 1) % config_.gossip_every != 0) return false;
+  mix();
+  return true;
+}
+
+void AsyncPushSum::mix() {
+  const auto start = Clock::now();
+  if (last_mix_) {  // the pace of this peer's rounds, for the gossip-only rounds of finish()
+    const double gap = std::chrono::duration<double>(start - *last_mix_).count();
+    mix_interval_s_ = metrics_.rounds < 2 ? gap : 0.9 * mix_interval_s_ + 0.1 * gap;
+  }
+  last_mix_ = start;
+  take_caller_changes();
+  drain();
+  check_failures();
+  if (!left_) push_round();
+  ++round_;
+  ++metrics_.rounds;
+  give_to_caller();
+  metrics_.apply_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void AsyncPushSum::idle(milliseconds duration) {
+  const auto start = Clock::now();
+  const auto until = start + duration;
+  for (auto now = start; now < until; now = Clock::now()) {
+    const auto left = std::chrono::ceil<milliseconds>(until - now);
+    if (auto message = transport_.receive(left)) handle(std::move(*message));
+  }
+  drain();
+  check_failures();
+  metrics_.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// What the caller did to x since we last wrote it (the SGD step) goes into x64 too.
+void AsyncPushSum::take_caller_changes() {
+  thread_local std::vector<float> now;
+  now.resize(n_);
+  backend_.download(now.data(), x_, n_ * sizeof(float));
+  for (std::size_t k = 0; k < n_; ++k) {
+    x64_[k] += static_cast<double>(now[k]) - static_cast<double>(x_seen_[k]);
+  }
+}
+
+void AsyncPushSum::give_to_caller() {
+  for (std::size_t k = 0; k < n_; ++k) x_seen_[k] = static_cast<float>(x64_[k]);
+  backend_.upload(x_, x_seen_.data(), n_ * sizeof(float));
+}
+
+void AsyncPushSum::push_round() {
+  const auto& edges = mixing_.out_edges(rank_, round_);
+  for (const auto& e : edges) out_edge(e.peer).push(e.weight, x64_, w_);
+  const double keep = mixing_.self_weight(rank_, round_);
+  for (double& v : x64_) v *= keep;
+  w_ *= keep;
+  for (const auto& e : edges) send_total(e.peer, out_edge(e.peer));
+}
+
+OutEdge& AsyncPushSum::out_edge(int dest) {
+  const std::uint64_t epoch = edge_epoch(rank_, dest);
+  auto& edge = out_[dest];
+  if (!edge || edge->epoch() != epoch) edge = std::make_unique<OutEdge>(n_, epoch);
+  return *edge;
+}
+
+std::uint64_t AsyncPushSum::edge_epoch(int sender, int receiver) const {
+  return (std::uint64_t{membership_.incarnation(sender)} << 32) |
+         membership_.incarnation(receiver);
+}
+
+void AsyncPushSum::send_total(int dest, OutEdge& edge) {
+  const auto chunks = static_cast<int>(chunking_.chunks());
+  WireHeader h;
+  h.dtype = kDtypeFloat64Total;
+  const auto buffer = edge.snapshot(config_.running_sums, chunks, h.weight);
+  if (!buffer) {
+    ++metrics_.skipped_sends;
+    return;
+  }
+  h.sender = rank_;
+  h.round = round_;
+  h.epoch = edge.epoch();
+  h.total = n_;
+  for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
+    h.chunk = c;
+    h.offset = chunking_.offset(c);
+    h.count = chunking_.size(c);
+    const auto payload = bytes_of(buffer->values.data() + h.offset, h.count);
+    h.payload_hash = payload_hash(payload);
+    // The buffer stays alive (and busy) until the transport has released every chunk.
+    transport_.send(dest, encode_header(h), payload, [buffer] {
+      buffer->chunks_on_wire.fetch_sub(1, std::memory_order_acq_rel);
+    });
+    ++metrics_.messages_sent;
+    metrics_.bytes_sent += kHeaderBytes + payload.size();
+  }
+}
+
+void AsyncPushSum::drain() {
+  while (auto message = transport_.receive(milliseconds(0))) handle(std::move(*message));
+}
+
+void AsyncPushSum::handle(transport::Message message) {
+  if (is_control(message)) {
+    auto decoded = decode_control(message, schedule_.num_peers(), rank_);
+    if (auto* cause = std::get_if<RejectCause>(&decoded)) {
+      reject(*cause, "a control notice");
+      return;
+    }
+    handle_control(std::get<DecodedControl>(decoded));
+    return;
+  }
+  auto decoded = decode_message(std::move(message), chunking_, schedule_.num_peers(), rank_,
+                                kDtypeFloat64Total);
+  if (auto* cause = std::get_if<RejectCause>(&decoded)) {
+    reject(*cause, "a running total");
+    return;
+  }
+  handle_data(std::move(std::get<DecodedMessage>(decoded)));
+}
+
+void AsyncPushSum::handle_data(DecodedMessage m) {
+  const WireHeader& h = m.header;
+  const int s = h.sender;
+  const auto sender_incarnation = static_cast<std::uint32_t>(h.epoch >> 32);
+  // A newer incarnation of the sender than we know: it rejoined, and this is how we learn it.
+  if (sender_incarnation > membership_.incarnation(s) &&
+      membership_.apply(s, PeerState::live, sender_incarnation)) {
+    membership_changed("joined", s);
+  }
+  if (h.epoch != edge_epoch(s, rank_)) {
+    reject(RejectCause::stale_epoch, fmt::format("from rank {}", s));
+    return;
+  }
+  if (!membership_.live(s)) {
+    reject(RejectCause::unexpected_sender,
+           fmt::format("rank {} is {}", s, state_name(membership_.state(s))));
+    return;
+  }
+  std::vector<double> values(h.count);  // the payload may be misaligned: copy it
+  std::memcpy(values.data(), m.payload.data(), m.payload.size());
+  if (!std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); }) ||
+      !std::isfinite(h.weight)) {
+    reject(RejectCause::non_finite, fmt::format("from rank {}, round {}", s, h.round));
+    return;
+  }
+  auto& edge = in_[s];
+  if (!edge || edge->epoch() != h.epoch) {
+    edge = std::make_unique<InEdge>(n_, chunking_.chunks(), h.epoch);
+  }
+  detector_->heard(s, Clock::now());
+  if (edge->apply(config_.running_sums, h.chunk, h.round, h.offset, values, h.weight, x64_, w_)) {
+    ++metrics_.messages_received;
+    metrics_.bytes_received += kHeaderBytes + m.payload.size();
+  }
+}
+
+void AsyncPushSum::handle_control(const DecodedControl& d) {
+  const ControlMessage& c = d.control;
+  switch (c.kind) {
+    case ControlKind::exclude:
+      if (c.subject == rank_ && c.incarnation == membership_.incarnation(rank_)) {
+        throw IoError(fmt::format(
+            "rank {}: rank {} declared this peer dead (nothing from it within its deadline); "
+            "the others go on without it (restart it with --join to take part again)",
+            rank_, c.sender));
+      }
+      if (membership_.apply(c.subject, PeerState::excluded, c.incarnation)) {
+        membership_changed("excluded", c.subject);
+      }
+      return;
+    case ControlKind::admit:
+      on_admit(d);
+      return;
+    case ControlKind::done:
+      done_[c.subject] = true;
+      last_news_ = Clock::now();
+      detector_->unwatch(c.subject);
+      return;
+    case ControlKind::join_request:
+      on_join_request(c);
+      return;
+    case ControlKind::leave:
+      if (!d.payload.empty()) take_mass(d.payload);  // we are the one it handed its mass to
+      if (membership_.apply(c.subject, PeerState::left, c.incarnation)) {
+        membership_changed("left", c.subject);
+      }
+      return;
+    default:
+      reject(RejectCause::bad_dtype, fmt::format("control kind {} from rank {}",
+                                                 static_cast<int>(c.kind), c.sender));
+  }
+}
+
+// Mass handed over (admission or leave): [w as double][x as n doubles].
+void AsyncPushSum::take_mass(std::span<const std::byte> bytes) {
+  if (bytes.size() != (n_ + 1) * sizeof(double)) {
+    reject(RejectCause::bad_size, "a mass transfer");
+    return;
+  }
+  double w = 0.0;
+  std::memcpy(&w, bytes.data(), sizeof(double));
+  std::vector<double> x(n_);
+  std::memcpy(x.data(), bytes.data() + sizeof(double), n_ * sizeof(double));
+  if (!std::isfinite(w) || w < 0.0 ||
+      !std::all_of(x.begin(), x.end(), [](double v) { return std::isfinite(v); })) {
+    reject(RejectCause::non_finite, "a mass transfer");
+    return;
+  }
+  for (std::size_t k = 0; k < n_; ++k) x64_[k] += x[k];
+  w_ += w;
+  give_to_caller();
+}
+
+std::vector<std::byte> AsyncPushSum::mass_payload(double share) {
+  std::vector<std::byte> out((n_ + 1) * sizeof(double));
+  const double w = share * w_;
+  std::memcpy(out.data(), &w, sizeof(double));
+  auto* x = reinterpret_cast<double*>(out.data() + sizeof(double));
+  for (std::size_t k = 0; k < n_; ++k) x[k] = share * x64_[k];
+  return out;
+}
+
+// The first live rank after the newcomer sponsors it (several may, when their views differ:
+// each gives half of its own mass, so nothing is created or lost).
+void AsyncPushSum::on_join_request(const ControlMessage& c) {
+  const int s = c.subject, n = schedule_.num_peers();
+  if (s != c.sender || left_) return;
+  if (auto it = sponsored_.find(s); it != sponsored_.end() && it->second == c.incarnation) return;
+  int sponsor = -1;
+  for (int k = 1; k < n && sponsor < 0; ++k) {
+    const int r = (s + k) % n;
+    if (membership_.live(r)) sponsor = r;
+  }
+  if (sponsor != rank_) return;
+  sponsored_[s] = c.incarnation;
+  take_caller_changes();
+  const std::uint32_t incarnation = membership_.incarnation(s) + 1;
+  membership_.apply(s, PeerState::live, incarnation);
+  membership_changed("joined", s);
+  auto payload = membership_.encode();
+  const auto mass = mass_payload(0.5);
+  payload.insert(payload.end(), mass.begin(), mass.end());
+  for (double& v : x64_) v *= 0.5;
+  w_ *= 0.5;
+  give_to_caller();
+  ControlMessage admit{ControlKind::admit, rank_, s, incarnation, round_};
+  tell(s, admit, std::move(payload));
+  tell_everyone(admit);  // the others learn the new incarnation (no payload)
+  spdlog::info("rank {}: sponsored rank {} (incarnation {}) with half of its mass at round {}",
+               rank_, s, incarnation, round_);
+}
+
+void AsyncPushSum::on_admit(const DecodedControl& d) {
+  const ControlMessage& c = d.control;
+  if (c.subject != rank_) {  // a notice: someone else joined
+    if (membership_.apply(c.subject, PeerState::live, c.incarnation)) {
+      membership_changed("joined", c.subject);
+    }
+    return;
+  }
+  const std::size_t table_bytes = membership_.encode().size();
+  if (d.payload.size() < table_bytes) {
+    reject(RejectCause::bad_size, "an admission");
+    return;
+  }
+  if (!admitted_round_) {
+    auto table = Membership::decode(d.payload.first(table_bytes), schedule_.num_peers());
+    if (!table) {
+      reject(RejectCause::bad_size, "an admission's membership table");
+      return;
+    }
+    membership_ = *table;
+    admitted_round_ = c.round;
+    round_ = c.round;
+    membership_changed("admitted", rank_);
+  }
+  take_mass(d.payload.subspan(table_bytes));
+}
+
+std::int64_t AsyncPushSum::join() {
+  // Nothing of our own: everything we will hold comes from sponsors.
+  std::fill(x64_.begin(), x64_.end(), 0.0);
+  w_ = 0.0;
+  const auto request_id = static_cast<std::uint32_t>(std::random_device{}());
+  const auto deadline = Clock::now() + config_.timeout;
+  while (!admitted_round_) {
+    if (Clock::now() > deadline) {
+      throw IoError(fmt::format("rank {}: no live peer admitted it within {} ms (--timeout-ms)",
+                                rank_, config_.timeout.count()));
+    }
+    for (int r = 0; r < schedule_.num_peers(); ++r) {
+      if (r != rank_) tell(r, {ControlKind::join_request, rank_, rank_, request_id, 0});
+    }
+    const auto retry = Clock::now() + kJoinRetry;
+    while (!admitted_round_ && Clock::now() < retry) {
+      if (auto m = transport_.receive(kJoinRetry)) handle(std::move(*m));
+    }
+  }
+  const auto now = Clock::now();
+  for (int r : mixing_.all_in_neighbors(rank_)) detector_->watch(r, now);
+  spdlog::info("rank {}: admitted at round {} with weight {:.6f}", rank_, round_, w_);
+  return *admitted_round_;
+}
+
+void AsyncPushSum::leave() {
+  take_caller_changes();
+  drain();
+  int heir = -1;
+  for (const auto& e : mixing_.out_edges(rank_, round_)) heir = heir < 0 ? e.peer : heir;
+  if (heir < 0) {
+    for (int r = 0; r < schedule_.num_peers() && heir < 0; ++r)
+      if (r != rank_ && membership_.live(r)) heir = r;
+  }
+  const ControlMessage notice{ControlKind::leave, rank_, rank_, membership_.incarnation(rank_),
+                              round_};
+  if (heir >= 0) {
+    tell(heir, notice, mass_payload(1.0));
+    std::fill(x64_.begin(), x64_.end(), 0.0);
+    w_ = 0.0;
+  }
+  left_ = true;
+  for (int r = 0; r < schedule_.num_peers(); ++r) {
+    if (r != rank_ && r != heir) tell(r, notice);
+  }
+  spdlog::info("rank {}: left, handing its mass to rank {}", rank_, heir);
+  wait_for_sends(Clock::now() + std::min(config_.timeout, kFlushLimit));
+}
+
+void AsyncPushSum::check_failures() {
+  for (int r : detector_->overdue(Clock::now())) {
+    if (membership_.live(r) && !done_[r]) {
+      exclude(r, membership_.incarnation(r),
+              fmt::format("nothing from it for {} ms", detector_->deadline(r).count()));
+    } else {
+      detector_->unwatch(r);
+    }
+  }
+}
+
+void AsyncPushSum::exclude(int rank, std::uint32_t incarnation, const std::string& why) {
+  if (!membership_.apply(rank, PeerState::excluded, incarnation)) return;
+  last_news_ = Clock::now();
+  spdlog::warn("rank {}: excluding rank {} ({}); the others go on without it", rank_, rank, why);
+  tell_everyone({ControlKind::exclude, rank_, rank, incarnation, round_});
+  membership_changed("excluded", rank);
+}
+
+// Repairs the schedule over the live peers and watches the ones that now push to us.
+void AsyncPushSum::membership_changed(const std::string& what, int rank) {
+  events_.push_back({what, rank, round_});
+  try {
+    mixing_ = topology::repair_schedule(schedule_, membership_.live_flags());
+  } catch (const InputError& e) {
+    throw IoError(fmt::format("rank {}: after rank {} {}, the peers left cannot mix: {}", rank_,
+                              rank, what, e.what()));
+  }
+  const auto now = Clock::now();
+  const auto pushers = mixing_.all_in_neighbors(rank_);
+  for (int r = 0; r < schedule_.num_peers(); ++r) {
+    const bool pushes = std::find(pushers.begin(), pushers.end(), r) != pushers.end();
+    if (!pushes || done_[r]) {
+      detector_->unwatch(r);
+    } else if (!detector_->watched(r) || r == rank) {
+      detector_->watch(r, now);
+    }
+  }
+}
+
+void AsyncPushSum::tell(int dest, const ControlMessage& message, std::vector<std::byte> payload) {
+  auto owned = std::make_shared<std::vector<std::byte>>(std::move(payload));
+  const std::span<const std::byte> bytes(*owned);
+  transport_.send(dest, encode_control(message), bytes, [owned] {});
+}
+
+void AsyncPushSum::tell_everyone(ControlMessage message) {
+  for (int r = 0; r < schedule_.num_peers(); ++r) {
+    if (r == rank_ || r == message.subject) continue;
+    const auto state = membership_.state(r);
+    if (state == PeerState::live) tell(r, message);
+  }
+}
+
+bool AsyncPushSum::all_live_done() const {
+  for (int r = 0; r < schedule_.num_peers(); ++r)
+    if (membership_.live(r) && !done_[r]) return false;
+  return true;
+}
+
+void AsyncPushSum::finish() {
+  if (left_) return;
+  done_[rank_] = true;
+  tell_everyone({ControlKind::done, rank_, rank_, membership_.incarnation(rank_), round_});
+  // Gossip-only rounds while others still train, at about the pace this peer trained, so that
+  // waiting peers do not take the CPU from the ones still computing.
+  const auto pace = std::clamp(
+      std::chrono::duration_cast<milliseconds>(std::chrono::duration<double>(mix_interval_s_)),
+      kMinPace, kMaxPace);
+  last_news_ = Clock::now();
+  while (!all_live_done()) {
+    idle(pace);
+    mix();
+    if (Clock::now() - last_news_ > config_.timeout) {
+      spdlog::warn("rank {}: no peer said it finished for {} ms; finishing anyway", rank_,
+                   config_.timeout.count());
+      break;
+    }
+  }
+  for (int k = 0; k < kFinalRounds; ++k) {
+    idle(pace);
+    mix();
+  }
+  // Going away: the others stop pushing to us (no mass handed on: this peer keeps its z).
+  left_ = true;
+  tell_everyone({ControlKind::leave, rank_, rank_, membership_.incarnation(rank_), round_});
+  wait_for_sends(Clock::now() + std::min(config_.timeout, kFlushLimit));
+}
+
+void AsyncPushSum::wait_for_sends(Clock::time_point deadline) {
+  auto busy = [this] {
+    for (const auto& [dest, edge] : out_)
+      if (membership_.live(dest) && edge->busy()) return true;
+    return false;
+  };
+  while (busy() && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(1));
+}
+
+void AsyncPushSum::restore(std::int64_t round, double weight) {
+  round_ = round;
+  w_ = weight;
+  backend_.download(x_seen_.data(), x_, n_ * sizeof(float));
+  std::copy(x_seen_.begin(), x_seen_.end(), x64_.begin());
+}
+
+void AsyncPushSum::debias(float* z) {
+  thread_local std::vector<float> host;
+  host.resize(n_);
+  const double inverse = w_ > 0.0 ? 1.0 / w_ : 0.0;
+  for (std::size_t k = 0; k < n_; ++k) host[k] = static_cast<float>(x64_[k] * inverse);
+  backend_.upload(z, host.data(), n_ * sizeof(float));
+}
+
+PushSumMetrics AsyncPushSum::metrics() const { return metrics_; }
+
+void AsyncPushSum::reject(RejectCause cause, const std::string& detail) {
+  const auto i = static_cast<std::size_t>(cause);
+  ++metrics_.rejected[i];
+  if (!logged_[i]) {
+    logged_[i] = true;
+    spdlog::warn("rank {}: rejected {} ({}); further ones for this cause are only counted",
+                 rank_, detail, reject_cause_name(cause));
+  }
+}
+
+}  // namespace sgp::gossip

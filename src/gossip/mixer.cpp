@@ -1,0 +1,17 @@
+#include "sgp/gossip/mixer.hpp"
+
+#include "sgp/gossip/async_push_sum.hpp"
+#include "sgp/gossip/push_sum_engine.hpp"
+
+namespace sgp::gossip {
+
+std::unique_ptr<Mixer> make_mixer(compute::Backend& backend, const topology::Schedule& schedule,
+                                  transport::Transport& transport, float* x, std::size_t n,
+                                  const PushSumConfig& config) {
+  if (config.mode == Mode::async) {
+    return std::make_unique<AsyncPushSum>(backend, schedule, transport, x, n, config);
+  }
+  return std::make_unique<PushSumEngine>(backend, schedule, transport, x, n, config);
+}
+
+}  // namespace sgp::gossip
