@@ -20,9 +20,9 @@ namespace {
 
 using std::chrono::milliseconds;
 
-constexpr int kFinalRounds = 5;                  // mixing rounds after every live peer is done
-constexpr milliseconds kJoinRetry{200};          // between join requests
-constexpr milliseconds kFlushLimit{2000};        // longest wait for sends at the end
+constexpr int kFinalRounds = 5;                     // mixing rounds after every live peer is done
+constexpr milliseconds kJoinRetry{200};             // between join requests
+constexpr milliseconds kFlushLimit{2000};           // longest wait for sends at the end
 constexpr milliseconds kMinPace{2}, kMaxPace{200};  // gossip-only rounds while finishing
 
 std::span<const std::byte> bytes_of(const double* values, std::size_t count) {
@@ -131,8 +131,7 @@ OutEdge& AsyncPushSum::out_edge(int dest) {
 }
 
 std::uint64_t AsyncPushSum::edge_epoch(int sender, int receiver) const {
-  return (std::uint64_t{membership_.incarnation(sender)} << 32) |
-         membership_.incarnation(receiver);
+  return (std::uint64_t{membership_.incarnation(sender)} << 32) | membership_.incarnation(receiver);
 }
 
 void AsyncPushSum::send_total(int dest, OutEdge& edge) {
@@ -155,9 +154,8 @@ void AsyncPushSum::send_total(int dest, OutEdge& edge) {
     const auto payload = bytes_of(buffer->values.data() + h.offset, h.count);
     h.payload_hash = payload_hash(payload);
     // The buffer stays alive (and busy) until the transport has released every chunk.
-    transport_.send(dest, encode_header(h), payload, [buffer] {
-      buffer->chunks_on_wire.fetch_sub(1, std::memory_order_acq_rel);
-    });
+    transport_.send(dest, encode_header(h), payload,
+                    [buffer] { buffer->chunks_on_wire.fetch_sub(1, std::memory_order_acq_rel); });
     ++metrics_.messages_sent;
     metrics_.bytes_sent += kHeaderBytes + payload.size();
   }
@@ -254,8 +252,8 @@ void AsyncPushSum::handle_control(const DecodedControl& d) {
       }
       return;
     default:
-      reject(RejectCause::bad_dtype, fmt::format("control kind {} from rank {}",
-                                                 static_cast<int>(c.kind), c.sender));
+      reject(RejectCause::bad_dtype,
+             fmt::format("control kind {} from rank {}", static_cast<int>(c.kind), c.sender));
   }
 }
 
@@ -514,8 +512,8 @@ void AsyncPushSum::reject(RejectCause cause, const std::string& detail) {
   ++metrics_.rejected[i];
   if (!logged_[i]) {
     logged_[i] = true;
-    spdlog::warn("rank {}: rejected {} ({}); further ones for this cause are only counted",
-                 rank_, detail, reject_cause_name(cause));
+    spdlog::warn("rank {}: rejected {} ({}); further ones for this cause are only counted", rank_,
+                 detail, reject_cause_name(cause));
   }
 }
 

@@ -68,7 +68,10 @@ std::variant<DecodedControl, RejectCause> decode_control(const transport::Messag
     return RejectCause::unknown_sender;
   }
   const auto payload = message.frame(1);
-  if (!payload.empty() && m.kind != ControlKind::admit) return RejectCause::bad_size;
+  // Only an admission and a leave hand mass over.
+  if (!payload.empty() && m.kind != ControlKind::admit && m.kind != ControlKind::leave) {
+    return RejectCause::bad_size;
+  }
   return DecodedControl{m, payload};
 }
 

@@ -8,8 +8,7 @@ std::span<const NamedValue<Mode>> names(Mode) {
   static constexpr std::array<NamedValue<Mode>, 3> table = {{
       {Mode::sync, "sync", "SGP: every round waits for every in-neighbour's message"},
       {Mode::overlap, "overlap", "OSGP: a communication thread mixes while the caller computes"},
-      {Mode::async, "async",
-       "asgp: nobody waits, running sums; peers may fail, join and leave"},
+      {Mode::async, "async", "asgp: nobody waits, running sums; peers may fail, join and leave"},
   }};
   return table;
 }

@@ -7,8 +7,7 @@
 namespace sgp::gossip {
 
 std::array<std::byte, kHeaderBytes> snapshot_header(int rank, std::int64_t iteration,
-                                                    const std::vector<float>& z,
-                                                    double weight) {
+                                                    const std::vector<float>& z, double weight) {
   WireHeader h;
   h.sender = rank;
   h.round = iteration;

@@ -19,9 +19,9 @@ std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Sche
               rank, schedule.num_peers());
   if (vector_size > 0) {
     // Async: float64 totals, and a mass transfer (weight, x, membership table) in one frame.
-    const std::size_t largest =
-        mode == Mode::async ? (vector_size + 1) * sizeof(double) + 8 * schedule.num_peers()
-                            : vector_size * sizeof(float);
+    const std::size_t largest = mode == Mode::async
+                                    ? (vector_size + 1) * sizeof(double) + 8 * schedule.num_peers()
+                                    : vector_size * sizeof(float);
     options.max_frame_bytes = static_cast<std::int64_t>(std::max(kHeaderBytes, largest));
   }
   auto t = std::make_unique<transport::ZmqTransport>(rank, schedule.endpoint(rank), options);

@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <memory>
 
-#include "sgp/topology/schedule.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
+#include "sgp/topology/schedule.hpp"
 #include "sgp/transport/zmq_transport.hpp"
 
 namespace sgp::gossip {

