@@ -159,7 +159,7 @@ TEST_CASE("gossip mode names parse, others are an InputError naming the flag") {
   CHECK(parse_name<Mode>("sync", "--mode") == Mode::sync);
   CHECK(parse_name<Mode>("overlap", "--mode") == Mode::overlap);
   CHECK(parse_name<Mode>("async", "--mode") == Mode::async);
-  CHECK_THROWS_WITH_AS(parse_name<Mode>("asynchronous", "--mode"),
-                       doctest::Contains("--mode: 'asynchronous' is not one of sync, overlap, async"),
-                       InputError);
+  CHECK_THROWS_WITH_AS(
+      parse_name<Mode>("asynchronous", "--mode"),
+      doctest::Contains("--mode: 'asynchronous' is not one of sync, overlap, async"), InputError);
 }

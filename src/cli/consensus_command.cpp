@@ -14,8 +14,7 @@
 
 namespace sgp::cli {
 
-namespace {
-}
+namespace {}
 
 void add_consensus_command(CLI::App& app) {
   struct Args {
@@ -37,7 +36,9 @@ void add_consensus_command(CLI::App& app) {
   cmd->add_option("--rounds", a->options.rounds, "gossip rounds")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000000));
-  cmd->add_option("--mode", a->mode, "sync (SGP), overlap (OSGP) or async (asgp: running sums, nobody waits)")->capture_default_str();
+  cmd->add_option("--mode", a->mode,
+                  "sync (SGP), overlap (OSGP) or async (asgp: running sums, nobody waits)")
+      ->capture_default_str();
   cmd->add_option("--dim", a->options.dim, "vector length (floats)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 28));

@@ -14,10 +14,9 @@
 #include "sgp/compute/device.hpp"
 #include "sgp/compute/device_buffer.hpp"
 #include "sgp/error.hpp"
-#include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/async_push_sum.hpp"
+#include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/mixer.hpp"
-#include "sgp/transport/faulty_transport.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/log.hpp"
@@ -25,6 +24,7 @@
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/topology/dot_file.hpp"
+#include "sgp/transport/faulty_transport.hpp"
 
 namespace sgp::launch {
 namespace {
@@ -65,7 +65,6 @@ std::vector<float> consensus_initial_vector(std::uint64_t seed, int rank, int nu
 }
 
 namespace {
-
 
 void log_rejects(const gossip::PushSumMetrics& m) {
   for (int c = 0; c < gossip::kNumRejectCauses; ++c) {
@@ -149,13 +148,14 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
   transport::ZmqOptions zmq;
   zmq.send_timeout = std::chrono::milliseconds(c.timeout_ms);
   zmq.linger = std::chrono::milliseconds(c.timeout_ms);
-  if (o.mode == gossip::Mode::async) zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));
+  if (o.mode == gossip::Mode::async)
+    zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));
   auto zmq_transport = gossip::open_zmq_transport(schedule, rank, zmq, o.dim, o.mode);
   transport::Transport* transport = zmq_transport.get();
   std::unique_ptr<transport::FaultyTransport> faulty;
   if (const auto faults = transport::parse_fault_spec(c.inject); faults.any()) {
     faulty = std::make_unique<transport::FaultyTransport>(*zmq_transport, faults,
-                                                         gossip::is_control_header);
+                                                          gossip::is_control_header);
     transport = faulty.get();
   }
   gossip::PushSumConfig config;
@@ -163,7 +163,8 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
   config.tau = c.tau;
   config.timeout = std::chrono::milliseconds(c.timeout_ms);
   config.running_sums = c.running_sums;
-  const auto engine_ptr = gossip::make_mixer(*backend, schedule, *transport, x.data(), o.dim, config);
+  const auto engine_ptr =
+      gossip::make_mixer(*backend, schedule, *transport, x.data(), o.dim, config);
   gossip::Mixer& engine = *engine_ptr;
   auto* async = dynamic_cast<gossip::AsyncPushSum*>(engine_ptr.get());
   spdlog::info("peer {} of {} at {}: {} rounds of {} push-sum, {} floats, {}", rank, n,

@@ -1,8 +1,8 @@
 #include "sgp/peer/peer_runner.hpp"
 
 #include <atomic>
-#include <csignal>
 #include <charconv>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 
@@ -98,7 +98,7 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
     comm.transport = transport.get();
     if (const auto faults = transport::parse_fault_spec(config.inject); faults.any()) {
       faulty = std::make_unique<transport::FaultyTransport>(*transport, faults,
-                                                         gossip::is_control_header);
+                                                            gossip::is_control_header);
       comm.transport = faulty.get();
       spdlog::info("injecting faults: {}", transport::format_fault_spec(faults));
     }

@@ -226,7 +226,7 @@ struct Trainer::Tally {
   std::int64_t window_count = 0, samples = 0;
   std::vector<double> iteration_seconds;
   Evaluation last_eval;
-  gossip::PushSumMetrics before;  // engine metrics at the last record
+  gossip::PushSumMetrics before;                   // engine metrics at the last record
   std::optional<std::int64_t> joined_at, left_at;  // asgp
 };
 

@@ -40,7 +40,7 @@ struct PeerSummary {
   // With a monitor:
   std::optional<std::uint64_t> dropped_snapshots;
   // asgp: membership as this peer saw it.
-  std::vector<int> excluded_peers;               // ranks it excluded or learnt were excluded
+  std::vector<int> excluded_peers;                  // ranks it excluded or learnt were excluded
   std::optional<std::int64_t> joined_at_iteration;  // sgp peer --join
   std::optional<std::int64_t> left_at_iteration;    // handed its mass on and stopped early
 };

@@ -59,7 +59,7 @@ struct TrainConfig {
   std::string monitor;                // endpoint of the consensus monitor; empty: none
   // fault tolerance (asgp)
   bool running_sums = true;  // asgp: lost messages cost no mass (false: plain push-sum)
-  std::string inject;        // transport faults, e.g. "drop=0.05,seed=1" (transport/faulty_transport)
+  std::string inject;  // transport faults, e.g. "drop=0.05,seed=1" (transport/faulty_transport)
   PeerFailure on_peer_failure = PeerFailure::automatic;  // what sgp launch does when a peer dies
   bool leave_on_term = false;  // asgp: SIGTERM hands this peer's mass to a neighbour, exits 0
   // reporting

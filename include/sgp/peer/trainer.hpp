@@ -3,8 +3,8 @@
 //   z = x / w;  g = stochastic gradient at z;  x = optimizer step of x with g;
 //   then a push-sum round (every H iterations) that mixes (x, w) with the neighbours.
 // With no communication (local / `sgp train`) w stays 1 and z = x.
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
