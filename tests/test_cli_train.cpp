@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include "skip.hpp"
 #include "subprocess.hpp"
 #include "temp_dir.hpp"
 

@@ -10,6 +10,7 @@
 #include "sgp/data/dataset.hpp"
 #include "sgp/data/idx_file.hpp"
 #include "sgp/error.hpp"
+#include "skip.hpp"
 #include "temp_dir.hpp"
 
 using sgp::InputError;
@@ -146,8 +147,7 @@ TEST_CASE("a missing data directory names the files and the Debian package") {
 TEST_CASE("the real Fashion-MNIST files load with the documented shapes") {
   const auto dir = sgp::data::resolve_data_dir("");
   if (!std::filesystem::exists(dir / "t10k-labels-idx1-ubyte.gz")) {
-    MESSAGE("SKIPPED: Fashion-MNIST not installed at " << dir.string());
-    return;
+    SGP_SKIP("Fashion-MNIST is not installed at " + dir.string());
   }
   const auto test = sgp::data::load_fashion_mnist(dir, "t10k");
   CHECK(test.size() == 10000);

@@ -17,6 +17,7 @@
 
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
+#include "skip.hpp"
 #include "subprocess.hpp"
 #include "temp_dir.hpp"
 
@@ -84,13 +85,11 @@ std::string read_text(const std::filesystem::path& path) {
 TEST_CASE("four peers on two hosts (network namespaces) train together over TCP") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   if (::geteuid() != 0 || run_command("command -v ip").exit_code != 0) {
-    MESSAGE("SKIPPED: needs root and iproute2 to create network namespaces");
-    return;
+    SGP_SKIP("needs root and iproute2 to create network namespaces");
   }
   TwoHosts hosts;
   if (!hosts.ok()) {
-    MESSAGE("SKIPPED: this kernel refused to create network namespaces");
-    return;
+    SGP_SKIP("this kernel refused to create network namespaces");
   }
   sgp::testing::TempDir dir;
   // Private hosts: any port is free there; the test picks it.

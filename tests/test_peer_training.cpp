@@ -21,6 +21,7 @@
 #include "sgp/topology/generator.hpp"
 #include "sgp/transport/inproc_network.hpp"
 #include "sgp/transport/inproc_transport.hpp"
+#include "skip.hpp"
 #include "temp_dir.hpp"
 
 using namespace sgp;
@@ -270,8 +271,6 @@ TEST_CASE("consensus error of known vectors") {
 }
 
 #include <fstream>
-
-#include "subprocess.hpp"
 
 namespace {
 // A snapshot as the monitor receives it; `corrupt` flips a payload byte after hashing.

@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "skip.hpp"
 #include "subprocess.hpp"
 #include "temp_dir.hpp"
 
@@ -135,8 +136,7 @@ TEST_CASE("render draws with Graphviz dot, and says so clearly when dot is missi
   CHECK(contains(missing.output, "Graphviz `dot` was not found on PATH"));
 
   if (sgp::testing::run_command("command -v dot").exit_code != 0) {
-    MESSAGE("SKIPPED the drawing itself: Graphviz `dot` is not installed");
-    return;
+    SGP_SKIP("the drawing itself: Graphviz `dot` is not installed (Debian package graphviz)");
   }
   const auto r = run_sgp("topology render " + file.string() + " " + (dir / "star.png").string());
   INFO(r.output);
