@@ -115,4 +115,14 @@ TEST_CASE("the newest complete checkpoint set is the newest iteration every rank
   }
   CHECK(latest_complete_checkpoint(dir.path(), 3) == 20);
   CHECK(latest_complete_checkpoint(dir.path(), 4) == std::nullopt);
+  // A rank in the middle missing counts as much as the last one.
+  sgp::testing::TempDir other;
+  for (int rank = 0; rank < 3; ++rank) {
+    s.iteration = 10;
+    CheckpointStore(other.path(), rank).save(s);
+    if (rank == 1) continue;  // rank 1 died before writing iteration 20
+    s.iteration = 20;
+    CheckpointStore(other.path(), rank).save(s);
+  }
+  CHECK(latest_complete_checkpoint(other.path(), 3) == 10);
 }
