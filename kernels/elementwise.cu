@@ -77,6 +77,23 @@ struct ScaleIntoOp {
   __device__ void one(std::size_t i) const { z[i] = x[i] * alpha; }
 };
 
+// Like std::max(v, 0.0f) of the CPU backend (NaN stays NaN there too: max keeps its first
+// argument when the comparison is false).
+__device__ __forceinline__ float relu(float v) { return 0.0f > v ? 0.0f : v; }
+
+struct ReluOp {
+  float* x;
+  __device__ void vec(std::size_t i) const {
+    float4 v = load4(x, i);
+    v.x = relu(v.x);
+    v.y = relu(v.y);
+    v.z = relu(v.z);
+    v.w = relu(v.w);
+    store4(x, i, v);
+  }
+  __device__ void one(std::size_t i) const { x[i] = relu(x[i]); }
+};
+
 struct ReluBackwardOp {
   float* dy;
   const float* y;
@@ -174,6 +191,10 @@ cudaError_t axpy(float alpha, const float* x, float* y, std::size_t n, const Lau
 cudaError_t debias(const float* x, float inv_weight, float* z, std::size_t n,
                    const Launch& launch) {
   return run_map(ScaleIntoOp{x, inv_weight, z}, n, aligned16(x) && aligned16(z), launch);
+}
+
+cudaError_t relu_forward(float* x, std::size_t n, const Launch& launch) {
+  return run_map(ReluOp{x}, n, aligned16(x), launch);
 }
 
 cudaError_t relu_backward(float* dy, const float* y, std::size_t n, const Launch& launch) {

@@ -16,6 +16,8 @@ cudaError_t scale(float* x, std::size_t n, float alpha, const Launch& launch);
 cudaError_t axpy(float alpha, const float* x, float* y, std::size_t n, const Launch& launch);
 // z = x * inv_weight
 cudaError_t debias(const float* x, float inv_weight, float* z, std::size_t n, const Launch& launch);
+// x = max(x, 0), in place
+cudaError_t relu_forward(float* x, std::size_t n, const Launch& launch);
 // dy = y > 0 ? dy : 0
 cudaError_t relu_backward(float* dy, const float* y, std::size_t n, const Launch& launch);
 // g = grad + wd * p;  v = mu * v + g;  p -= lr * (nesterov ? g + mu * v : v)

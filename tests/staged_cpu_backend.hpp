@@ -50,6 +50,27 @@ class StagedCpuBackend final : public compute::Backend {
                   const compute::SgdStep& step) override {
     cpu_.sgd_update(params, grads, velocity, n, step);
   }
+  void relu_forward(float* x, std::size_t n) override { cpu_.relu_forward(x, n); }
+  void im2col(const float* x, const compute::Window& w, float* cols) override {
+    cpu_.im2col(x, w, cols);
+  }
+  void col2im(const float* cols, const compute::Window& w, float* dx) override {
+    cpu_.col2im(cols, w, dx);
+  }
+  void max_pool_forward(const float* x, const compute::Window& w, float* y,
+                        std::int32_t* argmax) override {
+    cpu_.max_pool_forward(x, w, y, argmax);
+  }
+  void max_pool_backward(const float* dy, const std::int32_t* argmax, const compute::Window& w,
+                         float* dx) override {
+    cpu_.max_pool_backward(dy, argmax, w, dx);
+  }
+  void avg_pool_forward(const float* x, const compute::Window& w, float* y) override {
+    cpu_.avg_pool_forward(x, w, y);
+  }
+  void avg_pool_backward(const float* dy, const compute::Window& w, float* dx) override {
+    cpu_.avg_pool_backward(dy, w, dx);
+  }
   void fill(float* x, std::size_t n, float v) override { cpu_.fill(x, n, v); }
   void scale(float* x, std::size_t n, float a) override { cpu_.scale(x, n, a); }
   void axpy(float a, const float* x, float* y, std::size_t n) override { cpu_.axpy(a, x, y, n); }

@@ -51,6 +51,14 @@ TEST_CASE("sgp train for one epoch reaches 84% test accuracy and writes its run 
 
 TEST_CASE("sgp train rejects bad flags and bad data with clear messages") {
   sgp::testing::TempDir dir;
+  SUBCASE("a model or partition that does not parse") {
+    auto r = run_sgp("train --model lenet:3 --run-dir " + (dir / "m").string());
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "--model: 'lenet:3' is not a model: lenet and lenet-wide take no"));
+    r = run_sgp("train --partition dirichlet:-1 --run-dir " + (dir / "p").string());
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "--partition: 'dirichlet:-1' is not a partition"));
+  }
   SUBCASE("unknown device") {
     const auto r = run_sgp("train --device gpu --run-dir " + (dir / "a").string());
     CHECK(r.exit_code == 2);

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include "gradient_check.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/compute/device_buffer.hpp"
 #include "sgp/model/mlp.hpp"
@@ -31,42 +32,10 @@ void check_gradients(std::vector<int> widths, int batch, unsigned seed) {
   std::vector<float> grads(params.size());
   mlp.forward_backward(params.data(), inputs.data(), labels.data(), batch, grads.data());
 
-  auto loss_at = [&](std::vector<float>& p) {
+  sgp::testing::check_against_finite_differences(params, grads, [&](const std::vector<float>& p) {
     const float* logits = mlp.forward(p.data(), inputs.data(), batch);
     return backend.softmax_cross_entropy(logits, labels.data(), batch, widths.back(), nullptr);
-  };
-  // Every parameter of small nets; a strided sample of larger ones. A ReLU kink inside
-  // [p - h, p + h] makes the central difference meaningless there, so each parameter is
-  // differenced with steps h and h/2: where the two disagree, a kink was crossed and that
-  // parameter is skipped (at most a tenth may be); elsewhere the analytic value must match.
-  const std::size_t stride = std::max<std::size_t>(1, params.size() / 300);
-  auto central_difference = [&](std::size_t i, float h) {
-    const float saved = params[i];
-    params[i] = saved + h;
-    const double plus = loss_at(params);
-    params[i] = saved - h;
-    const double minus = loss_at(params);
-    params[i] = saved;
-    return (plus - minus) / (2.0 * h);
-  };
-  auto relative = [](double a, double b) {
-    // With a floor: float32 losses carry ~1e-7 relative noise, divided by the step.
-    return std::abs(a - b) / std::max(1e-2, std::abs(a) + std::abs(b));
-  };
-  int checked = 0, skipped = 0;
-  for (std::size_t i = 0; i < params.size(); i += stride) {
-    const double coarse = central_difference(i, 4e-3f);
-    const double fine = central_difference(i, 2e-3f);
-    if (relative(coarse, fine) > 1e-2) {
-      ++skipped;
-      continue;
-    }
-    CHECK_MESSAGE(relative(fine, grads[i]) < 1e-2,
-                  "parameter " << i << ": analytic " << grads[i] << " numeric " << fine);
-    ++checked;
-  }
-  CHECK(skipped * 10 <= checked + skipped);
-  CHECK(checked > 0);
+  });
 }
 
 }  // namespace

@@ -98,7 +98,7 @@ std::vector<PeerResult> run_trainers(const peer::TrainConfig& config, int n,
 // A small model, a constant learning rate, two epochs of 32 iterations (4 peers, batch 16).
 peer::TrainConfig small_config(peer::Algorithm algo) {
   peer::TrainConfig config;
-  config.hidden = {24};
+  config.model = "mlp:24";
   config.batch_size = 16;
   config.epochs = 2;
   config.lr = 0.05;
@@ -291,7 +291,7 @@ TEST_CASE("the consensus monitor computes the exact error, rejects damage, bound
   SGP_SKIP_WITHOUT_FASHION_MNIST();  // it evaluates the average model on the real test set
   sgp::testing::TempDir dir;
   // MLP 784-4-10: 784*4 + 4 + 4*10 + 10 = 3190 parameters.
-  monitor::ConsensusMonitor monitor({4}, "", 2, dir / "monitor.jsonl");
+  monitor::ConsensusMonitor monitor("mlp:4", "", 2, dir / "monitor.jsonl");
   const std::size_t n = 3190;
   std::vector<float> a(n, 1.0f), b(n, 3.0f);  // mean 2: relative error (1^2) / (2^2) = 0.25
   CHECK(!monitor.add(snapshot(0, 10, a)));

@@ -20,7 +20,8 @@ namespace {
 // Every field away from its default (the first test checks that none was forgotten).
 TrainConfig unusual() {
   TrainConfig c;
-  c.hidden = {17, 9};
+  c.model = "mlp:17,9";
+  c.partition = "dirichlet:0.5";
   c.data_dir = "/data/fm";
   c.seed = 7;
   c.epochs = 2.5;

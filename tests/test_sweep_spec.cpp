@@ -66,7 +66,7 @@ epochs = 0.5
   CHECK(p.config.self_weight == 0.5);
   CHECK(p.config.algo == sgp::peer::Algorithm::sgp);
   CHECK(p.config.epochs == 2.0);
-  CHECK(p.config.hidden == std::vector<int>{32});
+  CHECK(p.config.model == "mlp:32");
   CHECK(p.config.max_iterations == 30);
   CHECK(p.config.lr_decay == sgp::model::LrDecay::constant);
   CHECK_FALSE(p.config.nesterov);
@@ -86,7 +86,7 @@ epochs = 0.5
                                       "x.toml", true);
   REQUIRE(quick.points.size() == 1);
   CHECK(quick.points[0].config.epochs == 0.5);
-  CHECK(quick.points[0].config.hidden == std::vector<int>{32});
+  CHECK(quick.points[0].config.model == "mlp:32");
   CHECK(quick.points[0].name() == "ring_n8_auniform_sgp_h1_s0");
 }
 
@@ -196,4 +196,26 @@ TEST_CASE("errors name the file, the line:column and the key") {
 TEST_CASE("read_sweep_file names a missing file") {
   CHECK_THROWS_WITH_AS(sgp::experiment::read_sweep_file("/nonexistent/s.toml", false),
                        doctest::Contains("/nonexistent/s.toml: cannot read"), sgp::InputError);
+}
+
+TEST_CASE("partition is a grid key (named in the point); model a [train] key") {
+  const auto spec = parse(R"(
+name = "skew"
+[grid]
+topology = ["ring"]
+partition = ["iid", "dirichlet:0.1", "shards:2"]
+[train]
+model = "lenet"
+)");
+  REQUIRE(spec.points.size() == 3);
+  CHECK(spec.points[0].name() == "ring_n8_auniform_sgp_h1_s0_partition-iid");
+  CHECK(spec.points[1].name() == "ring_n8_auniform_sgp_h1_s0_partition-dirichlet-0.1");
+  CHECK(spec.points[2].name() == "ring_n8_auniform_sgp_h1_s0_partition-shards-2");
+  CHECK(spec.points[1].config.partition == "dirichlet:0.1");
+  CHECK(spec.points[2].config.model == "lenet");
+  CHECK(error_of("name = \"x\"\n[grid]\npartition = [\"dirichlet:0\"]\n") ==
+        "sweeps/test.toml:3:14: grid.partition: 'dirichlet:0' is not a partition: ALPHA of "
+        "dirichlet:ALPHA must be a positive number, e.g. dirichlet:0.1");
+  CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nmodel = \"vgg\"\n"),
+                 "sweeps/test.toml:5:9: train.model: 'vgg' is not a model"));
 }

@@ -23,7 +23,7 @@ namespace sgp::cli {
 namespace {
 std::atomic<bool> g_stop{false};
 extern "C" void request_stop(int) { g_stop.store(true); }
-constexpr std::array<std::string_view, 2> kModelKeys = {"hidden", "data_dir"};
+constexpr std::array<std::string_view, 2> kModelKeys = {"model", "data_dir"};
 }  // namespace
 
 void add_monitor_command(CLI::App& app) {
@@ -51,7 +51,7 @@ void add_monitor_command(CLI::App& app) {
     config.topology = o->topology;
     const int n = peer::load_topology(config).num_peers();
     peer::RunDirectory run(o->run_dir, -1);
-    monitor::ConsensusMonitor monitor(config.hidden, config.data_dir, n,
+    monitor::ConsensusMonitor monitor(config.model, config.data_dir, n,
                                       run.path() / "monitor.jsonl");
     transport::SnapshotReceiver receiver(o->bind);
     spdlog::info("monitor listening on {} for {} peers", receiver.endpoint(), n);

@@ -35,6 +35,7 @@ std::shared_ptr<SettingFlags> SettingFlags::add(CLI::App& cmd, bool peers) {
   for (const peer::Setting* s : peer::training_settings()) {
     if (peers || s->scope() == peer::SettingScope::every_run) flags->add_flag(cmd, *s, {});
   }
+  for (const peer::Setting* s : peer::setting_aliases()) flags->add_flag(cmd, *s, {});
   return flags;
 }
 

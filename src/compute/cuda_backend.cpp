@@ -13,9 +13,12 @@
 #include "column_major_gemm.hpp"
 #include "cuda_check.hpp"
 #include "kernels/elementwise.cuh"
+#include "kernels/im2col.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/pooling.cuh"
 #include "kernels/reductions.cuh"
 #include "kernels/softmax_cross_entropy.cuh"
+#include "pool_check.hpp"
 #include "sgp/error.hpp"
 
 namespace sgp::compute {
@@ -344,6 +347,49 @@ void CudaBackend::sgd_update(float* params, const float* grads, float* velocity,
   state_->activate();
   SGP_CUDA_CHECK(kernels::sgd_update(params, grads, velocity, n, step.lr, step.momentum,
                                      step.weight_decay, step.nesterov, state_->launch));
+}
+
+void CudaBackend::relu_forward(float* x, std::size_t n) {
+  state_->activate();
+  SGP_CUDA_CHECK(kernels::relu_forward(x, n, state_->launch));
+}
+
+// --- convolution and pooling --------------------------------------------------------------------
+
+void CudaBackend::im2col(const float* x, const Window& w, float* cols) {
+  state_->activate();
+  SGP_CUDA_CHECK(kernels::im2col(x, w, cols, state_->launch));
+}
+
+void CudaBackend::col2im(const float* cols, const Window& w, float* dx) {
+  state_->activate();
+  SGP_CUDA_CHECK(kernels::col2im(cols, w, dx, state_->launch));
+}
+
+void CudaBackend::max_pool_forward(const float* x, const Window& w, float* y,
+                                   std::int32_t* argmax) {
+  check_pool(w);
+  state_->activate();
+  SGP_CUDA_CHECK(kernels::max_pool_forward(x, w, y, argmax, state_->launch));
+}
+
+void CudaBackend::max_pool_backward(const float* dy, const std::int32_t* argmax, const Window& w,
+                                    float* dx) {
+  check_pool(w);
+  state_->activate();
+  SGP_CUDA_CHECK(kernels::max_pool_backward(dy, argmax, w, dx, state_->launch));
+}
+
+void CudaBackend::avg_pool_forward(const float* x, const Window& w, float* y) {
+  check_pool(w);
+  state_->activate();
+  SGP_CUDA_CHECK(kernels::avg_pool_forward(x, w, y, state_->launch));
+}
+
+void CudaBackend::avg_pool_backward(const float* dy, const Window& w, float* dx) {
+  check_pool(w);
+  state_->activate();
+  SGP_CUDA_CHECK(kernels::avg_pool_backward(dy, w, dx, state_->launch));
 }
 
 // --- vector arithmetic (push-sum) ---------------------------------------------------------------

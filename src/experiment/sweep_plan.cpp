@@ -3,8 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
-#include "sgp/model/mlp.hpp"
+#include "sgp/model/model_spec.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/run_directory.hpp"
@@ -115,8 +116,9 @@ PlannedPoint plan_point(const SweepPoint& p, const std::filesystem::path& root) 
     plan.mixing_self_weight = mixing.self_weight(0, 0);
     if (info(p.config.algo).communicates) {
       // Only the traffic figures depend on the parameter count; the rate does not.
-      const auto parameters =
-          model::parameter_count(peer::mlp_widths(p.config.hidden, data::fashion_mnist_shape()));
+      const auto parameters = model::parameter_count(model::parse_model_spec(p.config.model),
+                                                     peer::input_shape(data::fashion_mnist_shape()),
+                                                     data::kFashionMnistClasses);
       plan.rate =
           topology::analyze_topology(mixing, static_cast<std::int64_t>(parameters)).consensus_rate;
     }

@@ -68,12 +68,16 @@ std::array<std::byte, kHeaderBytes> encode_header(const WireHeader& h) {
   std::array<std::byte, kHeaderBytes> out{};
   put<std::uint32_t>(out, 0, kWireMagic);
   put<std::uint16_t>(out, 4, kWireVersion);
-  put<std::uint16_t>(out, 6, kDtypeFloat32);
+  put<std::uint16_t>(out, 6, h.dtype);
   put<std::int32_t>(out, 8, h.sender);
   put<std::uint32_t>(out, 12, h.chunk);
   put<std::int64_t>(out, 16, h.round);
   put<double>(out, 24, h.weight);
-  put<double>(out, 32, h.coefficient);
+  if (h.dtype == kDtypeFloat64Total) {
+    put<std::uint64_t>(out, 32, h.epoch);
+  } else {
+    put<double>(out, 32, h.coefficient);
+  }
   put<std::uint64_t>(out, 40, h.total);
   put<std::uint64_t>(out, 48, h.offset);
   put<std::uint64_t>(out, 56, h.count);
@@ -84,7 +88,7 @@ std::array<std::byte, kHeaderBytes> encode_header(const WireHeader& h) {
 
 std::variant<DecodedMessage, RejectCause> decode_message(transport::Message message,
                                                          const Chunking& chunking, int num_peers,
-                                                         int self) {
+                                                         int self, std::uint16_t dtype) {
   if (message.num_frames() != 2) return RejectCause::frame_count;
   const auto head = message.frame(0);
   const auto payload = message.frame(1);
@@ -94,29 +98,36 @@ std::variant<DecodedMessage, RejectCause> decode_message(transport::Message mess
   if (get<std::uint64_t>(head, 72) != XXH3_64bits(head.data(), kHashedHeaderBytes)) {
     return RejectCause::header_checksum;
   }
-  if (get<std::uint16_t>(head, 6) != kDtypeFloat32) return RejectCause::bad_dtype;
+  if (get<std::uint16_t>(head, 6) != dtype) return RejectCause::bad_dtype;
   WireHeader h;
+  h.dtype = dtype;
   h.sender = get<std::int32_t>(head, 8);
   h.chunk = get<std::uint32_t>(head, 12);
   h.round = get<std::int64_t>(head, 16);
   h.weight = get<double>(head, 24);
-  h.coefficient = get<double>(head, 32);
+  if (dtype == kDtypeFloat64Total) {
+    h.epoch = get<std::uint64_t>(head, 32);
+  } else {
+    h.coefficient = get<double>(head, 32);
+  }
   h.total = get<std::uint64_t>(head, 40);
   h.offset = get<std::uint64_t>(head, 48);
   h.count = get<std::uint64_t>(head, 56);
   h.payload_hash = get<std::uint64_t>(head, 64);
   if (h.total != chunking.total || h.chunk >= chunking.chunks() ||
       h.offset != chunking.offset(h.chunk) || h.count != chunking.size(h.chunk) ||
-      payload.size() != h.count * sizeof(float)) {
+      payload.size() != h.count * element_bytes(dtype)) {
     return RejectCause::bad_size;
   }
   if (h.sender < 0 || h.sender >= num_peers || h.sender == self) {
     return RejectCause::unknown_sender;
   }
-  if (!std::isfinite(h.weight) || !(h.weight > 0.0) || !std::isfinite(h.coefficient) ||
-      !(h.coefficient > 0.0) || h.coefficient > 1.0) {
-    return RejectCause::bad_weight;
-  }
+  const bool plausible =
+      dtype == kDtypeFloat64Total
+          ? std::isfinite(h.weight) && h.weight >= 0.0
+          : std::isfinite(h.weight) && h.weight > 0.0 && std::isfinite(h.coefficient) &&
+                h.coefficient > 0.0 && h.coefficient <= 1.0;
+  if (!plausible) return RejectCause::bad_weight;
   if (XXH3_64bits(payload.data(), payload.size()) != h.payload_hash) {
     return RejectCause::payload_checksum;
   }

@@ -93,7 +93,7 @@ std::vector<int> ranks_to_start(const LaunchOptions& o, const topology::Schedule
 class LocalMonitor {
  public:
   LocalMonitor(const peer::TrainConfig& c, int peers, const std::filesystem::path& run_dir)
-      : monitor_(c.hidden, c.data_dir, peers, run_dir / "monitor.jsonl"),
+      : monitor_(c.model, c.data_dir, peers, run_dir / "monitor.jsonl"),
         receiver_("tcp://127.0.0.1:*") {}
   std::string endpoint() const { return receiver_.endpoint(); }
   // Call after LocalProcesses blocked SIGINT/SIGTERM, so that the thread inherits the mask.

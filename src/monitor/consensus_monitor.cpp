@@ -9,7 +9,7 @@
 #include "sgp/compute/device.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/wire_format.hpp"
-#include "sgp/model/mlp.hpp"
+#include "sgp/model/model_spec.hpp"
 #include "sgp/peer/evaluator.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
@@ -44,12 +44,13 @@ double relative_consensus_error(const std::vector<std::vector<float>>& z) {
   return norm > 0.0 ? distance / norm : distance;
 }
 
-ConsensusMonitor::ConsensusMonitor(const std::vector<int>& hidden, const std::string& data_dir,
+ConsensusMonitor::ConsensusMonitor(const std::string& model, const std::string& data_dir,
                                    int num_peers, std::filesystem::path log)
     : backend_(compute::make_backend({"cpu", 1, false})),
       test_(data::load_fashion_mnist(data::resolve_data_dir(data_dir), "t10k")),
-      evaluator_(std::make_unique<Evaluator>(*backend_, peer::mlp_widths(hidden, test_), test_)),
-      parameter_count_(model::parameter_count(peer::mlp_widths(hidden, test_))),
+      evaluator_(std::make_unique<Evaluator>(*backend_, model::parse_model_spec(model), test_)),
+      parameter_count_(model::parameter_count(model::parse_model_spec(model),
+                                              peer::input_shape(test_), test_.num_classes)),
       num_peers_(num_peers),
       log_(std::move(log)) {}
 

@@ -4,17 +4,12 @@
 
 namespace sgp::peer {
 
-std::vector<int> mlp_widths(const std::vector<int>& hidden, const data::Dataset& set) {
-  std::vector<int> widths = {set.features()};
-  widths.insert(widths.end(), hidden.begin(), hidden.end());
-  widths.push_back(set.num_classes);
-  return widths;
-}
+model::Shape input_shape(const data::Dataset& set) { return {set.rows, set.cols, 1}; }
 
-Evaluator::Evaluator(compute::Backend& backend, const std::vector<int>& widths,
+Evaluator::Evaluator(compute::Backend& backend, const model::ModelSpec& model,
                      const data::Dataset& set)
     : backend_(backend),
-      mlp_(backend, widths, kChunk),
+      network_(backend, model, input_shape(set), set.num_classes, kChunk, false),
       images_(backend, std::span<const float>(set.images)),
       labels_(backend, std::span<const std::int32_t>(set.labels)),
       features_(set.features()) {}
@@ -25,12 +20,12 @@ Evaluation Evaluator::evaluate(const float* params) {
   double loss = 0.0;
   for (int begin = 0; begin < n; begin += kChunk) {
     const int rows = std::min(kChunk, n - begin);
-    const float* logits =
-        mlp_.forward(params, images_.data() + static_cast<std::size_t>(begin) * features_, rows);
+    const float* logits = network_.forward(
+        params, images_.data() + static_cast<std::size_t>(begin) * features_, rows);
     const std::int32_t* labels = labels_.data() + begin;
-    correct += backend_.count_correct(logits, labels, rows, mlp_.num_classes());
-    loss +=
-        rows * backend_.softmax_cross_entropy(logits, labels, rows, mlp_.num_classes(), nullptr);
+    const int classes = network_.num_classes();
+    correct += backend_.count_correct(logits, labels, rows, classes);
+    loss += rows * backend_.softmax_cross_entropy(logits, labels, rows, classes, nullptr);
   }
   return {static_cast<double>(correct) / n, loss / n};
 }

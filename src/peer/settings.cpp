@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "setting_types.hpp"
+#include "sgp/data/partition.hpp"
+#include "sgp/model/model_spec.hpp"
 
 namespace sgp::peer {
 
@@ -63,6 +65,52 @@ std::string check_device(const std::string& device) {
   return fmt::format("'{}' is not a device (expected auto, cpu, cuda or cuda:<index>)", device);
 }
 
+// Parsers throw InputError saying why; a setting's check returns it.
+template <class Parse>
+std::string parse_problem(const std::string& text, Parse parse) {
+  try {
+    parse(text);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return {};
+}
+std::string check_model(const std::string& m) { return parse_problem(m, model::parse_model_spec); }
+std::string check_partition(const std::string& p) {
+  return parse_problem(p, data::parse_partition_spec);
+}
+
+// `hidden` (widths of the MLP) is what model was before it could name a CNN: old config.json
+// and sweep files still say hidden = [512, 512]. Read into model = "mlp:512,512", never written.
+class HiddenWidthsAlias final : public Setting {
+ public:
+  HiddenWidthsAlias()
+      : Setting("hidden", kModel, "the same as --model mlp:W1,W2,...", SettingScope::every_run,
+                true) {}
+  std::string value_hint() const override { return "INT,... (each in [1, 65536])"; }
+  // The widths when the model is an MLP ("" otherwise): shown as --hidden's default.
+  nlohmann::json get(const TrainConfig& c) const override { return text(c); }
+  std::string text(const TrainConfig& c) const override {
+    return c.model.starts_with("mlp:") ? c.model.substr(4) : std::string();
+  }
+  void set(TrainConfig& c, const nlohmann::json& value) const override {
+    store(c, detail::Codec<std::vector<int>>::from_json(value));
+  }
+  void parse(TrainConfig& c, std::string_view text) const override {
+    store(c, detail::Codec<std::vector<int>>::from_text(text));
+  }
+  std::string problem(const TrainConfig&) const override { return {}; }
+
+ private:
+  static void store(TrainConfig& c, const std::vector<int>& widths) {
+    for (int w : widths) {
+      if (w < 1 || w > 65536)
+        throw SettingError(fmt::format("expected an integer in [1, 65536], got {}", w));
+    }
+    c.model = model::mlp_spec(widths).text;
+  }
+};
+
 std::string check_milestones(const std::vector<double>& epochs) {
   if (!std::is_sorted(epochs.begin(), epochs.end())) {
     return fmt::format("milestones must be in increasing order, got {}", fmt::join(epochs, ","));
@@ -88,8 +136,15 @@ void add(std::vector<std::unique_ptr<Setting>>& rows, Rest&&... rest) {
 std::vector<std::unique_ptr<Setting>> make_table() {
   std::vector<std::unique_ptr<Setting>> r;
   using C = TrainConfig;
-  add<std::vector<int>>(r, "hidden", kModel, "hidden layer widths of the MLP, e.g. 512,512",
-                        S::every_run, true, &C::hidden, between(1, 65536));
+  add<std::string>(r, "model", kModel,
+                   "mlp:W1,W2,... (ReLU MLP), lenet (LeNet-5 style CNN), lenet-wide, or "
+                   "layers:L1,L2,... of linearN, relu, convCkK[sS][pP], maxpoolK[sS], "
+                   "avgpoolK[sS], flatten; the classifier is appended",
+                   S::every_run, true, &C::model, Range{}, check_model);
+  add<std::string>(r, "partition", kModel,
+                   "how the training set is split across peers: iid, dirichlet:ALPHA (label skew, "
+                   "small ALPHA = strong) or shards:K (K label-sorted shards per peer)",
+                   S::every_run, true, &C::partition, Range{}, check_partition);
   add<std::string>(r, "data_dir", kModel,
                    "directory with the Fashion-MNIST IDX files (default: $SGP_DATA_DIR, else "
                    "/usr/share/datasets/fashion-mnist from the Debian package)",
@@ -193,8 +248,16 @@ std::span<const Setting* const> training_settings() {
   return pointers;
 }
 
+std::span<const Setting* const> setting_aliases() {
+  static const HiddenWidthsAlias hidden;
+  static const std::vector<const Setting*> aliases = {&hidden};
+  return aliases;
+}
+
 const Setting* find_setting(std::string_view key) {
   for (const Setting* s : training_settings())
+    if (s->key() == key) return s;
+  for (const Setting* s : setting_aliases())
     if (s->key() == key) return s;
   return nullptr;
 }

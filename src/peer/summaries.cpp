@@ -51,7 +51,10 @@ void fields(S& s, V& v) {
   v("peers", s.peers);
   v("algo", s.algo);
   v("device", s.device);
+  v("model", s.model);
   v("parameters", s.parameters);
+  v("partition", s.partition);
+  v("label_counts", s.label_counts);
   v("iterations", s.iterations);
   v("epochs", s.epochs);
   v("final_train_loss", s.final_train_loss);

@@ -9,11 +9,12 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/compute/device_buffer.hpp"
+#include "sgp/data/partition.hpp"
 #include "sgp/data/sharding.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
 #include "sgp/model/lr_schedule.hpp"
-#include "sgp/model/mlp.hpp"
+#include "sgp/model/network.hpp"
 #include "sgp/model/sgd.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/batch_loader.hpp"
@@ -54,6 +55,26 @@ std::int64_t total_iterations(const TrainConfig& c, std::int64_t per_epoch) {
   return c.max_iterations > 0 ? std::min(total, c.max_iterations) : total;
 }
 
+// Every peer's shard (the same split on every peer); rank 0 records their label histograms in
+// partition.json.
+std::vector<std::vector<std::size_t>> partition(const TrainConfig& c, int rank, int num_peers,
+                                                const data::Dataset& train, RunDirectory& run) {
+  auto parts = data::make_partition(train.labels, train.num_classes, num_peers,
+                                    data::parse_partition_spec(c.partition), c.seed);
+  if (rank == 0) {
+    nlohmann::json peers = nlohmann::json::array();
+    for (int r = 0; r < num_peers; ++r) {
+      peers.push_back(
+          {{"rank", r},
+           {"samples", parts[r].size()},
+           {"label_counts", data::label_histogram(train.labels, train.num_classes, parts[r])}});
+    }
+    run.write_json("partition.json",
+                   {{"partition", c.partition}, {"seed", c.seed}, {"peers", peers}});
+  }
+  return parts;
+}
+
 }  // namespace
 
 std::int64_t iterations_per_epoch(std::size_t train_size, int num_peers, int batch_size) {
@@ -78,7 +99,8 @@ struct Trainer::State {
   compute::Backend& backend;
   RunDirectory& run;
   Communication comm;
-  model::Mlp mlp;
+  model::Network net;
+  std::vector<std::int64_t> label_counts;    // of this peer's shard
   compute::DeviceBuffer<float> x, z, grads;  // push-sum numerator, de-biased copy, gradient
   model::Sgd sgd;
   data::BatchSampler sampler;
@@ -97,18 +119,19 @@ struct Trainer::State {
         backend(b),
         run(rd),
         comm(std::move(cm)),
-        mlp(b, mlp_widths(c.hidden, tr), c.batch_size),
-        x(b, mlp.parameter_count()),
-        z(b, comm.schedule ? mlp.parameter_count() : 0),
-        grads(b, mlp.parameter_count()),
-        sgd(b, mlp.parameter_count(), {c.momentum, c.weight_decay, c.nesterov}),
-        sampler(data::make_shards(tr.size(), n, c.seed)[r], c.batch_size, c.seed + 1 + r),
+        net(b, model::parse_model_spec(c.model), input_shape(tr), tr.num_classes, c.batch_size),
+        x(b, net.parameter_count()),
+        z(b, comm.schedule ? net.parameter_count() : 0),
+        grads(b, net.parameter_count()),
+        sgd(b, net.parameter_count(), {c.momentum, c.weight_decay, c.nesterov}),
+        sampler(std::move(partition(c, r, n, tr, rd)[r]), c.batch_size, c.seed + 1 + r),
         loader(b, tr, c.batch_size),
-        evaluator(b, mlp_widths(c.hidden, tr), te),
+        evaluator(b, model::parse_model_spec(c.model), te),
         per_epoch(iterations_per_epoch(tr.size(), n, c.batch_size)),
         total(total_iterations(c, per_epoch)),
         lr(lr_options(c, n, per_epoch, total)) {
-    x.upload(mlp.initial_parameters(c.seed));
+    x.upload(net.initial_parameters(c.seed));
+    label_counts = data::label_histogram(tr.labels, tr.num_classes, sampler.shard());
     if (comm.schedule) {
       SGP_ENFORCE(comm.transport != nullptr, "a schedule needs a transport");
       gossip::PushSumConfig gc;
@@ -196,7 +219,7 @@ double Trainer::step(std::int64_t it, Tally& t) {
   State& s = *state_;
   const auto step_start = Clock::now();
   const int batch = s.loader.load(s.sampler.next());
-  const double loss = s.mlp.forward_backward(s.debiased(), s.loader.images(), s.loader.labels(),
+  const double loss = s.net.forward_backward(s.debiased(), s.loader.images(), s.loader.labels(),
                                              batch, s.grads.data());
   if (!std::isfinite(loss)) {
     throw InputError(fmt::format(
@@ -269,7 +292,10 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
   summary.peers = s.num_peers;
   summary.algo = name_of(s.config.algo);
   summary.device = s.backend.describe();
-  summary.parameters = static_cast<std::int64_t>(s.mlp.parameter_count());
+  summary.model = s.config.model;
+  summary.parameters = static_cast<std::int64_t>(s.net.parameter_count());
+  summary.partition = s.config.partition;
+  summary.label_counts = s.label_counts;
   summary.iterations = s.total;
   summary.epochs = static_cast<double>(s.total) / static_cast<double>(s.per_epoch);
   summary.final_train_loss = t.last_loss;
@@ -296,8 +322,9 @@ PeerSummary Trainer::run() {
   const std::int64_t eval_every =
       std::max<std::int64_t>(1, std::llround(c.eval_every * static_cast<double>(s.per_epoch)));
   const std::int64_t start_iteration = c.resume ? s.resume() : 0;
+  spdlog::info("model {}", s.net.describe());
   spdlog::info("training {} parameters on {}: {} iterations ({} per epoch), batch {}{}",
-               s.mlp.parameter_count(), s.backend.describe(), s.total, s.per_epoch, c.batch_size,
+               s.net.parameter_count(), s.backend.describe(), s.total, s.per_epoch, c.batch_size,
                s.engine ? fmt::format(", {} with {} peers", name_of(c.algo), s.num_peers) : "");
   Progress progress(fmt::format("rank {}", s.rank), s.total);
   Tally t;

@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "sgp/compute/window.hpp"
+
 namespace sgp::compute {
 
 enum class DeviceKind { cpu, cuda };
@@ -79,6 +81,27 @@ class Backend {
                                      int cols) = 0;
   virtual void sgd_update(float* params, const float* grads, float* velocity, std::size_t n,
                           const SgdStep& step) = 0;
+  // x = max(x, 0), in place (a ReLU that no preceding bias_activation_forward applied).
+  virtual void relu_forward(float* x, std::size_t n) = 0;
+
+  // --- convolution and pooling over NHWC image batches (geometry: window.hpp) ------------------
+  // cols [positions x patch]: cols[(b, oy, ox), (ky, kx, c)] = x[b, oy*s - p + ky, ox*s - p + kx,
+  // c], 0 where that falls in the padding. A convolution is then one GEMM with the weights.
+  virtual void im2col(const float* x, const Window& w, float* cols) = 0;
+  // The adjoint of im2col: dx[i] = sum of the cols entries that im2col read from x[i].
+  // Overwrites dx (input_size() elements).
+  virtual void col2im(const float* cols, const Window& w, float* dx) = 0;
+  // Pooling needs padding 0. y [positions x channels] = maximum over each window; argmax[o]
+  // receives the index into x of the maximum (the first one on ties).
+  virtual void max_pool_forward(const float* x, const Window& w, float* y,
+                                std::int32_t* argmax) = 0;
+  // dx = 0, then dx[argmax[o]] += dy[o] for every output o. Overwrites dx.
+  virtual void max_pool_backward(const float* dy, const std::int32_t* argmax, const Window& w,
+                                 float* dx) = 0;
+  // y = mean of each window's kernel * kernel entries.
+  virtual void avg_pool_forward(const float* x, const Window& w, float* y) = 0;
+  // dx[i] = sum over the windows containing x[i] of dy / (kernel * kernel). Overwrites dx.
+  virtual void avg_pool_backward(const float* dy, const Window& w, float* dx) = 0;
 
   // --- vector arithmetic (push-sum) ------------------------------------------------------------
   virtual void fill(float* x, std::size_t n, float value) = 0;

@@ -69,6 +69,14 @@ class CudaBackend final : public Backend {
                              int cols) override;
   void sgd_update(float* params, const float* grads, float* velocity, std::size_t n,
                   const SgdStep& step) override;
+  void relu_forward(float* x, std::size_t n) override;
+  void im2col(const float* x, const Window& w, float* cols) override;
+  void col2im(const float* cols, const Window& w, float* dx) override;
+  void max_pool_forward(const float* x, const Window& w, float* y, std::int32_t* argmax) override;
+  void max_pool_backward(const float* dy, const std::int32_t* argmax, const Window& w,
+                         float* dx) override;
+  void avg_pool_forward(const float* x, const Window& w, float* y) override;
+  void avg_pool_backward(const float* dy, const Window& w, float* dx) override;
 
   void fill(float* x, std::size_t n, float value) override;
   void scale(float* x, std::size_t n, float alpha) override;

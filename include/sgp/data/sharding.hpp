@@ -27,6 +27,7 @@ class BatchSampler {
   std::size_t position() const { return position_; }
   void seek(int epoch, std::size_t position);
   std::size_t batches_per_epoch() const;
+  const std::vector<std::size_t>& shard() const { return shard_; }
 
  private:
   void reshuffle();

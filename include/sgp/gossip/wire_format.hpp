@@ -14,6 +14,7 @@
 //       16    8  round            int64, the gossip round the message belongs to
 //       24    8  weight           float64, the sender's push-sum weight w when it sent
 //       32    8  coefficient      float64, p_ji: the receiver adds coefficient * (payload, weight)
+//                                 (dtype 2: uint64 edge epoch instead, see below)
 //       40    8  total            uint64, elements in the whole vector
 //       48    8  offset           uint64, first element of this chunk (= chunk * chunk size)
 //       56    8  count            uint64, elements in this chunk
@@ -21,6 +22,13 @@
 //       72    8  header_hash      XXH3_64bits of header bytes 0..71
 //   frame 2: count * sizeof(dtype) bytes: elements offset .. offset+count-1 of the sender's x,
 //            UNSCALED. The weight is counted once per (sender, round), with chunk 0.
+//
+// dtype 2 (running sums, the asgp algorithm): the payload is float64, the TOTAL mass the sender
+// ever pushed on this edge (sum over its rounds of p_ji x_i), `weight` the total of p_ji w_i,
+// `round` the sender's round when it sent (a sequence number: a newer total supersedes an older
+// one), and offset 32 the edge's epoch (which incarnations of the two peers it connects, so
+// that totals restart from zero when a peer rejoins). The receiver adds the difference from the
+// last total it applied: a lost, duplicated or reordered message loses and doubles nothing.
 //
 // Why the coefficient travels with the message: the sender pushes its own x buffer as it is
 // (zero copy) instead of a scaled copy p_ji * x; the receiver performs y += p_ji * x_msg (one
@@ -48,15 +56,18 @@ static_assert(std::endian::native == std::endian::little, "the wire format assum
 
 inline constexpr std::uint32_t kWireMagic = 0x53475031;
 inline constexpr std::uint16_t kWireVersion = 1;
-inline constexpr std::uint16_t kDtypeFloat32 = 1;
+inline constexpr std::uint16_t kDtypeFloat32 = 1;       // per-round push of float32 x
+inline constexpr std::uint16_t kDtypeFloat64Total = 2;  // running total, float64
 inline constexpr std::size_t kHeaderBytes = 80;
 
 struct WireHeader {
+  std::uint16_t dtype = kDtypeFloat32;
   std::int32_t sender = 0;
   std::uint32_t chunk = 0;
   std::int64_t round = 0;
   double weight = 0.0;
-  double coefficient = 0.0;
+  double coefficient = 0.0;  // dtype 1
+  std::uint64_t epoch = 0;   // dtype 2
   std::uint64_t total = 0;
   std::uint64_t offset = 0;
   std::uint64_t count = 0;
@@ -105,15 +116,16 @@ enum class RejectCause : int {
 inline constexpr int kNumRejectCauses = 15;
 std::string_view reject_cause_name(RejectCause cause);
 
-// 64 header bytes for `header` (magic, version, dtype and header hash filled in).
+// The header bytes for `header` (magic, version and header hash filled in).
 std::array<std::byte, kHeaderBytes> encode_header(const WireHeader& header);
 
 // XXH3_64bits over a payload.
 std::uint64_t payload_hash(std::span<const std::byte> payload);
 
 // A message whose frames passed every check that needs no state beyond the vector's chunking and
-// the number of peers: frame layout, magic, version, header hash, dtype, sizes, sender range,
-// finite positive weight/coefficient, payload hash.
+// the number of peers: frame layout, magic, version, header hash, dtype (the one expected),
+// sizes, sender range, finite positive weight/coefficient (dtype 2: weight finite and >= 0),
+// payload hash.
 struct DecodedMessage {
   WireHeader header;
   std::span<const std::byte> payload;  // points into `message`
@@ -123,6 +135,11 @@ struct DecodedMessage {
 // Either the decoded message or why it was refused. `self` is the receiver's rank.
 std::variant<DecodedMessage, RejectCause> decode_message(transport::Message message,
                                                          const Chunking& chunking, int num_peers,
-                                                         int self);
+                                                         int self,
+                                                         std::uint16_t dtype = kDtypeFloat32);
+// Bytes per element of a dtype.
+constexpr std::size_t element_bytes(std::uint16_t dtype) {
+  return dtype == kDtypeFloat64Total ? sizeof(double) : sizeof(float);
+}
 
 }  // namespace sgp::gossip

@@ -45,10 +45,10 @@ struct MonitorRecord {
 
 class ConsensusMonitor {
  public:
-  // hidden: the peers' hidden widths; data_dir: where the Fashion-MNIST test set the average
+  // model: the peers' --model; data_dir: where the Fashion-MNIST test set the average
   // model is evaluated on lives (as for the peers; empty: the default); log: where records are
   // appended (monitor.jsonl). Evaluates on the CPU, so it never takes a GPU from the peers.
-  ConsensusMonitor(const std::vector<int>& hidden, const std::string& data_dir, int num_peers,
+  ConsensusMonitor(const std::string& model, const std::string& data_dir, int num_peers,
                    std::filesystem::path log);
   ~ConsensusMonitor();
 

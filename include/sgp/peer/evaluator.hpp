@@ -1,17 +1,17 @@
 #pragma once
 // Test accuracy of a flat parameter buffer: the test set is uploaded once, then evaluated in
-// large chunks with a network of the same widths.
+// large chunks with a forward-only network of the same model.
 #include <vector>
 
 #include "sgp/compute/backend.hpp"
 #include "sgp/compute/device_buffer.hpp"
 #include "sgp/data/dataset.hpp"
-#include "sgp/model/mlp.hpp"
+#include "sgp/model/network.hpp"
 
 namespace sgp::peer {
 
-// The MLP's layer widths for a data set: its features, the hidden widths, its classes.
-std::vector<int> mlp_widths(const std::vector<int>& hidden, const data::Dataset& set);
+// The shape of one sample of a data set (height x width x 1 channel).
+model::Shape input_shape(const data::Dataset& set);
 
 struct Evaluation {
   double accuracy = 0.0;  // fraction in [0, 1]
@@ -20,13 +20,13 @@ struct Evaluation {
 
 class Evaluator {
  public:
-  Evaluator(compute::Backend& backend, const std::vector<int>& widths, const data::Dataset& set);
+  Evaluator(compute::Backend& backend, const model::ModelSpec& model, const data::Dataset& set);
   Evaluation evaluate(const float* params);
 
  private:
   static constexpr int kChunk = 1000;
   compute::Backend& backend_;
-  model::Mlp mlp_;
+  model::Network network_;
   compute::DeviceBuffer<float> images_;
   compute::DeviceBuffer<std::int32_t> labels_;
   int features_;

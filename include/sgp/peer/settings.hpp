@@ -70,7 +70,9 @@ class Setting {
 
 // Every setting, in the order help lists them.
 std::span<const Setting* const> training_settings();
-// The setting with this key, or nullptr.
+// Old names still read (a flag, a config.json or sweep key) but never written: `hidden`.
+std::span<const Setting* const> setting_aliases();
+// The setting (or alias) with this key, or nullptr.
 const Setting* find_setting(std::string_view key);
 
 // InputError "--flag: what" for the first setting out of range, or for a combination that does

@@ -20,7 +20,10 @@ struct PeerSummary {
   int peers = 1;
   std::string algo;
   std::string device;
+  std::string model;  // the --model value
   std::int64_t parameters = 0;
+  std::string partition;                   // the --partition value
+  std::vector<std::int64_t> label_counts;  // of this peer's shard, per class
   std::int64_t iterations = 0;
   double epochs = 0.0;
   double final_train_loss = 0.0;

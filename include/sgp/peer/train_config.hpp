@@ -16,9 +16,10 @@ namespace sgp::peer {
 
 struct TrainConfig {
   // model and data
-  std::vector<int> hidden = {512, 512};  // hidden widths; input 784 and 10 classes from the data
-  std::string data_dir;                  // empty: $SGP_DATA_DIR or the Debian package's path
-  std::uint64_t seed = 0;                // model initialisation, shard split and batch order
+  std::string model = "mlp:512,512";  // sgp/model/model_spec.hpp; input and classes from the data
+  std::string partition = "iid";      // iid | dirichlet:ALPHA | shards:K (sgp/data/partition.hpp)
+  std::string data_dir;               // empty: $SGP_DATA_DIR or the Debian package's path
+  std::uint64_t seed = 0;             // model initialisation, partition and batch order
   // optimisation
   double epochs = 1.0;
   std::int64_t max_iterations = 0;  // > 0: stop after this many iterations (short runs)

@@ -1,0 +1,60 @@
+#pragma once
+// Membership notices of the asynchronous engine (asgp), on the same transport as gossip data but
+// with their own magic: a fixed 40-byte header frame and a payload frame, empty except for an
+// admission, which carries the sponsor's membership table (Membership::encode).
+//
+//   offset size  field
+//        0    4  magic        0x5347504D ("SGPM")
+//        4    2  version      1
+//        6    2  kind         ControlKind
+//        8    4  sender       int32, who says it
+//       12    4  subject      int32, the rank it is about
+//       16    4  incarnation  uint32, of the subject (0 at start, +1 per rejoin)
+//       20    4  reserved     0
+//       24    8  round        int64: the sender's round (admit: the round the newcomer starts at)
+//       32    8  hash         XXH3_64bits of bytes 0..31
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <variant>
+
+#include "sgp/gossip/wire_format.hpp"
+#include "sgp/transport/message.hpp"
+
+namespace sgp::gossip {
+
+inline constexpr std::uint32_t kControlMagic = 0x5347504D;
+inline constexpr std::size_t kControlBytes = 40;
+
+enum class ControlKind : std::uint16_t {
+  exclude = 1,       // subject is dead or partitioned: stop pushing to it
+  admit = 2,         // subject (re)joins with this incarnation, sponsored by sender
+  done = 3,          // subject finished its iterations: stop pushing to it, do not suspect it
+  join_request = 4,  // subject asks to rejoin
+  leave = 5,         // subject handed its mass to a neighbour and leaves
+  done_ack = 6,      // to subject (done): sender pushes nothing more to it; round = 1 + the
+                     // round of its last message to subject (0: none)
+  fin_ok = 7,        // to subject: everything it sent to the sender has been applied
+};
+
+struct ControlMessage {
+  ControlKind kind = ControlKind::exclude;
+  std::int32_t sender = 0;
+  std::int32_t subject = 0;
+  std::uint32_t incarnation = 0;
+  std::int64_t round = 0;
+};
+
+std::array<std::byte, kControlBytes> encode_control(const ControlMessage& message);
+// Whether the first frame starts with the control magic (decide before decoding as data).
+bool is_control(const transport::Message& message);
+// The message, or why it was refused (an unknown kind is bad_dtype; sender and subject must be
+// ranks 0..num_peers-1, the sender not `self`). `payload` points into `message`.
+struct DecodedControl {
+  ControlMessage control;
+  std::span<const std::byte> payload;
+};
+std::variant<DecodedControl, RejectCause> decode_control(const transport::Message& message,
+                                                         int num_peers, int self);
+
+}  // namespace sgp::gossip

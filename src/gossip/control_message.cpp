@@ -1,0 +1,72 @@
+#include "sgp/gossip/control_message.hpp"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace sgp::gossip {
+
+namespace {
+
+constexpr std::uint16_t kControlVersion = 1;
+constexpr std::size_t kHashed = 32;
+
+template <class T>
+void put(std::array<std::byte, kControlBytes>& out, std::size_t offset, T value) {
+  std::memcpy(out.data() + offset, &value, sizeof value);
+}
+template <class T>
+T get(std::span<const std::byte> in, std::size_t offset) {
+  T value;
+  std::memcpy(&value, in.data() + offset, sizeof value);
+  return value;
+}
+
+}  // namespace
+
+std::array<std::byte, kControlBytes> encode_control(const ControlMessage& m) {
+  std::array<std::byte, kControlBytes> out{};
+  put<std::uint32_t>(out, 0, kControlMagic);
+  put<std::uint16_t>(out, 4, kControlVersion);
+  put<std::uint16_t>(out, 6, static_cast<std::uint16_t>(m.kind));
+  put<std::int32_t>(out, 8, m.sender);
+  put<std::int32_t>(out, 12, m.subject);
+  put<std::uint32_t>(out, 16, m.incarnation);
+  put<std::int64_t>(out, 24, m.round);
+  put<std::uint64_t>(out, 32, XXH3_64bits(out.data(), kHashed));
+  return out;
+}
+
+bool is_control(const transport::Message& message) {
+  return message.num_frames() >= 1 && message.frame(0).size() >= 4 &&
+         get<std::uint32_t>(message.frame(0), 0) == kControlMagic;
+}
+
+std::variant<DecodedControl, RejectCause> decode_control(const transport::Message& message,
+                                                         int num_peers, int self) {
+  if (message.num_frames() != 2) return RejectCause::frame_count;
+  const auto head = message.frame(0);
+  if (head.size() != kControlBytes) return RejectCause::header_size;
+  if (get<std::uint32_t>(head, 0) != kControlMagic) return RejectCause::bad_magic;
+  if (get<std::uint16_t>(head, 4) != kControlVersion) return RejectCause::bad_version;
+  if (get<std::uint64_t>(head, 32) != XXH3_64bits(head.data(), kHashed)) {
+    return RejectCause::header_checksum;
+  }
+  const auto kind = get<std::uint16_t>(head, 6);
+  if (kind < 1 || kind > 7) return RejectCause::bad_dtype;
+  ControlMessage m;
+  m.kind = static_cast<ControlKind>(kind);
+  m.sender = get<std::int32_t>(head, 8);
+  m.subject = get<std::int32_t>(head, 12);
+  m.incarnation = get<std::uint32_t>(head, 16);
+  m.round = get<std::int64_t>(head, 24);
+  if (m.sender < 0 || m.sender >= num_peers || m.sender == self || m.subject < 0 ||
+      m.subject >= num_peers || m.round < 0) {
+    return RejectCause::unknown_sender;
+  }
+  const auto payload = message.frame(1);
+  if (!payload.empty() && m.kind != ControlKind::admit) return RejectCause::bad_size;
+  return DecodedControl{m, payload};
+}
+
+}  // namespace sgp::gossip
