@@ -13,35 +13,22 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "local_topology.hpp"
 #include "sgp/topology/analysis.hpp"
-#include "skip.hpp"
-#include "subprocess.hpp"
-#include "temp_dir.hpp"
+#include "support/json_files.hpp"
+#include "support/local_topology.hpp"
+#include "support/skip.hpp"
+#include "support/subprocess.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
 using nlohmann::json;
+using sgp::testing::contains;
+using sgp::testing::read_json;
+using sgp::testing::read_jsonl;
 using sgp::testing::run_sgp;
+using sgp::testing::slurp;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-json read_json(const std::filesystem::path& path) { return json::parse(std::ifstream(path)); }
-
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::vector<json> read_jsonl(const std::filesystem::path& path) {
-  std::vector<json> records;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) records.push_back(json::parse(line));
-  return records;
-}
 
 // A short run's flags: few iterations, frequent evaluations and records.
 std::string short_run(const std::filesystem::path& topology, const std::filesystem::path& run,

@@ -8,18 +8,16 @@
 
 #include <doctest/doctest.h>
 
-#include "skip.hpp"
-#include "subprocess.hpp"
-#include "temp_dir.hpp"
+#include "support/skip.hpp"
+#include "support/subprocess.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
+using sgp::testing::contains;
 using sgp::testing::run_command;
 using sgp::testing::run_sgp;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& path) {
   std::vector<std::vector<std::string>> rows;

@@ -8,7 +8,6 @@
 #include <set>
 #include <thread>
 
-#include "gossip_peer_runner.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
@@ -16,6 +15,7 @@
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/generator.hpp"
 #include "sgp/transport/inproc_transport.hpp"
+#include "support/gossip_peer_runner.hpp"
 
 using namespace sgp;
 using sgp::testing::Graph;

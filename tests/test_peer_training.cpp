@@ -21,8 +21,8 @@
 #include "sgp/topology/generator.hpp"
 #include "sgp/transport/inproc_network.hpp"
 #include "sgp/transport/inproc_transport.hpp"
-#include "skip.hpp"
-#include "temp_dir.hpp"
+#include "support/skip.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace sgp;
 

@@ -10,7 +10,7 @@
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
-#include "topology_test_util.hpp"
+#include "support/topology_test_util.hpp"
 
 using namespace sgp::topology;
 

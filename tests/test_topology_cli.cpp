@@ -9,26 +9,16 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include "skip.hpp"
-#include "subprocess.hpp"
-#include "temp_dir.hpp"
+#include "support/skip.hpp"
+#include "support/subprocess.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
+using sgp::testing::contains;
 using sgp::testing::run_sgp;
+using sgp::testing::slurp;
 
-namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("generate writes a file that check accepts; stdout and --output agree") {
   sgp::testing::TempDir dir;
