@@ -122,11 +122,11 @@ std::variant<DecodedMessage, RejectCause> decode_message(transport::Message mess
   if (h.sender < 0 || h.sender >= num_peers || h.sender == self) {
     return RejectCause::unknown_sender;
   }
-  const bool plausible =
-      dtype == kDtypeFloat64Total
-          ? std::isfinite(h.weight) && h.weight >= 0.0
-          : std::isfinite(h.weight) && h.weight > 0.0 && std::isfinite(h.coefficient) &&
-                h.coefficient > 0.0 && h.coefficient <= 1.0;
+  const bool plausible = dtype == kDtypeFloat64Total
+                             ? std::isfinite(h.weight) && h.weight >= 0.0
+                             : std::isfinite(h.weight) && h.weight > 0.0 &&
+                                   std::isfinite(h.coefficient) && h.coefficient > 0.0 &&
+                                   h.coefficient <= 1.0;
   if (!plausible) return RejectCause::bad_weight;
   if (XXH3_64bits(payload.data(), payload.size()) != h.payload_hash) {
     return RejectCause::payload_checksum;

@@ -73,8 +73,8 @@ FaultSpec parse_fault_spec(std::string_view text) {
 
 std::string format_fault_spec(const FaultSpec& s) {
   if (!s.any()) return "none";
-  return fmt::format("drop={},dup={},reorder={},delay={}ms,seed={}", s.drop, s.duplicate,
-                     s.reorder, s.delay.count(), s.seed);
+  return fmt::format("drop={},dup={},reorder={},delay={}ms,seed={}", s.drop, s.duplicate, s.reorder,
+                     s.delay.count(), s.seed);
 }
 
 FaultyTransport::FaultyTransport(Transport& inner, FaultSpec spec)
@@ -149,8 +149,8 @@ std::optional<Message> FaultyTransport::receive(std::chrono::milliseconds timeou
     send_due(now);
     const bool waiting_for_due = !held_.empty() && held_.front().due < deadline;
     const auto until = waiting_for_due ? held_.front().due : deadline;
-    auto message = inner_.receive(std::max(std::chrono::ceil<std::chrono::milliseconds>(until - now),
-                                           std::chrono::milliseconds(0)));
+    auto message = inner_.receive(std::max(
+        std::chrono::ceil<std::chrono::milliseconds>(until - now), std::chrono::milliseconds(0)));
     const auto after = Clock::now();
     if (message || after >= deadline) return message;
     // Woken (wake()) before anything fell due: return as the inner transport would.
