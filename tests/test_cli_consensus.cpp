@@ -9,17 +9,15 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "local_topology.hpp"
-#include "subprocess.hpp"
-#include "temp_dir.hpp"
+#include "support/local_topology.hpp"
+#include "support/subprocess.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
+using sgp::testing::contains;
 using sgp::testing::run_sgp;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 std::filesystem::path write_topology(const sgp::testing::TempDir& dir, int n,
                                      const std::string& bad_endpoint_for_last = "") {

@@ -8,17 +8,16 @@
 
 #include <doctest/doctest.h>
 
-#include "subprocess.hpp"
-#include "temp_dir.hpp"
+#include "support/skip.hpp"
+#include "support/subprocess.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
+using sgp::testing::contains;
 using sgp::testing::run_command;
 using sgp::testing::run_sgp;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& path) {
   std::vector<std::vector<std::string>> rows;
@@ -115,13 +114,17 @@ timeout_ms = 20000
     CHECK(column(csv, row, "status") == "finished");
     CHECK(column(csv, row, "peers") == "4");
     CHECK(column(csv, row, "iterations") == "30");
-    CHECK(std::stod(column(csv, row, "final_average_model_accuracy")) > 0.0);
-    CHECK(std::stod(column(csv, row, "final_consensus_error")) >= 0.0);
+    // 30 iterations reach ~0.75 (chance: 0.1).
+    CHECK(std::stod(column(csv, row, "final_average_model_accuracy")) > 0.6);
     CHECK(std::stod(column(csv, row, "sum_of_weights")) == doctest::Approx(4.0).epsilon(1e-6));
     CHECK(std::filesystem::exists(root / column(csv, row, "point") / "monitor.jsonl"));
     CHECK(std::filesystem::exists(root / column(csv, row, "point") / "topology.dot"));
   }
   CHECK(column(csv, 1, "topology") == "ring");
+  // Local-only peers of this sweep end 0.077 apart; the ring gossips to ~1e-6, the complete
+  // graph averages exactly every round.
+  CHECK(std::stod(column(csv, 1, "final_consensus_error")) < 1e-4);
+  CHECK(std::stod(column(csv, 2, "final_consensus_error")) < 1e-10);
   // Directed ring of 4 with weights 1/2: sigma = cos(pi / 4); complete with 1/4: sigma = 0.
   CHECK(std::stod(column(csv, 1, "predicted_consensus_rate")) ==
         doctest::Approx(0.7071067811865476).epsilon(1e-9));

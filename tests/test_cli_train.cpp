@@ -5,16 +5,15 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "subprocess.hpp"
-#include "temp_dir.hpp"
+#include "support/skip.hpp"
+#include "support/subprocess.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
+using sgp::testing::contains;
 using sgp::testing::run_sgp;
 
-namespace {
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("sgp train for one epoch reaches 84% test accuracy and writes its run directory") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();

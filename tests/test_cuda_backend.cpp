@@ -13,9 +13,9 @@
 
 #include <doctest/doctest.h>
 
-#include "cuda_test_support.hpp"
 #include "sgp/model/mlp.hpp"
 #include "sgp/model/sgd.hpp"
+#include "support/cuda_test_support.hpp"
 
 using namespace sgp::compute;
 using namespace sgp::cuda_test;

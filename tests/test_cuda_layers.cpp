@@ -8,9 +8,9 @@
 
 #include <doctest/doctest.h>
 
-#include "cuda_test_support.hpp"
 #include "sgp/model/model_spec.hpp"
 #include "sgp/model/network.hpp"
+#include "support/cuda_test_support.hpp"
 
 using namespace sgp::compute;
 using namespace sgp::cuda_test;

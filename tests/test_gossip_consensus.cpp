@@ -8,7 +8,6 @@
 #include <set>
 #include <thread>
 
-#include "gossip_peer_runner.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
@@ -16,6 +15,7 @@
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/generator.hpp"
 #include "sgp/transport/inproc_transport.hpp"
+#include "support/gossip_peer_runner.hpp"
 
 using namespace sgp;
 using sgp::testing::Graph;
@@ -258,6 +258,39 @@ TEST_CASE("hostile messages are rejected, counted per cause, and consensus still
   CHECK(m.rejected_total() == 8);
   CHECK(m.messages_received == static_cast<std::uint64_t>(rounds));
   for (int r = 1; r < n; ++r) CHECK(results[r].metrics.rejected_total() == 0);
+}
+
+TEST_CASE("stale, future and replayed rounds are each rejected with their cause counted") {
+  // Rank 0 of a ring hears only rank 4. Each forged message below is one rank 4 could really have
+  // sent (right coefficient and checksums); only its round is wrong. Were any of them applied,
+  // rank 0 would count one message too many and total mass would no longer be N.
+  const int n = 5;
+  const auto s = sgp::testing::make_schedule(Graph::ring, n);
+  const int rounds = std::max(100, sgp::testing::reference_rounds(s, kDim, 1e-7) * 11 / 10 + 5);
+  transport::InProcNetwork net(n + 1);
+  transport::InProcTransport rogue(net, n);
+  gossip::PushSumConfig cfg;
+  cfg.timeout = std::chrono::milliseconds(20000);
+  cfg.max_rounds_ahead = 8;
+  auto send = [&](std::int64_t round) {
+    const auto f = forge(s, 4, 0, round, kDim);
+    send_raw(rogue, 0, f.header, std::as_bytes(std::span(f.payload)));
+  };
+  auto hook = [&](int rank, std::int64_t round) {
+    if (rank != 0) return;
+    if (round == 3) send(1);   // replay of a recent round: rank 4 already sent round 1
+    if (round == 4) send(20);  // 16 rounds ahead, max_rounds_ahead 8: future
+    if (round == 90) send(2);  // a replay older than the rounds remembered: stale
+  };
+  auto results = run_inproc(s, net, kDim, rounds, cfg, {}, hook);
+  check_consensus(results, s, kDim, rounds);
+  const auto& m = results[0].metrics;
+  using gossip::RejectCause;
+  CHECK(m.rejected_for(RejectCause::duplicate_round) == 1);
+  CHECK(m.rejected_for(RejectCause::future_round) == 1);
+  CHECK(m.rejected_for(RejectCause::stale_round) == 1);
+  CHECK(m.rejected_total() == 3);
+  CHECK(m.messages_received == static_cast<std::uint64_t>(rounds));
 }
 
 TEST_CASE("a peer that never starts is named in an IoError within the timeout") {

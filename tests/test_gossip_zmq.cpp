@@ -5,10 +5,10 @@
 
 #include <memory>
 
-#include "gossip_peer_runner.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/transport/zmq_transport.hpp"
+#include "support/gossip_peer_runner.hpp"
 
 using namespace sgp;
 using sgp::testing::Graph;

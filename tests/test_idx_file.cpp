@@ -10,7 +10,10 @@
 #include "sgp/data/dataset.hpp"
 #include "sgp/data/idx_file.hpp"
 #include "sgp/error.hpp"
-#include "temp_dir.hpp"
+#include "support/input_error.hpp"
+#include "support/skip.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
 using sgp::InputError;
 using sgp::data::read_idx_u8;
@@ -45,13 +48,9 @@ void write_gz(const std::filesystem::path& path, const std::vector<std::uint8_t>
 // Runs `fn`, expecting an InputError whose message contains every one of `parts`.
 template <class Fn>
 void check_error(Fn fn, std::vector<std::string> parts) {
-  try {
-    fn();
-    FAIL("expected an InputError");
-  } catch (const InputError& e) {
-    const std::string message = e.what();
-    for (const auto& part : parts) CHECK_MESSAGE(message.find(part) != std::string::npos, message);
-  }
+  const std::string message = sgp::testing::input_error_of(fn);
+  REQUIRE_MESSAGE(!message.empty(), "expected an InputError");
+  for (const auto& part : parts) CHECK_MESSAGE(sgp::testing::contains(message, part), message);
 }
 
 }  // namespace
@@ -146,8 +145,7 @@ TEST_CASE("a missing data directory names the files and the Debian package") {
 TEST_CASE("the real Fashion-MNIST files load with the documented shapes") {
   const auto dir = sgp::data::resolve_data_dir("");
   if (!std::filesystem::exists(dir / "t10k-labels-idx1-ubyte.gz")) {
-    MESSAGE("SKIPPED: Fashion-MNIST not installed at " << dir.string());
-    return;
+    SGP_SKIP("Fashion-MNIST is not installed at " + dir.string());
   }
   const auto test = sgp::data::load_fashion_mnist(dir, "t10k");
   CHECK(test.size() == 10000);

@@ -13,22 +13,17 @@
 #include <unistd.h>
 
 #include "sgp/launch/local_processes.hpp"
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
 using sgp::launch::ChildSpec;
 using sgp::launch::LocalProcesses;
+using sgp::testing::slurp;
 
 namespace {
 
 ChildSpec shell(int rank, const std::string& script, const sgp::testing::TempDir& dir) {
   return ChildSpec{rank, {"-c", script}, dir / ("child-" + std::to_string(rank) + ".log")};
-}
-
-std::string read(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -39,7 +34,7 @@ TEST_CASE("all children succeed: logs written, nothing reported") {
   for (int r = 0; r < 3; ++r) children.push_back(shell(r, "echo out $0; echo err >&2", dir));
   LocalProcesses p(children, "/bin/sh");
   CHECK_FALSE(p.wait().has_value());
-  CHECK(read(dir / "child-1.log") == "out /bin/sh\nerr\n");
+  CHECK(slurp(dir / "child-1.log") == "out /bin/sh\nerr\n");
 }
 
 TEST_CASE("a failing child is reported with rank, code and log tail; the others are stopped") {

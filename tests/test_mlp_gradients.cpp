@@ -4,10 +4,10 @@
 
 #include <doctest/doctest.h>
 
-#include "gradient_check.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/compute/device_buffer.hpp"
 #include "sgp/model/mlp.hpp"
+#include "support/gradient_check.hpp"
 
 using sgp::compute::CpuBackend;
 using sgp::compute::DeviceBuffer;

@@ -5,18 +5,15 @@
 
 #include "sgp/error.hpp"
 #include "sgp/model/model_spec.hpp"
+#include "support/input_error.hpp"
 
 using namespace sgp::model;
 
 namespace {
 
+// The InputError message of parsing `text` ("" when it parses).
 std::string error_of(const std::string& text) {
-  try {
-    parse_model_spec(text);
-  } catch (const sgp::InputError& e) {
-    return e.what();
-  }
-  return "(accepted)";
+  return sgp::testing::input_error_of([&] { parse_model_spec(text); });
 }
 
 std::string names(const ModelSpec& spec) {

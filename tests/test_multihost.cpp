@@ -17,10 +17,13 @@
 
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
-#include "subprocess.hpp"
-#include "temp_dir.hpp"
+#include "support/skip.hpp"
+#include "support/subprocess.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
 using sgp::testing::run_command;
+using sgp::testing::slurp;
 
 namespace {
 
@@ -74,23 +77,16 @@ int wait_exit(pid_t pid, std::chrono::seconds patience = std::chrono::seconds(12
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 }  // namespace
 
 TEST_CASE("four peers on two hosts (network namespaces) train together over TCP") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   if (::geteuid() != 0 || run_command("command -v ip").exit_code != 0) {
-    MESSAGE("SKIPPED: needs root and iproute2 to create network namespaces");
-    return;
+    SGP_SKIP("needs root and iproute2 to create network namespaces");
   }
   TwoHosts hosts;
   if (!hosts.ok()) {
-    MESSAGE("SKIPPED: this kernel refused to create network namespaces");
-    return;
+    SGP_SKIP("this kernel refused to create network namespaces");
   }
   sgp::testing::TempDir dir;
   // Private hosts: any port is free there; the test picks it.
@@ -119,7 +115,7 @@ TEST_CASE("four peers on two hosts (network namespaces) train together over TCP"
   const pid_t b = start(hosts.on('b', sgp + " launch --run-dir " + (dir / "b").string() + common),
                         dir / "b.log");
   const int a_exit = wait_exit(a), b_exit = wait_exit(b);
-  INFO(read_text(dir / "a.log") << read_text(dir / "b.log"));
+  INFO(slurp(dir / "a.log") << slurp(dir / "b.log"));
   CHECK(a_exit == 0);
   CHECK(b_exit == 0);
   // Each host started the ranks whose endpoint is its own address (round robin: 0,2 and 1,3).
@@ -137,7 +133,7 @@ TEST_CASE("four peers on two hosts (network namespaces) train together over TCP"
 
   // The monitor on host a heard from the peers of both hosts.
   const auto monitor_exit = wait_exit(monitor, std::chrono::seconds(15));
-  INFO(read_text(dir / "m.log"));
+  INFO(slurp(dir / "m.log"));
   CHECK(monitor_exit == 0);
   const auto summary = nlohmann::json::parse(std::ifstream(dir / "m" / "monitor-summary.json"));
   CHECK(summary["final_iteration"] == 60);

@@ -7,11 +7,11 @@
 
 #include <doctest/doctest.h>
 
-#include "gradient_check.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/error.hpp"
 #include "sgp/model/model_spec.hpp"
 #include "sgp/model/network.hpp"
+#include "support/gradient_check.hpp"
 
 using sgp::compute::CpuBackend;
 using sgp::model::Network;

@@ -6,23 +6,19 @@
 #include "sgp/error.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/trainer.hpp"
-#include "temp_dir.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
 using namespace sgp::peer;
+using sgp::testing::slurp;
 
-namespace {
-std::string read(const std::filesystem::path& path) {
-  std::ostringstream out;
-  out << std::ifstream(path).rdbuf();
-  return out.str();
-}
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("atomic writes replace the whole file and leave no temporary behind") {
   sgp::testing::TempDir dir;
   write_file_atomically(dir / "a.json", "first");
   write_file_atomically(dir / "a.json", "second, longer");
-  CHECK(read(dir / "a.json") == "second, longer");
+  CHECK(slurp(dir / "a.json") == "second, longer");
   int entries = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
   CHECK(entries == 1);
@@ -35,8 +31,8 @@ TEST_CASE("a run directory holds config, one JSONL line per record and the summa
   run.write_json("config.json", {{"lr", 0.1}});
   run.log({{"iteration", 1}});
   run.log({{"iteration", 2}});
-  CHECK(nlohmann::json::parse(read(dir / "run" / "config.json"))["lr"] == 0.1);
-  CHECK(read(dir / "run" / "peer-3.jsonl") == "{\"iteration\":1}\n{\"iteration\":2}\n");
+  CHECK(nlohmann::json::parse(slurp(dir / "run" / "config.json"))["lr"] == 0.1);
+  CHECK(slurp(dir / "run" / "peer-3.jsonl") == "{\"iteration\":1}\n{\"iteration\":2}\n");
   std::ofstream(dir / "file") << "x";
   CHECK_THROWS_AS(RunDirectory(dir / "file", 0), sgp::InputError);
 }
@@ -115,4 +111,14 @@ TEST_CASE("the newest complete checkpoint set is the newest iteration every rank
   }
   CHECK(latest_complete_checkpoint(dir.path(), 3) == 20);
   CHECK(latest_complete_checkpoint(dir.path(), 4) == std::nullopt);
+  // A rank in the middle missing counts as much as the last one.
+  sgp::testing::TempDir other;
+  for (int rank = 0; rank < 3; ++rank) {
+    s.iteration = 10;
+    CheckpointStore(other.path(), rank).save(s);
+    if (rank == 1) continue;  // rank 1 died before writing iteration 20
+    s.iteration = 20;
+    CheckpointStore(other.path(), rank).save(s);
+  }
+  CHECK(latest_complete_checkpoint(other.path(), 3) == 10);
 }

@@ -14,12 +14,15 @@
 #include "sgp/gossip/snapshot_publisher.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/algorithm.hpp"
+#include "sgp/peer/checkpoint_store.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
 #include "sgp/transport/inproc_network.hpp"
 #include "sgp/transport/inproc_transport.hpp"
-#include "temp_dir.hpp"
+#include "support/skip.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace sgp;
 
@@ -50,29 +53,13 @@ struct PeerResult {
   std::vector<float> z;
 };
 
-// Trains `n` peers on `kind` with `algo`; returns each peer's summary and final z.
-std::vector<PeerResult> train_peers(const std::string& kind, int n, const std::string& algo_name) {
-  const auto algo = sgp::parse_name<peer::Algorithm>(algo_name, "algo");
-  const auto train = clusters(2000, 1);
-  const auto test = clusters(500, 2);
-  topology::GeneratorOptions options;
-  options.num_peers = n;
-  const auto file_schedule =
-      topology::generate_topology(topology::parse_topology_kind(kind), options);
-  const auto schedule = peer::mixing_schedule(algo, file_schedule, std::nullopt, kind);
-  peer::TrainConfig config;
-  config.model = "mlp:24";
-  config.batch_size = 16;
-  config.epochs = 2;
-  config.lr = 0.05;
-  config.lr_scaling = model::LrScaling::none;
-  config.lr_decay = model::LrDecay::constant;
-  config.algo = algo;
-  config.log_every = 10;
-  config.eval_every = 1;
-  config.timeout_ms = 20000;
-
-  sgp::testing::TempDir dir;
+// Runs one Trainer per rank of `schedule` in threads over the in-process transport, writing to
+// `dir`; returns each peer's summary and final z. No schedule: peers that train alone.
+std::vector<PeerResult> run_trainers(const peer::TrainConfig& config, int n,
+                                     const topology::Schedule* schedule,
+                                     const std::filesystem::path& dir) {
+  static const auto train = clusters(2000, 1);
+  static const auto test = clusters(500, 2);
   transport::InProcNetwork network(n);
   std::vector<PeerResult> results(n);
   std::mutex mutex;
@@ -83,10 +70,10 @@ std::vector<PeerResult> train_peers(const std::string& kind, int n, const std::s
       try {
         compute::CpuBackend backend;
         transport::InProcTransport transport(network, rank);
-        peer::RunDirectory run(dir.path(), rank);
+        peer::RunDirectory run(dir, rank);
         peer::Communication comm;
-        if (peer::info(algo).communicates) {
-          comm.schedule = &schedule;
+        if (schedule) {
+          comm.schedule = schedule;
           comm.transport = &transport;
         }
         comm.snapshot = [&, rank](std::int64_t, bool final, const std::vector<float>& z, double) {
@@ -106,6 +93,35 @@ std::vector<PeerResult> train_peers(const std::string& kind, int n, const std::s
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
   return results;
+}
+
+// A small model, a constant learning rate, two epochs of 32 iterations (4 peers, batch 16).
+peer::TrainConfig small_config(peer::Algorithm algo) {
+  peer::TrainConfig config;
+  config.model = "mlp:24";
+  config.batch_size = 16;
+  config.epochs = 2;
+  config.lr = 0.05;
+  config.lr_scaling = model::LrScaling::none;
+  config.lr_decay = model::LrDecay::constant;
+  config.algo = algo;
+  config.log_every = 10;
+  config.eval_every = 1;
+  config.timeout_ms = 20000;
+  return config;
+}
+
+// Trains `n` peers on `kind` with `algo`; returns each peer's summary and final z.
+std::vector<PeerResult> train_peers(const std::string& kind, int n, const std::string& algo_name) {
+  const auto algo = sgp::parse_name<peer::Algorithm>(algo_name, "algo");
+  topology::GeneratorOptions options;
+  options.num_peers = n;
+  const auto file_schedule =
+      topology::generate_topology(topology::parse_topology_kind(kind), options);
+  const auto schedule = peer::mixing_schedule(algo, file_schedule, std::nullopt, kind);
+  sgp::testing::TempDir dir;
+  return run_trainers(small_config(algo), n, peer::info(algo).communicates ? &schedule : nullptr,
+                      dir.path());
 }
 
 }  // namespace
@@ -157,6 +173,97 @@ TEST_CASE("local peers do not communicate and drift apart") {
   CHECK(monitor::relative_consensus_error(z) > 1e-4);
 }
 
+namespace {
+
+// 4 peers, period 2 (phase 0: i -> i+1, phase 1: i -> i+2), and each rank pushes its own share
+// (0.3, 0.5, 0.6, 0.4): columns sum to 1, rows do not, so every w moves; and each peer hears
+// exactly one in-neighbour per round, so sums are formed in one order and runs repeat bit for bit.
+constexpr const char* kMovingWeights = R"(digraph topology {
+  period = 2;
+  0 -> 1 [weight=0.3, phase=0]; 1 -> 2 [weight=0.5, phase=0];
+  2 -> 3 [weight=0.6, phase=0]; 3 -> 0 [weight=0.4, phase=0];
+  0 -> 2 [weight=0.3, phase=1]; 1 -> 3 [weight=0.5, phase=1];
+  2 -> 0 [weight=0.6, phase=1]; 3 -> 1 [weight=0.4, phase=1];
+})";
+
+// Largest |a - b| relative to the largest |a|.
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double diff = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(a[i])));
+  }
+  return diff / scale;
+}
+
+}  // namespace
+
+TEST_CASE("a resumed run ends in the state of an uninterrupted one") {
+  // The reference trains 50 iterations; the other stops after 30 (a checkpoint every 10) and
+  // resumes to 50. Their final checkpoints must hold the same x, velocity, w, and sampler
+  // position: bit for bit where every peer hears one in-neighbour per round, within float
+  // rounding on the star (its hub adds three messages in arrival order).
+  struct Case {
+    const char* name;
+    peer::Algorithm algo;
+    int gossip_every;
+    bool star;
+  };
+  const Case cases[] = {
+      {"sgp", peer::Algorithm::sgp, 1, false},
+      {"sgp, gossip every 2", peer::Algorithm::sgp, 2, false},
+      {"osgp tau 0, gossip every 3", peer::Algorithm::osgp, 3, false},
+      {"sgp on a star", peer::Algorithm::sgp, 1, true},
+  };
+  const int n = 4;
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    topology::GeneratorOptions options;
+    options.num_peers = n;
+    const auto file_schedule =
+        c.star ? topology::generate_topology(topology::TopologyKind::kStar, options)
+               : topology::parse_dot(kMovingWeights, "<moving weights>");
+    const auto schedule = peer::mixing_schedule(c.algo, file_schedule, std::nullopt, c.name);
+    auto config = small_config(c.algo);
+    config.gossip_every = c.gossip_every;
+    config.tau = 0;  // OSGP applies round k's messages in round k: the same sums every run
+    config.momentum = 0.9f;
+    config.nesterov = true;
+    config.weight_decay = 1e-3f;
+    config.checkpoint_every = 10;
+    config.max_iterations = 50;
+    sgp::testing::TempDir reference, resumed;
+    run_trainers(config, n, &schedule, reference.path());
+    config.max_iterations = 30;
+    run_trainers(config, n, &schedule, resumed.path());
+    config.max_iterations = 50;
+    config.resume = true;
+    run_trainers(config, n, &schedule, resumed.path());
+
+    bool some_weight_moved = false;
+    for (int rank = 0; rank < n; ++rank) {
+      CAPTURE(rank);
+      const auto a = peer::CheckpointStore(reference / "checkpoints", rank).load(50);
+      const auto b = peer::CheckpointStore(resumed / "checkpoints", rank).load(50);
+      CHECK(b.iteration == 50);
+      CHECK(b.epoch == a.epoch);
+      CHECK(b.position == a.position);
+      some_weight_moved |= std::abs(a.weight - 1.0) > 1e-3;
+      if (c.star) {
+        CHECK(b.weight == doctest::Approx(a.weight).epsilon(1e-9));
+        CHECK(relative_difference(a.x, b.x) < 1e-5);
+        CHECK(relative_difference(a.velocity, b.velocity) < 1e-4);
+      } else {
+        CHECK(b.weight == a.weight);
+        CHECK(b.x == a.x);
+        CHECK(b.velocity == a.velocity);
+      }
+    }
+    CHECK(some_weight_moved);
+  }
+}
+
 TEST_CASE("consensus error of known vectors") {
   // mean (1, 1); distances 1 and 1 -> mean squared distance 1; |mean|^2 = 2.
   CHECK(monitor::relative_consensus_error({{0.0f, 1.0f}, {2.0f, 1.0f}}) == doctest::Approx(0.5));
@@ -164,8 +271,6 @@ TEST_CASE("consensus error of known vectors") {
 }
 
 #include <fstream>
-
-#include "subprocess.hpp"
 
 namespace {
 // A snapshot as the monitor receives it; `corrupt` flips a payload byte after hashing.

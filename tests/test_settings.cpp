@@ -11,7 +11,8 @@
 #include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/settings.hpp"
-#include "temp_dir.hpp"
+#include "support/input_error.hpp"
+#include "support/temp_dir.hpp"
 
 using sgp::peer::TrainConfig;
 
@@ -75,12 +76,7 @@ TrainConfig parse_flags(std::vector<std::string> args, TrainConfig base = {}) {
 }
 
 std::string flag_error(std::vector<std::string> args) {
-  try {
-    sgp::peer::validate(parse_flags(std::move(args)));
-  } catch (const sgp::InputError& e) {
-    return e.what();
-  }
-  return "";
+  return sgp::testing::input_error_of([&] { sgp::peer::validate(parse_flags(std::move(args))); });
 }
 
 }  // namespace

@@ -46,6 +46,22 @@ TEST_CASE("SGD steps match hand-computed values") {
     CHECK(p[0] == doctest::Approx(1.9));
     CHECK(p[1] == doctest::Approx(-4.3));
   }
+  SUBCASE("Nesterov with weight decay (the default configuration): g' = g + wd p") {
+    Sgd sgd(backend, 2, {0.9f, 0.1f, true});
+    std::vector<float> p = {2.0f, -4.0f};
+    const std::vector<float> g = {0.5f, 1.0f};
+    // g' = {0.7, 0.6}; v = g'; p -= 0.5 (g' + 0.9 v) = {1.335, -4.57}
+    sgd.step(p.data(), g.data(), 0.5f);
+    CHECK(p[0] == doctest::Approx(1.335).epsilon(1e-6));
+    CHECK(p[1] == doctest::Approx(-4.57).epsilon(1e-6));
+    // g' = {0.6335, 0.543}; v = 0.9 v + g' = {1.2635, 1.083}; p -= 0.5 (g' + 0.9 v)
+    sgd.step(p.data(), g.data(), 0.5f);
+    CHECK(p[0] == doctest::Approx(0.449675).epsilon(1e-6));
+    CHECK(p[1] == doctest::Approx(-5.32885).epsilon(1e-6));
+    const auto v = sgd.velocity().to_host();
+    CHECK(v[0] == doctest::Approx(1.2635).epsilon(1e-6));
+    CHECK(v[1] == doctest::Approx(1.083).epsilon(1e-6));
+  }
 }
 
 TEST_CASE("learning-rate schedules") {

@@ -7,10 +7,13 @@
 
 #include "sgp/error.hpp"
 #include "sgp/experiment/sweep_spec.hpp"
-#include "temp_dir.hpp"
+#include "support/input_error.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
 using sgp::experiment::parse_sweep_spec;
 using sgp::experiment::SweepSpec;
+using sgp::testing::contains;
 
 namespace {
 
@@ -20,16 +23,7 @@ SweepSpec parse(const std::string& text, bool quick = false) {
 
 // The InputError message of parsing `text` ("" when it parses).
 std::string error_of(const std::string& text) {
-  try {
-    parse(text);
-  } catch (const sgp::InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
+  return sgp::testing::input_error_of([&] { parse(text); });
 }
 
 }  // namespace

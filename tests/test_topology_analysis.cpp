@@ -8,8 +8,9 @@
 #include "sgp/gossip/push_sum_config.hpp"
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/topology/analysis.hpp"
+#include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
-#include "topology_test_util.hpp"
+#include "support/topology_test_util.hpp"
 
 using namespace sgp::topology;
 
@@ -176,6 +177,36 @@ TEST_CASE("describe agrees with an independent computation (power iteration, pla
       CHECK(std::pow(*r.consensus_rate, periods - 1) > 1e-6);
     }
   }
+}
+
+TEST_CASE("the period product takes the phases in time order, also when they do not commute") {
+  // Phase 0: 0 pushes half to 1; phase 1: 1 pushes half to 2. A = M_1 M_0 moves half of 0's
+  // mass to 1 and then half of that on to 2; M_0 M_1 would leave 2 nothing of it.
+  const Schedule three = sgp::topology::parse_dot(R"(digraph {
+    period = 2;
+    0 -> 1 [weight=0.5, phase=0];
+    1 -> 2 [weight=0.5, phase=1];
+  })",
+                                                  "<three>");
+  const auto a = sgp::topology::period_product(three);
+  CHECK(a(0, 0) == 0.5);
+  CHECK(a(1, 0) == 0.25);
+  CHECK(a(2, 0) == 0.25);
+  CHECK(a(1, 1) == 0.5);
+  CHECK(a(2, 1) == 0.5);
+  // Weights that differ by rank, period 2: the phases do not commute, and the rate must still
+  // be that of the product in time order.
+  const Schedule moving = sgp::topology::parse_dot(R"(digraph {
+    period = 2;
+    0 -> 1 [weight=0.3, phase=0]; 1 -> 2 [weight=0.5, phase=0];
+    2 -> 3 [weight=0.6, phase=0]; 3 -> 0 [weight=0.4, phase=0];
+    0 -> 2 [weight=0.3, phase=1]; 1 -> 3 [weight=0.5, phase=1];
+    2 -> 0 [weight=0.6, phase=1]; 3 -> 1 [weight=0.4, phase=1];
+  })",
+                                                   "<moving>");
+  const TopologyReport r = analyze_topology(moving, 1000);
+  CHECK(*r.consensus_rate ==
+        doctest::Approx(sgp::testing::power_iteration_rate(moving)).epsilon(1e-9));
 }
 
 TEST_CASE("degrees, bytes per round and connectivity") {

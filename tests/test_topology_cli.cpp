@@ -9,25 +9,16 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include "subprocess.hpp"
-#include "temp_dir.hpp"
+#include "support/skip.hpp"
+#include "support/subprocess.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
+using sgp::testing::contains;
 using sgp::testing::run_sgp;
+using sgp::testing::slurp;
 
-namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("generate writes a file that check accepts; stdout and --output agree") {
   sgp::testing::TempDir dir;
@@ -135,8 +126,7 @@ TEST_CASE("render draws with Graphviz dot, and says so clearly when dot is missi
   CHECK(contains(missing.output, "Graphviz `dot` was not found on PATH"));
 
   if (sgp::testing::run_command("command -v dot").exit_code != 0) {
-    MESSAGE("SKIPPED the drawing itself: Graphviz `dot` is not installed");
-    return;
+    SGP_SKIP("the drawing itself: Graphviz `dot` is not installed (Debian package graphviz)");
   }
   const auto r = run_sgp("topology render " + file.string() + " " + (dir / "star.png").string());
   INFO(r.output);

@@ -10,10 +10,14 @@
 #include "sgp/error.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
-#include "temp_dir.hpp"
+#include "support/input_error.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
 using namespace sgp::topology;
 using sgp::InputError;
+using sgp::testing::contains;
+using sgp::testing::slurp;
 
 namespace {
 
@@ -21,16 +25,7 @@ const DotReadOptions kNeedEndpoints{.require_endpoints = true, .self_weight = st
 
 // The message of the InputError that parsing `text` throws ("" when it does not throw).
 std::string error_of(const std::string& text, const DotReadOptions& options = {}) {
-  try {
-    parse_dot(text, "bad.dot", options);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
+  return sgp::testing::input_error_of([&] { parse_dot(text, "bad.dot", options); });
 }
 
 }  // namespace
@@ -252,11 +247,9 @@ TEST_CASE("shipped topologies/*.dot equal what the generator makes now") {
       const Schedule s = generate_topology(kind, o);
       const auto path = dir / fmt::format("{}-{}.dot", topology_kind_name(kind), n);
       CAPTURE(path.string());
-      std::ifstream in(path, std::ios::binary);
-      REQUIRE_MESSAGE(in.good(), "run scripts/generate-topologies to create it");
-      std::ostringstream text;
-      text << in.rdbuf();
-      CHECK(text.str() == to_dot(s, generator_command_line(kind, o)));
+      REQUIRE_MESSAGE(std::filesystem::exists(path),
+                      "run scripts/generate-topologies to create it");
+      CHECK(slurp(path) == to_dot(s, generator_command_line(kind, o)));
       CHECK(read_dot_file(path, kNeedEndpoints) == s);
       ++files;
     }

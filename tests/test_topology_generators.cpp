@@ -8,8 +8,8 @@
 #include "sgp/error.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/generator.hpp"
-#include "temp_dir.hpp"
-#include "topology_test_util.hpp"
+#include "support/temp_dir.hpp"
+#include "support/topology_test_util.hpp"
 
 using namespace sgp::topology;
 using sgp::InputError;

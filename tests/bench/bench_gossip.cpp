@@ -1,5 +1,5 @@
 // Benchmark (figures only, no assertions): one push-sum round between peers on loopback, next to
-// the two limits measured in the same run (BENCHMARKS.md):
+// the two limits measured in the same run:
 //   memcpy    single-threaded memcpy of the message size (the machine's copy bandwidth);
 //   raw zmq   libzmq PUSH->PULL over tcp://127.0.0.1, the same bytes and the same pattern (every
 //             peer sends to its out-neighbour and waits for what it receives), zero-copy send, no

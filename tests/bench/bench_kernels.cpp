@@ -1,4 +1,5 @@
-// Benchmark of the CUDA backend on the W2 workload (shared/BENCHMARKS.md): `meson test -C <build>
+// Benchmark of the CUDA backend on the W2 workload (an MLP 784-4096-4096-4096-10, batch 256; see
+// kWidths and kBatch below): `meson test -C <build>
 // --benchmark kernels`. Prints figures, asserts nothing; without a usable GPU it says so, exits 0.
 //
 // Figures, defined before they are printed:

@@ -20,21 +20,6 @@ inline std::filesystem::path sgp_binary() {
   return std::filesystem::path(build ? build : "build") / "sgp";
 }
 
-inline bool fashion_mnist_installed() {
-  const char* env = std::getenv("SGP_DATA_DIR");
-  const std::filesystem::path dir = env && *env ? env : "/usr/share/datasets/fashion-mnist";
-  return std::filesystem::exists(dir / "train-images-idx3-ubyte.gz");
-}
-
-// Ends the current test case with a visible SKIPPED message when the real data set is missing.
-#define SGP_SKIP_WITHOUT_FASHION_MNIST()                                                         \
-  do {                                                                                           \
-    if (!sgp::testing::fashion_mnist_installed()) {                                              \
-      MESSAGE("SKIPPED: Fashion-MNIST is not installed (Debian package dataset-fashion-mnist)"); \
-      return;                                                                                    \
-    }                                                                                            \
-  } while (false)
-
 // `arguments` is appended to the binary's path and run by /bin/sh.
 inline CommandResult run_command(const std::string& command) {
   CommandResult result;

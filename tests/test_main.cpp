@@ -1,3 +1,0 @@
-// The doctest runner shared by every test executable.
-#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
-#include <doctest/doctest.h>
