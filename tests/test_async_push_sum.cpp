@@ -9,13 +9,13 @@
 #include <functional>
 #include <thread>
 
-#include "gossip_test_support.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/control_message.hpp"
 #include "sgp/transport/faulty_transport.hpp"
 #include "sgp/transport/inproc_network.hpp"
 #include "sgp/transport/inproc_transport.hpp"
+#include "support/gossip_test_support.hpp"
 
 using namespace sgp;
 using namespace std::chrono_literals;

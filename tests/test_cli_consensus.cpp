@@ -102,10 +102,10 @@ TEST_CASE("sgp consensus: bad flags and files are input errors naming them") {
     CHECK(contains(r.output, "--rank 4"));
   }
   SUBCASE("bad mode") {
-    const auto r = run_sgp("consensus --local --mode async --topology " + topology.string() +
+    const auto r = run_sgp("consensus --local --mode asynchronous --topology " + topology.string() +
                            " --run-dir " + (dir / "run").string());
     CHECK(r.exit_code == 2);
-    CHECK(contains(r.output, "--mode: 'async'"));
+    CHECK(contains(r.output, "--mode: 'asynchronous'"));
   }
   SUBCASE("missing topology file") {
     const auto r = run_sgp("consensus --local --topology " + (dir / "nope.dot").string());
