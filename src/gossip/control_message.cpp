@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "byte_fields.hpp"
+
 namespace sgp::gossip {
 
 namespace {
@@ -11,16 +13,8 @@ namespace {
 constexpr std::uint16_t kControlVersion = 1;
 constexpr std::size_t kHashed = 32;
 
-template <class T>
-void put(std::array<std::byte, kControlBytes>& out, std::size_t offset, T value) {
-  std::memcpy(out.data() + offset, &value, sizeof value);
-}
-template <class T>
-T get(std::span<const std::byte> in, std::size_t offset) {
-  T value;
-  std::memcpy(&value, in.data() + offset, sizeof value);
-  return value;
-}
+using detail::get;
+using detail::put;
 
 }  // namespace
 

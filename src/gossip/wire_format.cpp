@@ -5,20 +5,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "byte_fields.hpp"
+
 namespace sgp::gossip {
 namespace {
 
-template <class T>
-void put(std::array<std::byte, kHeaderBytes>& out, std::size_t offset, T value) {
-  std::memcpy(out.data() + offset, &value, sizeof value);
-}
-
-template <class T>
-T get(std::span<const std::byte> in, std::size_t offset) {
-  T value;
-  std::memcpy(&value, in.data() + offset, sizeof value);
-  return value;
-}
+using detail::get;
+using detail::put;
 
 constexpr std::size_t kHashedHeaderBytes = 72;
 
