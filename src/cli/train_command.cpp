@@ -31,8 +31,7 @@ void add_train_command(CLI::App& app) {
                                              : std::filesystem::path(config->run_dir);
     auto backend = compute::make_backend({config->device, config->blas_threads, config->tf32});
     const auto data_dir = data::resolve_data_dir(config->data_dir);
-    const auto train = data::load_fashion_mnist(data_dir, "train");
-    const auto test = data::load_fashion_mnist(data_dir, "t10k");
+    const auto [train, test] = data::load_fashion_mnist_train_test(data_dir);
     peer::RunDirectory run(dir, 0);
     nlohmann::json recorded = *config;
     recorded["command"] = "train";

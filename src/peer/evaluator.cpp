@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sgp/error.hpp"
+
 namespace sgp::peer {
 
 std::vector<int> mlp_widths(const std::vector<int>& hidden, const data::Dataset& set) {
@@ -17,7 +19,12 @@ Evaluator::Evaluator(compute::Backend& backend, const std::vector<int>& widths,
       mlp_(backend, widths, kChunk),
       images_(backend, std::span<const float>(set.images)),
       labels_(backend, std::span<const std::int32_t>(set.labels)),
-      features_(set.features()) {}
+      features_(set.features()) {
+  // A model for other images would read past each image (callers check this as InputError).
+  SGP_ENFORCE(!widths.empty() && widths.front() == features_,
+              "the model takes {} inputs but the evaluation images have {} pixels",
+              widths.empty() ? 0 : widths.front(), features_);
+}
 
 Evaluation Evaluator::evaluate(const float* params) {
   const auto n = static_cast<int>(labels_.size());

@@ -61,8 +61,7 @@ nlohmann::json run_peer(const TrainConfig& config, int rank) {
 
   auto backend = compute::make_backend({config.device, config.blas_threads, config.tf32});
   const auto data_dir = data::resolve_data_dir(config.data_dir);
-  const auto train = data::load_fashion_mnist(data_dir, "train");
-  const auto test = data::load_fashion_mnist(data_dir, "t10k");
+  const auto [train, test] = data::load_fashion_mnist_train_test(data_dir);
 
   RunDirectory run(
       config.run_dir.empty() ? default_run_dir("peer") : std::filesystem::path(config.run_dir),
