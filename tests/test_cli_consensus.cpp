@@ -73,7 +73,7 @@ TEST_CASE("sgp consensus --local: a peer that cannot start is named with its own
   sgp::testing::TempDir dir;
   // 192.0.2.1 (TEST-NET-1) is no address of this host: rank 3 cannot bind.
   const auto topology = write_topology(dir, 4, "tcp://192.0.2.1:5600");
-  const auto r = run_sgp("consensus --local --topology " + topology.string() +
+  const auto r = run_sgp("consensus --local --insecure --topology " + topology.string() +
                          " --rounds 5 --timeout-ms 3000 --run-dir " + (dir / "run").string());
   CHECK(r.exit_code == 3);
   CHECK(contains(r.output, "rank 3 exited with code 3"));

@@ -263,8 +263,8 @@ TEST_CASE("bad peer input gets clear errors") {
   SUBCASE("an endpoint that cannot be bound") {
     const auto bad = sgp::testing::write_local_topology(dir / "bad.dot", "one-peer-exponential", 4,
                                                         "tcp://192.0.2.1:5600");
-    const auto r = run_sgp("peer --rank 3 --device cpu --topology " + bad.string() + " --run-dir " +
-                           (dir / "y").string());
+    const auto r = run_sgp("peer --rank 3 --device cpu --insecure --topology " + bad.string() +
+                           " --run-dir " + (dir / "y").string());
     CHECK(r.exit_code == 3);
     CHECK(contains(r.output, "192.0.2.1:5600"));
   }

@@ -29,6 +29,7 @@
 #include "sgp/log.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/topology/dot_file.hpp"
+#include "training_flags.hpp"
 
 namespace sgp::cli {
 namespace {
@@ -46,6 +47,8 @@ struct ConsensusOptions {
   std::string device = "cpu";
   std::string run_dir;
   std::string log_level = "info";
+  std::string keys_dir;
+  bool insecure = false;
 };
 
 std::uint64_t splitmix64(std::uint64_t z) {
@@ -96,8 +99,10 @@ void run_peer(const ConsensusOptions& o, const topology::Schedule& schedule) {
   transport::ZmqOptions zmq;
   zmq.send_timeout = std::chrono::milliseconds(o.timeout_ms);
   zmq.linger = std::chrono::milliseconds(o.timeout_ms);
-  auto transport = gossip::open_zmq_transport(schedule, o.rank, zmq, o.dim);
   gossip::PushSumConfig config;
+  auto transport =
+      gossip::open_zmq_transport(schedule, o.rank, gossip::Chunking(o.dim, config.chunk_elements),
+                                 {o.keys_dir, o.insecure}, zmq);
   config.mode = mode;
   config.tau = o.tau;
   config.timeout = std::chrono::milliseconds(o.timeout_ms);
@@ -194,6 +199,10 @@ void run_local(const ConsensusOptions& o, const topology::Schedule& schedule) {
                                   o.log_level},
                                  dir / fmt::format("peer-{}.log", r)});
   }
+  for (auto& child : children) {
+    if (!o.keys_dir.empty()) child.args.insert(child.args.end(), {"--keys", o.keys_dir});
+    if (o.insecure) child.args.push_back("--insecure");
+  }
   spdlog::info("starting {} peers on this host; logs in {}/peer-<rank>.log", n, dir.string());
   LocalProcesses processes(std::move(children));
   const auto failure = processes.wait();
@@ -273,6 +282,7 @@ void add_consensus_command(CLI::App& app) {
                   "where to write results (default runs/consensus-<time>)");
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
+  add_security_flags(*cmd, o->keys_dir, o->insecure, "Security");
   cmd->callback([o] {
     if (o->local == (o->rank >= 0)) {
       throw InputError("sgp consensus: give exactly one of --local (every peer) or --rank R");

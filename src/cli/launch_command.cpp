@@ -22,6 +22,7 @@
 #include "local_processes.hpp"
 #include "periodic_task.hpp"
 #include "sgp/error.hpp"
+#include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/log.hpp"
 #include "sgp/peer/consensus_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
@@ -128,7 +129,9 @@ void add_launch_command(CLI::App& app) {
     if (!*no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n) {
       monitor = std::make_unique<peer::ConsensusMonitor>(c.hidden, c.data_dir, n,
                                                          run.path() / "monitor.jsonl");
-      receiver = std::make_unique<transport::SnapshotReceiver>("tcp://127.0.0.1:*");
+      const std::string bind = "tcp://127.0.0.1:*";
+      receiver = std::make_unique<transport::SnapshotReceiver>(
+          bind, gossip::monitor_curve(schedule, peer::security(c), bind));
       c.monitor = receiver->endpoint();
     }
     nlohmann::json recorded = c;

@@ -8,12 +8,14 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/log.hpp"
 #include "sgp/peer/consensus_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
+#include "training_flags.hpp"
 
 namespace sgp::cli {
 
@@ -24,7 +26,8 @@ extern "C" void request_stop(int) { g_stop.store(true); }
 
 void add_monitor_command(CLI::App& app) {
   struct Options {
-    std::string topology, bind = "tcp://*:29400", run_dir, data_dir;
+    std::string topology, bind = "tcp://*:29400", run_dir, data_dir, keys_dir;
+    bool insecure = false;
     std::vector<int> hidden = {512, 512};
     std::int64_t until = 0;
   };
@@ -44,14 +47,17 @@ void add_monitor_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--data-dir", o->data_dir, "Fashion-MNIST directory (as for sgp train)");
   cmd->add_option("--until-iteration", o->until, "exit once this iteration is recorded");
+  add_security_flags(*cmd, o->keys_dir, o->insecure, "Security");
   cmd->callback([o] {
     configure_logging(-1, "info");
     peer::TrainConfig probe;
     probe.topology = o->topology;
-    const int n = peer::load_topology(probe).num_peers();
+    const auto schedule = peer::load_topology(probe);
+    const int n = schedule.num_peers();
+    const auto curve = gossip::monitor_curve(schedule, {o->keys_dir, o->insecure}, o->bind);
     peer::RunDirectory run(o->run_dir, -1);
     peer::ConsensusMonitor monitor(o->hidden, o->data_dir, n, run.path() / "monitor.jsonl");
-    transport::SnapshotReceiver receiver(o->bind);
+    transport::SnapshotReceiver receiver(o->bind, curve);
     spdlog::info("monitor listening on {} for {} peers", receiver.endpoint(), n);
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);

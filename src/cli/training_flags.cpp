@@ -98,6 +98,18 @@ void add_training_flags(CLI::App& cmd, peer::TrainConfig& c) {
       ->group(report);
 }
 
+void add_security_flags(CLI::App& cmd, std::string& keys_dir, bool& insecure,
+                        const std::string& group) {
+  cmd.add_option("--keys", keys_dir,
+                 "directory with this process's CURVE secret key (`sgp keygen`); needed when the "
+                 "topology has public keys")
+      ->group(group);
+  cmd.add_flag("--insecure", insecure,
+               "without keys, allow endpoints other than loopback (unauthenticated, "
+               "unencrypted: anyone who can reach a port can pose as a peer)")
+      ->group(group);
+}
+
 void add_peer_flags(CLI::App& cmd, peer::TrainConfig& c) {
   const char* group = "Peers and gossip";
   cmd.add_option("--topology", c.topology,
@@ -139,6 +151,7 @@ void add_peer_flags(CLI::App& cmd, peer::TrainConfig& c) {
   cmd.add_option("--monitor", c.monitor,
                  "endpoint of the consensus monitor to hand snapshots to (best effort)")
       ->group(group);
+  add_security_flags(cmd, c.keys_dir, c.insecure, group);
 }
 
 std::vector<std::string> training_arguments(const peer::TrainConfig& c) {
@@ -179,6 +192,8 @@ std::vector<std::string> training_arguments(const peer::TrainConfig& c) {
   add("--checkpoint-every", c.checkpoint_every);
   if (c.resume) a.push_back("--resume");
   if (!c.monitor.empty()) add("--monitor", c.monitor);
+  if (!c.keys_dir.empty()) add("--keys", c.keys_dir);
+  if (c.insecure) a.push_back("--insecure");
   return a;
 }
 

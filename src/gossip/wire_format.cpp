@@ -56,6 +56,8 @@ std::string_view reject_cause_name(RejectCause cause) {
       return "duplicate_round";
     case RejectCause::future_round:
       return "future_round";
+    case RejectCause::sender_mismatch:
+      return "sender_mismatch";
   }
   return "unknown";
 }
@@ -112,6 +114,10 @@ std::variant<DecodedMessage, RejectCause> decode_message(transport::Message mess
   }
   if (h.sender < 0 || h.sender >= num_peers || h.sender == self) {
     return RejectCause::unknown_sender;
+  }
+  // A keyed peer may write any rank into its header; only the key it authenticated with counts.
+  if (const auto rank = message.authenticated_rank(); rank && *rank != h.sender) {
+    return RejectCause::sender_mismatch;
   }
   if (!std::isfinite(h.weight) || !(h.weight > 0.0) || !std::isfinite(h.coefficient) ||
       !(h.coefficient > 0.0) || h.coefficient > 1.0) {

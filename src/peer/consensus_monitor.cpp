@@ -28,8 +28,9 @@ std::size_t parameter_count(const std::vector<int>& widths) {
 }
 }  // namespace
 
-SnapshotPublisher::SnapshotPublisher(const std::string& endpoint, int rank)
-    : sender_(std::make_unique<transport::SnapshotSender>(endpoint)), rank_(rank) {}
+SnapshotPublisher::SnapshotPublisher(const std::string& endpoint, int rank,
+                                     const std::optional<transport::CurveClient>& curve)
+    : sender_(std::make_unique<transport::SnapshotSender>(endpoint, curve)), rank_(rank) {}
 
 SnapshotPublisher::~SnapshotPublisher() = default;
 

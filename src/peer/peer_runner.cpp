@@ -10,9 +10,12 @@
 #include "sgp/compute/device.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
+#include "sgp/gossip/push_sum_config.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/model/mlp.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/consensus_monitor.hpp"
+#include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/trainer.hpp"
 #include "sgp/topology/dot_file.hpp"
@@ -36,6 +39,8 @@ int resolve_rank(std::optional<int> flag) {
   }
   throw InputError("no rank: give --rank, or set RANK or SLURM_PROCID");
 }
+
+gossip::Security security(const TrainConfig& config) { return {config.keys_dir, config.insecure}; }
 
 topology::Schedule load_topology(const TrainConfig& config) {
   if (config.topology.empty()) throw InputError("--topology: a topology file is required");
@@ -78,7 +83,12 @@ nlohmann::json run_peer(const TrainConfig& config, int rank) {
   if (communicates(algo) && n > 1) {
     transport::ZmqOptions zmq;
     zmq.send_timeout = std::chrono::milliseconds(config.timeout_ms);
-    transport = gossip::open_zmq_transport(schedule, rank, zmq);
+    // Frames are capped at what this model's push-sum messages need (ZMQ_MAXMSGSIZE).
+    const std::size_t parameters =
+        model::Mlp(*backend, mlp_widths(config.hidden, train), 1).parameter_count();
+    transport = gossip::open_zmq_transport(
+        schedule, rank, gossip::Chunking(parameters, gossip::PushSumConfig{}.chunk_elements),
+        security(config), zmq);
     comm.schedule = &schedule;
     comm.transport = transport.get();
     spdlog::info("bound {}; pushing to ranks {}", transport->endpoint(),
@@ -86,7 +96,8 @@ nlohmann::json run_peer(const TrainConfig& config, int rank) {
   }
   std::unique_ptr<SnapshotPublisher> publisher;
   if (!config.monitor.empty()) {
-    publisher = std::make_unique<SnapshotPublisher>(config.monitor, rank);
+    publisher = std::make_unique<SnapshotPublisher>(
+        config.monitor, rank, gossip::snapshot_curve(schedule, rank, security(config)));
     comm.snapshot = [&publisher](std::int64_t iteration, bool, const std::vector<float>& z) {
       if (!publisher->publish(iteration, z)) {
         spdlog::debug("monitor not reachable: snapshot of iteration {} dropped", iteration);

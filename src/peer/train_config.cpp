@@ -35,6 +35,8 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
       {"checkpoint_every", c.checkpoint_every},
       {"resume", c.resume},
       {"monitor", c.monitor},
+      {"keys_dir", c.keys_dir},
+      {"insecure", c.insecure},
   };
 }
 

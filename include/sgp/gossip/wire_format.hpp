@@ -101,8 +101,9 @@ enum class RejectCause : int {
   stale_round,        // round already completed (beyond the staleness bound)
   duplicate_round,    // a second message from the same sender for the same round
   future_round,       // round too far ahead of ours
+  sender_mismatch,    // sender differs from the rank the transport authenticated (CURVE)
 };
-inline constexpr int kNumRejectCauses = 15;
+inline constexpr int kNumRejectCauses = 16;
 std::string_view reject_cause_name(RejectCause cause);
 
 // 64 header bytes for `header` (magic, version, dtype and header hash filled in).
@@ -113,7 +114,8 @@ std::uint64_t payload_hash(std::span<const std::byte> payload);
 
 // A message whose frames passed every check that needs no state beyond the vector's chunking and
 // the number of peers: frame layout, magic, version, header hash, dtype, sizes, sender range,
-// finite positive weight/coefficient, payload hash.
+// finite positive weight/coefficient, payload hash, and, when the transport authenticated the
+// connection, sender == that rank.
 struct DecodedMessage {
   WireHeader header;
   std::span<const std::byte> payload;  // points into `message`

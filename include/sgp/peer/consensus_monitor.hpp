@@ -27,6 +27,7 @@
 #include "sgp/compute/backend.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/gossip/wire_format.hpp"
+#include "sgp/transport/curve.hpp"
 #include "sgp/transport/message.hpp"
 
 namespace sgp::transport {
@@ -44,7 +45,9 @@ std::array<std::byte, gossip::kHeaderBytes> snapshot_header(int rank, std::int64
 
 class SnapshotPublisher {
  public:
-  SnapshotPublisher(const std::string& endpoint, int rank);
+  // `curve`: authenticate to a keyed monitor (gossip::snapshot_curve).
+  SnapshotPublisher(const std::string& endpoint, int rank,
+                    const std::optional<transport::CurveClient>& curve = std::nullopt);
   ~SnapshotPublisher();
   // Never blocks; returns whether the snapshot was queued.
   bool publish(std::int64_t iteration, const std::vector<float>& z);

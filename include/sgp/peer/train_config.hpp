@@ -42,6 +42,8 @@ struct TrainConfig {
   std::int64_t checkpoint_every = 0;  // iterations; 0: no checkpoints
   bool resume = false;                // continue from the newest complete checkpoint set
   std::string monitor;                // endpoint of the consensus monitor; empty: none
+  std::string keys_dir;               // CURVE secret keys (`sgp keygen`); empty: none
+  bool insecure = false;              // allow plain TCP on non-loopback endpoints
   // reporting
   std::string run_dir;              // empty: runs/<command>-<timestamp>
   std::int64_t log_every = 50;      // iterations between JSONL records
