@@ -201,7 +201,8 @@ TEST_CASE("a peer killed mid-run is reported by rank and signal, and the others 
   }
   REQUIRE(std::filesystem::exists(run / "peer-2.jsonl"));
   const auto killed = sgp::testing::run_command(
-      "pkill -9 -f -- '" + self_proof("peer --rank 2 .*" + run.string()) + "'");
+      "pkill -9 -f -- '" + self_proof("peer --config " + run.string() + "/config.json --rank 2") +
+      "'");
   REQUIRE(killed.exit_code == 0);
   const auto started = std::chrono::steady_clock::now();
   int status = 0;

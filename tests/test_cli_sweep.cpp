@@ -213,5 +213,5 @@ TEST_CASE("a broken sweep file is refused with the key named") {
       << "name = \"bad\"\n[grid]\npeers = [4]\n[train]\nlr = \"high\"\n";
   const auto result = run_sgp("sweep " + (dir / "bad.toml").string() + " --dry-run");
   CHECK(result.exit_code == 2);
-  CHECK(contains(result.output, "bad.toml:5:6: train.lr: expected a number, got a string"));
+  CHECK(contains(result.output, "bad.toml:5:6: train.lr: expected a number, got \"high\""));
 }

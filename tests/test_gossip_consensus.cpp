@@ -133,7 +133,7 @@ TEST_CASE("overlap push-sum (tau 0, 1, 2) converges and conserves mass after fin
 TEST_CASE("the device path (host staging, uploads into device scratch) mixes the same way") {
   for (auto mode : {gossip::Mode::sync, gossip::Mode::overlap}) {
     for (int n : {3, 8}) {
-      CAPTURE(gossip::mode_name(mode));
+      CAPTURE(sgp::name_of(mode));
       CAPTURE(n);
       const auto s = topology::generate_topology(topology::TopologyKind::kOnePeerExponential,
                                                  {.num_peers = n});
@@ -262,7 +262,7 @@ TEST_CASE("hostile messages are rejected, counted per cause, and consensus still
 
 TEST_CASE("a peer that never starts is named in an IoError within the timeout") {
   for (auto mode : {gossip::Mode::sync, gossip::Mode::overlap}) {
-    CAPTURE(gossip::mode_name(mode));
+    CAPTURE(sgp::name_of(mode));
     const auto s = sgp::testing::make_schedule(Graph::complete, 3);
     transport::InProcNetwork net(3);
     gossip::PushSumConfig cfg;

@@ -156,7 +156,9 @@ TEST_CASE("every reject cause has a distinct name") {
 }
 
 TEST_CASE("gossip mode names parse, others are an InputError naming the flag") {
-  CHECK(parse_mode("sync") == Mode::sync);
-  CHECK(parse_mode("overlap") == Mode::overlap);
-  CHECK_THROWS_WITH_AS(parse_mode("async"), doctest::Contains("--mode: 'async'"), InputError);
+  CHECK(parse_name<Mode>("sync", "--mode") == Mode::sync);
+  CHECK(parse_name<Mode>("overlap", "--mode") == Mode::overlap);
+  CHECK_THROWS_WITH_AS(parse_name<Mode>("async", "--mode"),
+                       doctest::Contains("--mode: 'async' is not one of sync, overlap"),
+                       InputError);
 }

@@ -110,7 +110,7 @@ TEST_CASE("push-sum over ZeroMQ: 4 and 8 peers, sync and overlap, exact mean and
   for (int n : {4, 8}) {
     for (auto mode : {gossip::Mode::sync, gossip::Mode::overlap}) {
       CAPTURE(n);
-      CAPTURE(gossip::mode_name(mode));
+      CAPTURE(sgp::name_of(mode));
       const auto s = sgp::testing::make_schedule(Graph::exponential, n);
       gossip::PushSumConfig cfg;
       cfg.mode = mode;
@@ -154,7 +154,7 @@ TEST_CASE("push-sum over ZeroMQ: garbage from a rogue socket is counted, consens
 
 TEST_CASE("push-sum over ZeroMQ: a peer that never starts is named, nobody hangs") {
   for (auto mode : {gossip::Mode::sync, gossip::Mode::overlap}) {
-    CAPTURE(gossip::mode_name(mode));
+    CAPTURE(sgp::name_of(mode));
     const auto s = sgp::testing::make_schedule(Graph::complete, 3);
     auto ts = open_all(s, {2});
     gossip::PushSumConfig cfg;

@@ -12,11 +12,11 @@
 
 #include <unistd.h>
 
-#include "../src/cli/local_processes.hpp"
+#include "sgp/launch/local_processes.hpp"
 #include "temp_dir.hpp"
 
-using sgp::cli::ChildSpec;
-using sgp::cli::LocalProcesses;
+using sgp::launch::ChildSpec;
+using sgp::launch::LocalProcesses;
 
 namespace {
 

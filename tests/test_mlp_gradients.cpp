@@ -82,7 +82,7 @@ TEST_CASE("MLP backward agrees with finite differences") {
 TEST_CASE("MLP parameter layout is one contiguous buffer of the documented size") {
   CpuBackend backend;
   Mlp mlp(backend, {784, 512, 512, 10}, 32);
-  CHECK(mlp.parameter_count() == 669706);  // W1 in BENCHMARKS.md
+  CHECK(mlp.parameter_count() == 669706);  // W1: 784*512+512 + 512*512+512 + 512*10+10
   CHECK(mlp.layers()[1].weight_offset == 784 * 512 + 512);
   CHECK(mlp.layers()[2].bias_offset == mlp.parameter_count() - 10);
 }

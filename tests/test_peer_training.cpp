@@ -11,8 +11,9 @@
 
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/data/dataset.hpp"
+#include "sgp/gossip/snapshot_publisher.hpp"
+#include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/algorithm.hpp"
-#include "sgp/peer/consensus_monitor.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/trainer.hpp"
 #include "sgp/topology/generator.hpp"
@@ -45,30 +46,30 @@ data::Dataset clusters(int n, unsigned seed) {
 }
 
 struct PeerResult {
-  nlohmann::json summary;
+  peer::PeerSummary summary;
   std::vector<float> z;
 };
 
 // Trains `n` peers on `kind` with `algo`; returns each peer's summary and final z.
-std::vector<PeerResult> train_peers(const std::string& kind, int n, const std::string& algo) {
+std::vector<PeerResult> train_peers(const std::string& kind, int n, const std::string& algo_name) {
+  const auto algo = sgp::parse_name<peer::Algorithm>(algo_name, "algo");
   const auto train = clusters(2000, 1);
   const auto test = clusters(500, 2);
   topology::GeneratorOptions options;
   options.num_peers = n;
   const auto file_schedule =
       topology::generate_topology(topology::parse_topology_kind(kind), options);
-  const auto schedule =
-      peer::mixing_schedule(peer::parse_algorithm(algo), file_schedule, std::nullopt, kind);
+  const auto schedule = peer::mixing_schedule(algo, file_schedule, std::nullopt, kind);
   peer::TrainConfig config;
   config.hidden = {24};
   config.batch_size = 16;
   config.epochs = 2;
   config.lr = 0.05;
-  config.lr_scaling = "none";
-  config.lr_decay = "constant";
+  config.lr_scaling = model::LrScaling::none;
+  config.lr_decay = model::LrDecay::constant;
   config.algo = algo;
   config.log_every = 10;
-  config.eval_every_epochs = 1;
+  config.eval_every = 1;
   config.timeout_ms = 20000;
 
   sgp::testing::TempDir dir;
@@ -84,7 +85,7 @@ std::vector<PeerResult> train_peers(const std::string& kind, int n, const std::s
         transport::InProcTransport transport(network, rank);
         peer::RunDirectory run(dir.path(), rank);
         peer::Communication comm;
-        if (peer::communicates(peer::parse_algorithm(algo))) {
+        if (peer::info(algo).communicates) {
           comm.schedule = &schedule;
           comm.transport = &transport;
         }
@@ -119,15 +120,15 @@ TEST_CASE("SGP peers in threads conserve push-sum mass and agree on a model that
     bool some_weight_moved = false;
     std::vector<std::vector<float>> z;
     for (const auto& r : results) {
-      mass += r.summary["weight"].get<double>();
-      some_weight_moved |= std::abs(r.summary["weight"].get<double>() - 1.0) > 1e-3;
-      CHECK(r.summary["final_test_accuracy"].get<double>() > 0.9);
-      CHECK(r.summary["rejected_messages"] == 0);
+      mass += r.summary.weight.value();
+      some_weight_moved |= std::abs(r.summary.weight.value() - 1.0) > 1e-3;
+      CHECK(r.summary.final_test_accuracy > 0.9);
+      CHECK(r.summary.rejected_messages == 0u);
       z.push_back(r.z);
     }
     CHECK(mass == doctest::Approx(n).epsilon(1e-12));
     if (std::string(kind) == "star") CHECK(some_weight_moved);
-    CHECK(peer::relative_consensus_error(z) < 1e-2);
+    CHECK(monitor::relative_consensus_error(z) < 1e-2);
   }
 }
 
@@ -138,11 +139,11 @@ TEST_CASE("overlap SGP, D-PSGD and exact averaging train in the same code path")
         train_peers(std::string(algo) == "exact" ? "complete" : "bidirectional-ring", 4, algo);
     std::vector<std::vector<float>> z;
     for (const auto& r : results) {
-      CHECK(r.summary["final_test_accuracy"].get<double>() > 0.9);
+      CHECK(r.summary.final_test_accuracy > 0.9);
       z.push_back(r.z);
     }
     // exact averaging leaves every peer with the same model after every round.
-    CHECK(peer::relative_consensus_error(z) < (std::string(algo) == "exact" ? 1e-10 : 1e-2));
+    CHECK(monitor::relative_consensus_error(z) < (std::string(algo) == "exact" ? 1e-10 : 1e-2));
   }
 }
 
@@ -150,16 +151,16 @@ TEST_CASE("local peers do not communicate and drift apart") {
   const auto results = train_peers("ring", 3, "local");
   std::vector<std::vector<float>> z;
   for (const auto& r : results) {
-    CHECK(!r.summary.contains("weight"));
+    CHECK_FALSE(r.summary.weight.has_value());
     z.push_back(r.z);
   }
-  CHECK(peer::relative_consensus_error(z) > 1e-4);
+  CHECK(monitor::relative_consensus_error(z) > 1e-4);
 }
 
 TEST_CASE("consensus error of known vectors") {
   // mean (1, 1); distances 1 and 1 -> mean squared distance 1; |mean|^2 = 2.
-  CHECK(peer::relative_consensus_error({{0.0f, 1.0f}, {2.0f, 1.0f}}) == doctest::Approx(0.5));
-  CHECK(peer::relative_consensus_error({{3.0f, 4.0f}, {3.0f, 4.0f}}) == 0.0);
+  CHECK(monitor::relative_consensus_error({{0.0f, 1.0f}, {2.0f, 1.0f}}) == doctest::Approx(0.5));
+  CHECK(monitor::relative_consensus_error({{3.0f, 4.0f}, {3.0f, 4.0f}}) == 0.0);
 }
 
 #include <fstream>
@@ -171,7 +172,7 @@ namespace {
 transport::Message snapshot(int rank, std::int64_t iteration, std::vector<float> z,
                             bool corrupt = false) {
   auto header = std::make_shared<std::array<std::byte, gossip::kHeaderBytes>>(
-      peer::snapshot_header(rank, iteration, z));
+      gossip::snapshot_header(rank, iteration, z));
   auto payload = std::make_shared<std::vector<float>>(std::move(z));
   if (corrupt) (*payload)[0] += 1.0f;
   std::vector<std::span<const std::byte>> frames = {
@@ -185,7 +186,7 @@ TEST_CASE("the consensus monitor computes the exact error, rejects damage, bound
   SGP_SKIP_WITHOUT_FASHION_MNIST();  // it evaluates the average model on the real test set
   sgp::testing::TempDir dir;
   // MLP 784-4-10: 784*4 + 4 + 4*10 + 10 = 3190 parameters.
-  peer::ConsensusMonitor monitor({4}, "", 2, dir / "monitor.jsonl");
+  monitor::ConsensusMonitor monitor({4}, "", 2, dir / "monitor.jsonl");
   const std::size_t n = 3190;
   std::vector<float> a(n, 1.0f), b(n, 3.0f);  // mean 2: relative error (1^2) / (2^2) = 0.25
   CHECK(!monitor.add(snapshot(0, 10, a)));

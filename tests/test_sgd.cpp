@@ -85,7 +85,7 @@ TEST_CASE("learning-rate schedules") {
   }
   SUBCASE("linear scaling rule and parsing") {
     CHECK(linearly_scaled_lr(0.1, 1024) == doctest::Approx(0.4));
-    CHECK(parse_lr_decay("cosine") == LrDecay::cosine);
-    CHECK_THROWS_AS(parse_lr_decay("exp"), sgp::InputError);
+    CHECK(sgp::parse_name<LrDecay>("cosine", "--lr-decay") == LrDecay::cosine);
+    CHECK_THROWS_AS(sgp::parse_name<LrDecay>("exp", "--lr-decay"), sgp::InputError);
   }
 }

@@ -1,5 +1,5 @@
 #pragma once
-// One small error hierarchy for the whole project (see ARCHITECTURE.md):
+// One small error hierarchy for the whole project:
 //   InputError     bad user input (file, flag, config); the message names where and what.
 //   IoError        recoverable I/O trouble: a peer gone, a time-out, a bad message.
 //   InvariantError a broken internal invariant (SGP_ENFORCE): a bug, not the user's fault.

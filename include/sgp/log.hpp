@@ -1,25 +1,34 @@
 #pragma once
 // Logging: spdlog, every line tagged with the peer's rank; level chosen at run time.
+#include <array>
+#include <span>
 #include <string>
 
 #include <spdlog/spdlog.h>
 
-#include "sgp/error.hpp"
+#include "sgp/named_values.hpp"
 
 namespace sgp {
 
-// Sets the default logger's pattern to carry `rank` (-1: no rank, e.g. a launcher) and its level
-// ("trace", "debug", "info", "warn", "error", "off").
-inline void configure_logging(int rank, const std::string& level) {
+enum class LogLevel { trace, debug, info, warn, error, off };
+
+inline std::span<const NamedValue<LogLevel>> names(LogLevel) {
+  static constexpr std::array<NamedValue<LogLevel>, 6> table = {{
+      {LogLevel::trace, "trace", "everything, message by message"},
+      {LogLevel::debug, "debug", "details useful when something goes wrong"},
+      {LogLevel::info, "info", "progress and results"},
+      {LogLevel::warn, "warn", "only what may need attention"},
+      {LogLevel::error, "error", "only errors"},
+      {LogLevel::off, "off", "nothing"},
+  }};
+  return table;
+}
+
+// Sets the default logger's pattern to carry `rank` (-1: no rank, e.g. a launcher) and its level.
+inline void configure_logging(int rank, LogLevel level) {
   const std::string tag = rank >= 0 ? fmt::format("rank {}", rank) : std::string("sgp");
   spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [{}] [%^%l%$] %v", tag));
-  const auto parsed = spdlog::level::from_str(level);
-  if (parsed == spdlog::level::off && level != "off") {
-    throw InputError(fmt::format(
-        "--log-level: '{}' is not a level (expected trace, debug, info, warn, error or off)",
-        level));
-  }
-  spdlog::set_level(parsed);
+  spdlog::set_level(spdlog::level::from_str(std::string(name_of(level))));
 }
 
 }  // namespace sgp

@@ -1,13 +1,10 @@
 // The `sgp` executable: one binary, one subcommand per job (see `sgp --help`).
-#include <spdlog/spdlog.h>
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <exception>
-
-#include <unistd.h>
-
 #include <cstdlib>
+#include <exception>
 
 #include "commands.hpp"
 #include "sgp/compute/blas_kernels.hpp"
@@ -38,7 +35,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every usage error exits 2, as sgp's own input errors do.
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const sgp::InputError& e) {
     std::fprintf(stderr, "sgp: error: %s\n", e.what());
     return 2;

@@ -3,32 +3,34 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <array>
 #include <atomic>
 #include <csignal>
 #include <memory>
+#include <string_view>
 
 #include "commands.hpp"
+#include "setting_flags.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/log.hpp"
-#include "sgp/peer/consensus_monitor.hpp"
+#include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
-#include "training_flags.hpp"
 
 namespace sgp::cli {
 
 namespace {
 std::atomic<bool> g_stop{false};
 extern "C" void request_stop(int) { g_stop.store(true); }
+// The peers' model (the same settings), and the monitor's CURVE key.
+constexpr std::array<std::string_view, 4> kSettings = {"hidden", "data_dir", "keys", "insecure"};
 }  // namespace
 
 void add_monitor_command(CLI::App& app) {
   struct Options {
-    std::string topology, bind = "tcp://*:29400", run_dir, data_dir, keys_dir;
-    bool insecure = false;
-    std::vector<int> hidden = {512, 512};
+    std::string topology, bind = "tcp://*:29400", run_dir;
     std::int64_t until = 0;
   };
   auto o = std::make_shared<Options>();
@@ -42,26 +44,24 @@ void add_monitor_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--bind", o->bind, "endpoint to listen on")->capture_default_str();
   cmd->add_option("--run-dir", o->run_dir, "where monitor.jsonl goes")->required();
-  cmd->add_option("--hidden", o->hidden, "hidden widths of the peers' MLP")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--data-dir", o->data_dir, "Fashion-MNIST directory (as for sgp train)");
   cmd->add_option("--until-iteration", o->until, "exit once this iteration is recorded");
-  add_security_flags(*cmd, o->keys_dir, o->insecure, "Security");
-  cmd->callback([o] {
-    configure_logging(-1, "info");
-    peer::TrainConfig probe;
-    probe.topology = o->topology;
-    const auto schedule = peer::load_topology(probe);
+  auto flags = SettingFlags::add(*cmd, kSettings);
+  cmd->callback([o, flags] {
+    configure_logging(-1, LogLevel::info);
+    peer::TrainConfig config = flags->apply({});
+    peer::validate(config);
+    config.topology = o->topology;
+    const auto schedule = peer::load_topology(config);
     const int n = schedule.num_peers();
-    const auto curve = gossip::monitor_curve(schedule, {o->keys_dir, o->insecure}, o->bind);
+    const auto curve = gossip::monitor_curve(schedule, peer::security(config), o->bind);
     peer::RunDirectory run(o->run_dir, -1);
-    peer::ConsensusMonitor monitor(o->hidden, o->data_dir, n, run.path() / "monitor.jsonl");
+    monitor::ConsensusMonitor monitor(config.hidden, config.data_dir, n,
+                                      run.path() / "monitor.jsonl");
     transport::SnapshotReceiver receiver(o->bind, curve);
     spdlog::info("monitor listening on {} for {} peers", receiver.endpoint(), n);
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);
-    peer::serve_monitor(monitor, receiver, g_stop, o->until);
+    monitor::serve_monitor(monitor, receiver, g_stop, o->until);
     run.write_json("monitor-summary.json", monitor.summary());
   });
 }

@@ -1,16 +1,15 @@
 #include "sgp/gossip/push_sum_config.hpp"
 
-#include "sgp/error.hpp"
+#include <array>
 
 namespace sgp::gossip {
 
-Mode parse_mode(const std::string& text, const std::string& what) {
-  if (text == "sync") return Mode::sync;
-  if (text == "overlap") return Mode::overlap;
-  throw InputError(
-      fmt::format("{}: '{}' is not a gossip mode (expected sync or overlap)", what, text));
+std::span<const NamedValue<Mode>> names(Mode) {
+  static constexpr std::array<NamedValue<Mode>, 2> table = {{
+      {Mode::sync, "sync", "SGP: every round waits for every in-neighbour's message"},
+      {Mode::overlap, "overlap", "OSGP: a communication thread mixes while the caller computes"},
+  }};
+  return table;
 }
-
-std::string_view mode_name(Mode mode) { return mode == Mode::sync ? "sync" : "overlap"; }
 
 }  // namespace sgp::gossip

@@ -1,6 +1,7 @@
 #include "sgp/model/lr_schedule.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numbers>
 
@@ -8,14 +9,21 @@
 
 namespace sgp::model {
 
-LrDecay parse_lr_decay(const std::string& text) {
-  if (text == "constant") return LrDecay::constant;
-  if (text == "step") return LrDecay::step;
-  if (text == "cosine") return LrDecay::cosine;
-  throw InputError(
-      fmt::format("--lr-decay: '{}' is not a schedule (expected constant, step or "
-                  "cosine)",
-                  text));
+std::span<const NamedValue<LrDecay>> names(LrDecay) {
+  static constexpr std::array<NamedValue<LrDecay>, 3> table = {{
+      {LrDecay::constant, "constant", "the base rate throughout"},
+      {LrDecay::step, "step", "multiplied by --lr-gamma at each of --lr-milestones"},
+      {LrDecay::cosine, "cosine", "cosine decay to zero at the last iteration"},
+  }};
+  return table;
+}
+
+std::span<const NamedValue<LrScaling>> names(LrScaling) {
+  static constexpr std::array<NamedValue<LrScaling>, 2> table = {{
+      {LrScaling::none, "none", "lr as given"},
+      {LrScaling::linear, "linear", "lr * (batch * peers) / 256, the large-batch rule"},
+  }};
+  return table;
 }
 
 double linearly_scaled_lr(double base_lr, std::int64_t global_batch, std::int64_t reference_batch) {

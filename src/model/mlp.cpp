@@ -7,6 +7,14 @@
 
 namespace sgp::model {
 
+std::size_t parameter_count(const std::vector<int>& widths) {
+  std::size_t count = 0;
+  for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
+    count += static_cast<std::size_t>(widths[l]) * widths[l + 1] + widths[l + 1];
+  }
+  return count;
+}
+
 using compute::Transpose;
 
 Mlp::Mlp(compute::Backend& backend, std::vector<int> widths, int max_batch)

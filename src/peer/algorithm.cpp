@@ -1,6 +1,8 @@
 #include "sgp/peer/algorithm.hpp"
 
 #include <algorithm>
+#include <array>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -8,42 +10,29 @@
 
 namespace sgp::peer {
 
-Algorithm parse_algorithm(const std::string& text) {
-  if (text == "sgp") return Algorithm::sgp;
-  if (text == "osgp") return Algorithm::osgp;
-  if (text == "local") return Algorithm::local;
-  if (text == "dpsgd") return Algorithm::dpsgd;
-  if (text == "exact") return Algorithm::exact;
-  throw InputError(fmt::format(
-      "--algo: '{}' is not an algorithm (expected sgp, osgp, local, dpsgd or exact)", text));
-}
-
-std::string_view algorithm_name(Algorithm algo) {
-  switch (algo) {
-    case Algorithm::sgp:
-      return "sgp";
-    case Algorithm::osgp:
-      return "osgp";
-    case Algorithm::local:
-      return "local";
-    case Algorithm::dpsgd:
-      return "dpsgd";
-    case Algorithm::exact:
-      return "exact";
-  }
-  return "?";
-}
-
-bool communicates(Algorithm algo) { return algo != Algorithm::local; }
-
-gossip::Mode gossip_mode(Algorithm algo) {
-  return algo == Algorithm::osgp ? gossip::Mode::overlap : gossip::Mode::sync;
-}
-
 namespace {
 
-// Metropolis-Hastings weights p_ij = 1 / (1 + max(d_i, d_j)) on each phase's undirected graph:
-// symmetric and doubly stochastic, so push-sum weights stay exactly 1.
+using gossip::Mode;
+
+constexpr std::array<AlgorithmInfo, 5> kAlgorithms = {{
+    {Algorithm::sgp, "sgp", "Stochastic Gradient Push: synchronous push-sum every H iterations",
+     true, Mode::sync, true, MixingRule::as_given},
+    {Algorithm::osgp, "osgp",
+     "overlap SGP: push-sum on a communication thread, in-neighbours at most --tau rounds behind",
+     true, Mode::overlap, true, MixingRule::as_given},
+    {Algorithm::local, "local", "no communication: each peer trains its shard alone (a baseline)",
+     false, Mode::sync, false, MixingRule::as_given},
+    {Algorithm::dpsgd, "dpsgd",
+     "D-PSGD (Lian et al. 2017): symmetric gossip with Metropolis-Hastings weights; needs an "
+     "undirected topology",
+     true, Mode::sync, false, MixingRule::metropolis},
+    {Algorithm::exact, "exact",
+     "exact averaging every round on a complete topology (AllReduce by gossip, for comparison)",
+     true, Mode::sync, false, MixingRule::uniform_1_over_n},
+}};
+
+// p_ij = 1 / (1 + max(d_i, d_j)) on each phase's undirected graph: symmetric and doubly
+// stochastic, so push-sum weights stay exactly 1.
 topology::Schedule metropolis(const topology::Schedule& s, const std::string& source) {
   const int n = s.num_peers();
   std::vector<std::vector<std::vector<topology::Push>>> edges(s.period());
@@ -73,28 +62,50 @@ topology::Schedule metropolis(const topology::Schedule& s, const std::string& so
   return result;
 }
 
+topology::Schedule uniform_complete(const topology::Schedule& s, std::string_view algo,
+                                    const std::string& source) {
+  for (int p = 0; p < s.period(); ++p)
+    for (int i = 0; i < s.num_peers(); ++i)
+      if (static_cast<int>(s.out_edges(i, p).size()) != s.num_peers() - 1) {
+        throw InputError(fmt::format(
+            "{}: --algo {} needs a complete topology (every peer pushes to every other), but "
+            "peer {} has {} out-edges in phase {}",
+            source, algo, i, s.out_edges(i, p).size(), p));
+      }
+  return s.with_self_weight(1.0 / s.num_peers());
+}
+
 }  // namespace
+
+std::span<const AlgorithmInfo> algorithms() { return kAlgorithms; }
+
+const AlgorithmInfo& info(Algorithm algo) {
+  for (const auto& row : kAlgorithms)
+    if (row.algo == algo) return row;
+  SGP_ENFORCE(false, "algorithm {} has no row", static_cast<int>(algo));
+}
+
+std::span<const NamedValue<Algorithm>> names(Algorithm) {
+  static const auto table = [] {
+    std::array<NamedValue<Algorithm>, kAlgorithms.size()> t{};
+    for (std::size_t i = 0; i < kAlgorithms.size(); ++i) {
+      t[i] = {kAlgorithms[i].algo, kAlgorithms[i].name, kAlgorithms[i].help};
+    }
+    return t;
+  }();
+  return table;
+}
 
 topology::Schedule mixing_schedule(Algorithm algo, const topology::Schedule& s,
                                    std::optional<double> self_weight, const std::string& source) {
-  switch (algo) {
-    case Algorithm::sgp:
-    case Algorithm::osgp:
-    case Algorithm::local:
-      return self_weight ? s.with_self_weight(*self_weight) : s;
-    case Algorithm::dpsgd:
+  const AlgorithmInfo& row = info(algo);
+  switch (row.mixing) {
+    case MixingRule::as_given:
+      return self_weight && row.uses_self_weight ? s.with_self_weight(*self_weight) : s;
+    case MixingRule::metropolis:
       return metropolis(s, source);
-    case Algorithm::exact: {
-      for (int p = 0; p < s.period(); ++p)
-        for (int i = 0; i < s.num_peers(); ++i)
-          if (static_cast<int>(s.out_edges(i, p).size()) != s.num_peers() - 1) {
-            throw InputError(fmt::format(
-                "{}: --algo exact needs a complete topology (every peer pushes to every other), "
-                "but peer {} has {} out-edges in phase {}",
-                source, i, s.out_edges(i, p).size(), p));
-          }
-      return s.with_self_weight(1.0 / s.num_peers());
-    }
+    case MixingRule::uniform_1_over_n:
+      return uniform_complete(s, row.name, source);
   }
   return s;
 }

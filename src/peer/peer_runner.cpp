@@ -11,12 +11,14 @@
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
+#include "sgp/gossip/snapshot_publisher.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/model/mlp.hpp"
 #include "sgp/peer/algorithm.hpp"
-#include "sgp/peer/consensus_monitor.hpp"
 #include "sgp/peer/evaluator.hpp"
+#include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/settings.hpp"
 #include "sgp/peer/trainer.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -49,20 +51,17 @@ topology::Schedule load_topology(const TrainConfig& config) {
   return topology::read_dot_file(config.topology, options);
 }
 
-nlohmann::json run_peer(const TrainConfig& config, int rank) {
-  const Algorithm algo = parse_algorithm(config.algo);
+PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config) {
+  validate(config);
   const topology::Schedule file_schedule = load_topology(config);
   const int n = file_schedule.num_peers();
   if (rank < 0 || rank >= n) {
     throw InputError(fmt::format("--rank {}: {} has ranks 0..{}", rank, config.topology, n - 1));
   }
-  if (config.self_weight != 0.0 && !(config.self_weight > 0.0 && config.self_weight < 1.0)) {
-    throw InputError(fmt::format("--self-weight: {} is not in (0, 1)", config.self_weight));
-  }
   const std::optional<double> self_weight =
       config.self_weight > 0.0 ? std::optional<double>(config.self_weight) : std::nullopt;
   const topology::Schedule schedule =
-      mixing_schedule(algo, file_schedule, self_weight, config.topology);
+      mixing_schedule(config.algo, file_schedule, self_weight, config.topology);
 
   auto backend = compute::make_backend({config.device, config.blas_threads, config.tf32});
   const auto data_dir = data::resolve_data_dir(config.data_dir);
@@ -71,21 +70,15 @@ nlohmann::json run_peer(const TrainConfig& config, int rank) {
   RunDirectory run(
       config.run_dir.empty() ? default_run_dir("peer") : std::filesystem::path(config.run_dir),
       rank);
-  if (rank == 0) {
-    nlohmann::json recorded = config;
-    recorded["command"] = "peer";
-    recorded["peers"] = n;
-    run.write_json("config.json", recorded);
-  }
+  if (rank == 0 && write_config) write_run_config(run, config, "peer", n);
 
   std::unique_ptr<transport::ZmqTransport> transport;
   Communication comm;
-  if (communicates(algo) && n > 1) {
+  if (info(config.algo).communicates && n > 1) {
     transport::ZmqOptions zmq;
     zmq.send_timeout = std::chrono::milliseconds(config.timeout_ms);
     // Frames are capped at what this model's push-sum messages need (ZMQ_MAXMSGSIZE).
-    const std::size_t parameters =
-        model::Mlp(*backend, mlp_widths(config.hidden, train), 1).parameter_count();
+    const std::size_t parameters = model::parameter_count(mlp_widths(config.hidden, train));
     transport = gossip::open_zmq_transport(
         schedule, rank, gossip::Chunking(parameters, gossip::PushSumConfig{}.chunk_elements),
         security(config), zmq);
@@ -94,9 +87,9 @@ nlohmann::json run_peer(const TrainConfig& config, int rank) {
     spdlog::info("bound {}; pushing to ranks {}", transport->endpoint(),
                  fmt::join(schedule.all_out_neighbors(rank), ", "));
   }
-  std::unique_ptr<SnapshotPublisher> publisher;
+  std::unique_ptr<gossip::SnapshotPublisher> publisher;
   if (!config.monitor.empty()) {
-    publisher = std::make_unique<SnapshotPublisher>(
+    publisher = std::make_unique<gossip::SnapshotPublisher>(
         config.monitor, rank, gossip::snapshot_curve(schedule, rank, security(config)));
     comm.snapshot = [&publisher](std::int64_t iteration, bool, const std::vector<float>& z) {
       if (!publisher->publish(iteration, z)) {
@@ -105,9 +98,9 @@ nlohmann::json run_peer(const TrainConfig& config, int rank) {
     };
   }
   Trainer trainer(config, rank, n, *backend, train, test, run, comm);
-  nlohmann::json summary = trainer.run();
-  if (publisher) summary["dropped_snapshots"] = publisher->dropped();
-  run.write_json(fmt::format("peer-{}-summary.json", rank), summary);
+  PeerSummary summary = trainer.run();
+  if (publisher) summary.dropped_snapshots = publisher->dropped();
+  run.write_json(peer_summary_file(rank), summary);
   return summary;
 }
 

@@ -21,6 +21,7 @@
 #include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/progress.hpp"
 #include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/settings.hpp"
 
 namespace sgp::peer {
 
@@ -35,17 +36,11 @@ double seconds_since(Clock::time_point start) {
 model::LrScheduleOptions lr_options(const TrainConfig& c, int num_peers, std::int64_t per_epoch,
                                     std::int64_t total) {
   model::LrScheduleOptions o;
-  if (c.lr_scaling == "linear") {
-    o.base_lr =
-        model::linearly_scaled_lr(c.lr, static_cast<std::int64_t>(c.batch_size) * num_peers);
-  } else if (c.lr_scaling == "none") {
-    o.base_lr = c.lr;
-  } else {
-    throw InputError(
-        fmt::format("--lr-scaling: '{}' is not a rule (expected none or linear)", c.lr_scaling));
-  }
+  o.base_lr = c.lr_scaling == model::LrScaling::linear
+                  ? model::linearly_scaled_lr(c.lr, std::int64_t{c.batch_size} * num_peers)
+                  : c.lr;
   o.warmup_iterations = std::llround(c.warmup_epochs * static_cast<double>(per_epoch));
-  o.decay = model::parse_lr_decay(c.lr_decay);
+  o.decay = c.lr_decay;
   for (double epoch : c.lr_milestones) {
     o.milestones.push_back(std::llround(epoch * static_cast<double>(per_epoch)));
   }
@@ -57,24 +52,6 @@ model::LrScheduleOptions lr_options(const TrainConfig& c, int num_peers, std::in
 std::int64_t total_iterations(const TrainConfig& c, std::int64_t per_epoch) {
   auto total = std::max<std::int64_t>(1, std::llround(c.epochs * static_cast<double>(per_epoch)));
   return c.max_iterations > 0 ? std::min(total, c.max_iterations) : total;
-}
-
-void validate(const TrainConfig& c) {
-  if (c.batch_size < 1) {
-    throw InputError(fmt::format("--batch-size: must be at least 1, got {}", c.batch_size));
-  }
-  if (!(c.epochs > 0.0))
-    throw InputError(fmt::format("--epochs: must be positive, got {}", c.epochs));
-  for (int width : c.hidden) {
-    if (width < 1) throw InputError(fmt::format("--hidden: widths must be >= 1, got {}", width));
-  }
-  if (c.gossip_every < 1) {
-    throw InputError(fmt::format("--gossip-every: must be at least 1, got {}", c.gossip_every));
-  }
-  if (c.tau < 0) throw InputError(fmt::format("--tau: must be >= 0, got {}", c.tau));
-  if (c.checkpoint_every < 0) {
-    throw InputError(fmt::format("--checkpoint-every: must be >= 0, got {}", c.checkpoint_every));
-  }
 }
 
 }  // namespace
@@ -135,7 +112,7 @@ struct Trainer::State {
     if (comm.schedule) {
       SGP_ENFORCE(comm.transport != nullptr, "a schedule needs a transport");
       gossip::PushSumConfig gc;
-      gc.mode = gossip_mode(parse_algorithm(c.algo));
+      gc.mode = info(c.algo).mode;
       gc.tau = c.tau;
       gc.gossip_every = c.gossip_every;
       gc.timeout = std::chrono::milliseconds(c.timeout_ms);
@@ -204,126 +181,142 @@ Trainer::Trainer(const TrainConfig& config, int rank, int num_peers, compute::Ba
 
 Trainer::~Trainer() = default;
 
-nlohmann::json Trainer::run() {
+// What the loop accumulates between two records of peer-<rank>.jsonl, and over the whole run.
+struct Trainer::Tally {
+  double window_loss = 0.0, last_loss = 0.0;
+  double compute_seconds = 0.0, comm_seconds = 0.0;  // since the last record
+  std::int64_t window_count = 0, samples = 0;
+  std::vector<double> iteration_seconds;
+  Evaluation last_eval;
+  gossip::PushSumMetrics before;  // engine metrics at the last record
+};
+
+// One iteration: gradient at z, optimizer step on x, then a gossip round when one is due.
+double Trainer::step(std::int64_t it, Tally& t) {
+  State& s = *state_;
+  const auto step_start = Clock::now();
+  const int batch = s.loader.load(s.sampler.next());
+  const double loss = s.mlp.forward_backward(s.debiased(), s.loader.images(), s.loader.labels(),
+                                             batch, s.grads.data());
+  if (!std::isfinite(loss)) {
+    throw InputError(fmt::format(
+        "training diverged at iteration {}: loss is {} (try a smaller --lr or a --warmup-epochs)",
+        it, loss));
+  }
+  const double lr = s.lr.at(it);
+  s.sgd.step(s.x.data(), s.grads.data(), static_cast<float>(lr));
+  s.backend.synchronize();
+  const auto computed = Clock::now();
+  t.compute_seconds += std::chrono::duration<double>(computed - step_start).count();
+  if (s.engine) s.engine->step(it);
+  t.comm_seconds += seconds_since(computed);
+  t.iteration_seconds.push_back(seconds_since(step_start));
+  t.samples += batch;
+  t.window_loss += loss;
+  ++t.window_count;
+  return lr;
+}
+
+// One JSONL record after iteration `it`; with `eval` also the test accuracy of z, handed to the
+// monitor too.
+void Trainer::record(std::int64_t it, double lr, bool eval, bool last, double wall, Tally& t) {
+  State& s = *state_;
+  t.last_loss = t.window_loss / static_cast<double>(t.window_count);
+  nlohmann::json record = {
+      {"iteration", it + 1},
+      {"epoch", static_cast<double>(it + 1) / static_cast<double>(s.per_epoch)},
+      {"wall_time", wall},
+      {"loss", t.last_loss},
+      {"lr", lr},
+      {"compute_s", t.compute_seconds},
+  };
+  if (s.engine) {
+    if (last) s.engine->finish();  // overlap: apply every message still in flight
+    const auto m = s.engine->metrics();
+    const double wait = m.wait_seconds - t.before.wait_seconds;
+    record["weight"] = s.engine->weight();
+    record["bytes_sent"] = m.bytes_sent - t.before.bytes_sent;
+    record["bytes_received"] = m.bytes_received - t.before.bytes_received;
+    record["wait_s"] = wait;
+    record["communication_s"] = t.comm_seconds - wait;
+    record["rejected_messages"] = m.rejected_total();
+    t.before = m;
+  }
+  if (eval) {
+    const float* z = s.debiased();
+    t.last_eval = s.evaluator.evaluate(z);
+    record["test_accuracy"] = t.last_eval.accuracy;
+    record["test_loss"] = t.last_eval.loss;
+    if (s.comm.snapshot) {
+      std::vector<float> host(s.x.size());
+      s.backend.download(host.data(), z, host.size() * sizeof(float));
+      s.comm.snapshot(it + 1, last, host);
+    }
+  }
+  s.run.log(record);
+  t.window_loss = 0.0;
+  t.window_count = 0;
+  t.compute_seconds = t.comm_seconds = 0.0;
+}
+
+PeerSummary Trainer::summary(const Tally& t, double wall) const {
+  const State& s = *state_;
+  const auto times = percentiles(t.iteration_seconds, 20);
+  double train_seconds = 0.0;
+  for (double seconds : t.iteration_seconds) train_seconds += seconds;
+  PeerSummary summary;
+  summary.rank = s.rank;
+  summary.peers = s.num_peers;
+  summary.algo = name_of(s.config.algo);
+  summary.device = s.backend.describe();
+  summary.parameters = static_cast<std::int64_t>(s.mlp.parameter_count());
+  summary.iterations = s.total;
+  summary.epochs = static_cast<double>(s.total) / static_cast<double>(s.per_epoch);
+  summary.final_train_loss = t.last_loss;
+  summary.final_test_accuracy = t.last_eval.accuracy;
+  summary.final_test_loss = t.last_eval.loss;
+  summary.median_iteration_ms = 1e3 * times.median;
+  summary.p90_iteration_ms = 1e3 * times.p90;
+  summary.samples_per_second = static_cast<double>(t.samples) / train_seconds;
+  summary.wall_time_s = wall;
+  if (s.engine) {
+    const auto m = s.engine->metrics();
+    const auto iterations = std::max<std::size_t>(1, t.iteration_seconds.size());
+    summary.weight = s.engine->weight();
+    summary.bytes_sent_per_iteration =
+        static_cast<double>(m.bytes_sent) / static_cast<double>(iterations);
+    summary.rejected_messages = m.rejected_total();
+  }
+  return summary;
+}
+
+PeerSummary Trainer::run() {
   State& s = *state_;
   const TrainConfig& c = s.config;
-  const std::int64_t eval_every = std::max<std::int64_t>(
-      1, std::llround(c.eval_every_epochs * static_cast<double>(s.per_epoch)));
+  const std::int64_t eval_every =
+      std::max<std::int64_t>(1, std::llround(c.eval_every * static_cast<double>(s.per_epoch)));
   const std::int64_t start_iteration = c.resume ? s.resume() : 0;
   spdlog::info("training {} parameters on {}: {} iterations ({} per epoch), batch {}{}",
                s.mlp.parameter_count(), s.backend.describe(), s.total, s.per_epoch, c.batch_size,
-               s.engine ? fmt::format(", {} with {} peers", c.algo, s.num_peers) : "");
-
+               s.engine ? fmt::format(", {} with {} peers", name_of(c.algo), s.num_peers) : "");
   Progress progress(fmt::format("rank {}", s.rank), s.total);
-  std::vector<double> iteration_seconds;
-  iteration_seconds.reserve(static_cast<std::size_t>(s.total));
-  double window_loss = 0.0, last_loss = 0.0;
-  double compute_seconds = 0.0, comm_seconds = 0.0;
-  std::int64_t window_count = 0, samples = 0;
-  Evaluation last_eval;
-  gossip::PushSumMetrics before;  // engine metrics at the previous record
+  Tally t;
+  t.iteration_seconds.reserve(static_cast<std::size_t>(s.total));
   const auto start = Clock::now();
-
   for (std::int64_t it = start_iteration; it < s.total; ++it) {
-    const auto step_start = Clock::now();
-    const int batch = s.loader.load(s.sampler.next());
-    const double loss = s.mlp.forward_backward(s.debiased(), s.loader.images(), s.loader.labels(),
-                                               batch, s.grads.data());
-    if (!std::isfinite(loss)) {
-      throw InputError(
-          fmt::format("training diverged at iteration {}: loss is {} (try a "
-                      "smaller --lr or a --warmup-epochs)",
-                      it, loss));
-    }
-    const double lr = s.lr.at(it);
-    s.sgd.step(s.x.data(), s.grads.data(), static_cast<float>(lr));
-    s.backend.synchronize();
-    const auto computed = Clock::now();
-    compute_seconds += std::chrono::duration<double>(computed - step_start).count();
-    if (s.engine) s.engine->step(it);
-    comm_seconds += seconds_since(computed);
-    iteration_seconds.push_back(seconds_since(step_start));
-    samples += batch;
-    window_loss += loss;
-    ++window_count;
-
+    const double lr = step(it, t);
     const bool last = it + 1 == s.total;
     const bool eval = last || (it + 1) % eval_every == 0;
-    if (eval || (it + 1) % c.log_every == 0) {
-      last_loss = window_loss / static_cast<double>(window_count);
-      nlohmann::json record = {
-          {"iteration", it + 1},
-          {"epoch", static_cast<double>(it + 1) / static_cast<double>(s.per_epoch)},
-          {"wall_time", seconds_since(start)},
-          {"loss", last_loss},
-          {"lr", lr},
-          {"compute_s", compute_seconds},
-      };
-      if (s.engine) {
-        if (last) s.engine->finish();  // overlap: apply every message still in flight
-        const auto m = s.engine->metrics();
-        record["weight"] = s.engine->weight();
-        record["bytes_sent"] = m.bytes_sent - before.bytes_sent;
-        record["bytes_received"] = m.bytes_received - before.bytes_received;
-        record["wait_s"] = m.wait_seconds - before.wait_seconds;
-        record["communication_s"] = comm_seconds - record["wait_s"].get<double>();
-        record["rejected_messages"] = m.rejected_total();
-        before = m;
-      }
-      if (eval) {
-        const float* z = s.debiased();
-        last_eval = s.evaluator.evaluate(z);
-        record["test_accuracy"] = last_eval.accuracy;
-        record["test_loss"] = last_eval.loss;
-        if (s.comm.snapshot) {
-          std::vector<float> host(s.x.size());
-          s.backend.download(host.data(), z, host.size() * sizeof(float));
-          s.comm.snapshot(it + 1, last, host);
-        }
-      }
-      s.run.log(record);
-      window_loss = 0.0;
-      window_count = 0;
-      compute_seconds = comm_seconds = 0.0;
-    }
+    if (eval || (it + 1) % c.log_every == 0) record(it, lr, eval, last, seconds_since(start), t);
     if (s.checkpoints && c.checkpoint_every > 0 && ((it + 1) % c.checkpoint_every == 0 || last)) {
       s.save_checkpoint(it + 1);
     }
-    progress.update(it + 1,
-                    fmt::format("loss {:.4f}  acc {:.2f}%", last_loss, 100.0 * last_eval.accuracy));
+    progress.update(
+        it + 1, fmt::format("loss {:.4f}  acc {:.2f}%", t.last_loss, 100.0 * t.last_eval.accuracy));
   }
   const double wall = seconds_since(start);
-  progress.finish(fmt::format("test accuracy {:.2f}%", 100.0 * last_eval.accuracy));
-
-  const auto times = percentiles(iteration_seconds, 20);
-  double train_seconds = 0.0;
-  for (double t : iteration_seconds) train_seconds += t;
-  const auto iterations_run =
-      static_cast<double>(std::max<std::size_t>(1, iteration_seconds.size()));
-  nlohmann::json summary = {
-      {"rank", s.rank},
-      {"peers", s.num_peers},
-      {"algo", c.algo},
-      {"device", s.backend.describe()},
-      {"parameters", s.mlp.parameter_count()},
-      {"iterations", s.total},
-      {"epochs", static_cast<double>(s.total) / static_cast<double>(s.per_epoch)},
-      {"final_train_loss", last_loss},
-      {"final_test_accuracy", last_eval.accuracy},
-      {"final_test_loss", last_eval.loss},
-      {"median_iteration_ms", 1e3 * times.median},
-      {"p90_iteration_ms", 1e3 * times.p90},
-      // Throughput of the training steps alone (no evaluation), for benchmarks.
-      {"samples_per_second", static_cast<double>(samples) / train_seconds},
-      {"wall_time_s", wall},
-  };
-  if (s.engine) {
-    const auto m = s.engine->metrics();
-    summary["weight"] = s.engine->weight();
-    summary["bytes_sent_per_iteration"] = static_cast<double>(m.bytes_sent) / iterations_run;
-    summary["rejected_messages"] = m.rejected_total();
-  }
-  return summary;
+  progress.finish(fmt::format("test accuracy {:.2f}%", 100.0 * t.last_eval.accuracy));
+  return summary(t, wall);
 }
 
 }  // namespace sgp::peer

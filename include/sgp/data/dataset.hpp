@@ -18,10 +18,21 @@ struct Dataset {
   const float* image(std::size_t i) const { return images.data() + i * features(); }
 };
 
-// Fashion-MNIST statistics from BENCHMARKS.md: pixel/255, then (p - mean) / std.
+// Fashion-MNIST statistics (the training set's pixel mean and standard deviation): pixel/255,
+// then (p - mean) / std.
 inline constexpr float kFashionMnistMean = 0.2860f;
 inline constexpr float kFashionMnistStd = 0.3530f;
 inline constexpr int kFashionMnistClasses = 10;
+inline constexpr int kFashionMnistSide = 28;  // images are 28 x 28
+
+// An empty Dataset with Fashion-MNIST's image size and classes: the shape a model is built for,
+// where the model's size is needed without the data (sweep planning, topology traffic figures).
+inline Dataset fashion_mnist_shape() {
+  Dataset shape;
+  shape.rows = shape.cols = kFashionMnistSide;
+  shape.num_classes = kFashionMnistClasses;
+  return shape;
+}
 
 // The data directory: `flag_value` if not empty, else $SGP_DATA_DIR, else the Debian package's
 // /usr/share/datasets/fashion-mnist.

@@ -3,7 +3,9 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <string>
+#include <span>
+
+#include "sgp/named_values.hpp"
 
 #include "sgp/gossip/wire_format.hpp"
 
@@ -14,9 +16,7 @@ enum class Mode {
   overlap,  // OSGP: a communication thread sends/receives while the caller computes; bounded lag
 };
 
-// "sync" or "overlap"; throws InputError naming `what` otherwise.
-Mode parse_mode(const std::string& text, const std::string& what = "--mode");
-std::string_view mode_name(Mode mode);
+std::span<const NamedValue<Mode>> names(Mode);
 
 struct PushSumConfig {
   Mode mode = Mode::sync;

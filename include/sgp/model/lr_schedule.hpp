@@ -2,14 +2,19 @@
 // Learning rate as a function of the iteration: linear warm-up, then constant, step or cosine
 // decay. Optional linear scaling with the global batch (Goyal et al., the large-batch recipe).
 #include <cstdint>
-#include <string>
+#include <span>
 #include <vector>
+
+#include "sgp/named_values.hpp"
 
 namespace sgp::model {
 
 enum class LrDecay { constant, step, cosine };
+std::span<const NamedValue<LrDecay>> names(LrDecay);
 
-LrDecay parse_lr_decay(const std::string& text);  // "constant", "step", "cosine"
+// How the base rate follows the global batch (batch per peer x peers).
+enum class LrScaling { none, linear };
+std::span<const NamedValue<LrScaling>> names(LrScaling);
 
 struct LrScheduleOptions {
   double base_lr = 0.1;

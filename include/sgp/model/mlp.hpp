@@ -20,6 +20,9 @@ struct LayerView {
   std::size_t bias_offset = 0;
 };
 
+// Parameters of an MLP with these widths (input, hidden..., classes): weights and biases.
+std::size_t parameter_count(const std::vector<int>& widths);
+
 class Mlp {
  public:
   // widths: input, hidden..., classes (at least two entries); max_batch: largest batch size.

@@ -5,9 +5,8 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/peer/summaries.hpp"
 #include "sgp/peer/train_config.hpp"
 
 namespace sgp::topology {
@@ -26,7 +25,8 @@ gossip::Security security(const TrainConfig& config);
 // Reads config.topology (InputError naming the file and every problem in it).
 topology::Schedule load_topology(const TrainConfig& config);
 
-// Runs peer `rank` to the end; returns its summary.
-nlohmann::json run_peer(const TrainConfig& config, int rank);
+// Runs peer `rank` to the end; returns its summary. Rank 0 writes config.json when
+// `write_config` (not when the settings came from the run's own config.json).
+PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config = true);
 
 }  // namespace sgp::peer

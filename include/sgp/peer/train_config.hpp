@@ -1,10 +1,16 @@
 #pragma once
-// Every setting of a training run, in one place: filled by the CLI, written to config.json.
+// Every setting of a training run, as plain data. What each field means, its flag, config.json
+// key, sweep key, allowed values and help text are declared once, in the settings table
+// (sgp/peer/settings.hpp); this struct only holds the values and their defaults.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "sgp/log.hpp"
+#include "sgp/model/lr_schedule.hpp"
+#include "sgp/peer/algorithm.hpp"
 
 namespace sgp::peer {
 
@@ -20,9 +26,9 @@ struct TrainConfig {
   // lr is the rate for a global batch of 256, scaled linearly to batch * peers (Goyal et al.);
   // lr 0.1 with Nesterov 0.9 unscaled diverges at batch 32.
   double lr = 0.1;
-  std::string lr_scaling = "linear";  // none | linear (lr * global batch / 256)
+  model::LrScaling lr_scaling = model::LrScaling::linear;
   double warmup_epochs = 0.0;
-  std::string lr_decay = "cosine";    // constant | step | cosine
+  model::LrDecay lr_decay = model::LrDecay::cosine;
   std::vector<double> lr_milestones;  // epochs, for step decay
   double lr_gamma = 0.1;
   float momentum = 0.9f;
@@ -33,8 +39,8 @@ struct TrainConfig {
   int blas_threads = 1;
   bool tf32 = false;
   // peers and gossip (sgp peer / sgp launch)
-  std::string topology;               // DOT file
-  std::string algo = "sgp";           // sgp | osgp | local | dpsgd | exact
+  std::string topology;  // DOT file
+  Algorithm algo = Algorithm::sgp;
   int tau = 1;                        // osgp: staleness bound in rounds
   int gossip_every = 1;               // H: gossip once every H iterations
   double self_weight = 0.0;           // > 0: mixing rate a overriding the file's weights
@@ -45,12 +51,15 @@ struct TrainConfig {
   std::string keys_dir;               // CURVE secret keys (`sgp keygen`); empty: none
   bool insecure = false;              // allow plain TCP on non-loopback endpoints
   // reporting
-  std::string run_dir;              // empty: runs/<command>-<timestamp>
-  std::int64_t log_every = 50;      // iterations between JSONL records
-  double eval_every_epochs = 0.25;  // test accuracy this often (and at the end)
-  std::string log_level = "info";
+  std::string run_dir;          // empty: runs/<command>-<timestamp>
+  std::int64_t log_every = 50;  // iterations between JSONL records
+  double eval_every = 0.25;     // epochs between test evaluations (and at the end)
+  LogLevel log_level = LogLevel::info;
+
+  bool operator==(const TrainConfig&) const = default;
 };
 
+// config.json's settings: every setting of the table, keyed by its name.
 void to_json(nlohmann::json& j, const TrainConfig& c);
 
 }  // namespace sgp::peer

@@ -8,10 +8,9 @@
 #include <memory>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "sgp/compute/backend.hpp"
 #include "sgp/data/dataset.hpp"
+#include "sgp/peer/summaries.hpp"
 #include "sgp/peer/train_config.hpp"
 
 namespace sgp::topology {
@@ -54,10 +53,15 @@ class Trainer {
 
   // Runs to the end (or from the newest complete checkpoint with config.resume); returns the
   // summary that was also written to the run directory.
-  nlohmann::json run();
+  PeerSummary run();
 
  private:
   struct State;
+  struct Tally;
+  double step(std::int64_t iteration, Tally& tally);
+  void record(std::int64_t iteration, double lr, bool eval, bool last, double wall, Tally& tally);
+  PeerSummary summary(const Tally& tally, double wall) const;
+
   std::unique_ptr<State> state_;
 };
 

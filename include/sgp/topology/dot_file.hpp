@@ -1,5 +1,5 @@
 #pragma once
-// Topologies as Graphviz DOT files (format in ARCHITECTURE.md), read and written with Boost's
+// Topologies as Graphviz DOT files (format in src/README.md), read and written with Boost's
 // read_graphviz / write_graphviz:
 //
 //   digraph topology {

@@ -1,5 +1,6 @@
 #pragma once
-// The ZeroMQ transport, one per peer process (the only code in sgp that includes zmq.hpp).
+// The ZeroMQ transport, one per peer process. zmq.hpp is included only by the transport's .cpp
+// files (this one and snapshot_channel.cpp).
 //
 // Sockets. Each peer binds ONE PULL socket at its own endpoint and connects one PUSH socket to
 // every rank it may ever push to. PULL rather than ROUTER because gossip traffic is one-way

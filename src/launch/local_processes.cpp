@@ -1,4 +1,4 @@
-#include "local_processes.hpp"
+#include "sgp/launch/local_processes.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 
 #include "sgp/error.hpp"
 
-namespace sgp::cli {
+namespace sgp::launch {
 namespace {
 
 sigset_t watched_signals() {
@@ -194,4 +194,4 @@ std::optional<ChildFailure> LocalProcesses::wait() {
   return std::nullopt;
 }
 
-}  // namespace sgp::cli
+}  // namespace sgp::launch

@@ -14,7 +14,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
-namespace sgp::cli {
+namespace sgp::launch {
 
 struct ChildSpec {
   int rank = 0;
@@ -74,4 +74,4 @@ class LocalProcesses {
   sigset_t old_mask_{};
 };
 
-}  // namespace sgp::cli
+}  // namespace sgp::launch

@@ -1,4 +1,4 @@
-#include "sgp/peer/consensus_monitor.hpp"
+#include "sgp/monitor/consensus_monitor.hpp"
 
 #include <cstring>
 #include <fstream>
@@ -13,45 +13,16 @@
 #include "sgp/peer/evaluator.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
-namespace sgp::peer {
+namespace sgp::monitor {
+
+using peer::Evaluation;
+using peer::Evaluator;
 
 namespace {
 
 constexpr std::size_t kMaxPendingIterations = 8;
 
-std::size_t parameter_count(const std::vector<int>& widths) {
-  std::size_t count = 0;
-  for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
-    count += static_cast<std::size_t>(widths[l]) * widths[l + 1] + widths[l + 1];
-  }
-  return count;
-}
 }  // namespace
-
-SnapshotPublisher::SnapshotPublisher(const std::string& endpoint, int rank,
-                                     const std::optional<transport::CurveClient>& curve)
-    : sender_(std::make_unique<transport::SnapshotSender>(endpoint, curve)), rank_(rank) {}
-
-SnapshotPublisher::~SnapshotPublisher() = default;
-
-std::array<std::byte, gossip::kHeaderBytes> snapshot_header(int rank, std::int64_t iteration,
-                                                            const std::vector<float>& z) {
-  gossip::WireHeader h;
-  h.sender = rank;
-  h.round = iteration;
-  h.weight = 1.0;
-  h.coefficient = 1.0;
-  h.total = h.count = z.size();  // one chunk: the whole vector
-  h.payload_hash = gossip::payload_hash(std::as_bytes(std::span<const float>(z)));
-  return gossip::encode_header(h);
-}
-
-bool SnapshotPublisher::publish(std::int64_t iteration, const std::vector<float>& z) {
-  return sender_->try_send(snapshot_header(rank_, iteration, z),
-                           std::as_bytes(std::span<const float>(z)));
-}
-
-std::uint64_t SnapshotPublisher::dropped() const { return sender_->dropped(); }
 
 double relative_consensus_error(const std::vector<std::vector<float>>& z) {
   SGP_ENFORCE(!z.empty(), "no vectors");
@@ -77,8 +48,8 @@ ConsensusMonitor::ConsensusMonitor(const std::vector<int>& hidden, const std::st
                                    int num_peers, std::filesystem::path log)
     : backend_(compute::make_backend({"cpu", 1, false})),
       test_(data::load_fashion_mnist(data::resolve_data_dir(data_dir), "t10k")),
-      evaluator_(std::make_unique<Evaluator>(*backend_, mlp_widths(hidden, test_), test_)),
-      parameter_count_(parameter_count(mlp_widths(hidden, test_))),
+      evaluator_(std::make_unique<Evaluator>(*backend_, peer::mlp_widths(hidden, test_), test_)),
+      parameter_count_(model::parameter_count(peer::mlp_widths(hidden, test_))),
       num_peers_(num_peers),
       log_(std::move(log)) {}
 
@@ -170,16 +141,18 @@ void serve_monitor(ConsensusMonitor& monitor, transport::SnapshotReceiver& recei
   }
 }
 
-nlohmann::json ConsensusMonitor::summary() const {
-  nlohmann::json s = {{"evaluations", records_.size()}, {"rejected_snapshots", rejected_}};
+peer::MonitorSummary ConsensusMonitor::summary() const {
+  peer::MonitorSummary s;
+  s.evaluations = static_cast<std::int64_t>(records_.size());
+  s.rejected_snapshots = rejected_;
   if (!records_.empty()) {
     const auto& last = records_.back();
-    s["final_iteration"] = last.iteration;
-    s["final_consensus_error"] = last.consensus_error;
-    s["final_average_model_accuracy"] = last.average_model_accuracy;
-    s["final_average_model_loss"] = last.average_model_loss;
+    s.final_iteration = last.iteration;
+    s.final_consensus_error = last.consensus_error;
+    s.final_average_model_accuracy = last.average_model_accuracy;
+    s.final_average_model_loss = last.average_model_loss;
   }
   return s;
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::monitor

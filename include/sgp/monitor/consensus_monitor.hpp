@@ -1,7 +1,7 @@
 #pragma once
 // The passive consensus monitor. At evaluation points every peer hands its de-biased parameters
-// z_i to the monitor (best effort: SnapshotPublisher never blocks, drops when the monitor is slow
-// or gone). When the monitor holds all N snapshots of an iteration it computes, exactly:
+// z_i to the monitor (best effort: gossip::SnapshotPublisher never blocks, drops when the monitor
+// is slow or gone). When the monitor holds all N snapshots of an iteration it computes, exactly:
 //   zbar = (1/N) sum_i z_i
 //   relative consensus error = mean_i ||z_i - zbar||^2 / ||zbar||^2
 //   test accuracy and loss of zbar (the average model)
@@ -22,41 +22,19 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "sgp/compute/backend.hpp"
 #include "sgp/data/dataset.hpp"
-#include "sgp/gossip/wire_format.hpp"
-#include "sgp/transport/curve.hpp"
+#include "sgp/peer/summaries.hpp"
 #include "sgp/transport/message.hpp"
 
 namespace sgp::transport {
-class SnapshotSender;
 class SnapshotReceiver;
 }  // namespace sgp::transport
-
 namespace sgp::peer {
-
 class Evaluator;
+}
 
-// The header of rank's snapshot of iteration (its payload: the bytes of z).
-std::array<std::byte, gossip::kHeaderBytes> snapshot_header(int rank, std::int64_t iteration,
-                                                            const std::vector<float>& z);
-
-class SnapshotPublisher {
- public:
-  // `curve`: authenticate to a keyed monitor (gossip::snapshot_curve).
-  SnapshotPublisher(const std::string& endpoint, int rank,
-                    const std::optional<transport::CurveClient>& curve = std::nullopt);
-  ~SnapshotPublisher();
-  // Never blocks; returns whether the snapshot was queued.
-  bool publish(std::int64_t iteration, const std::vector<float>& z);
-  std::uint64_t dropped() const;
-
- private:
-  std::unique_ptr<transport::SnapshotSender> sender_;
-  int rank_;
-};
+namespace sgp::monitor {
 
 struct MonitorRecord {
   std::int64_t iteration = 0;
@@ -80,14 +58,14 @@ class ConsensusMonitor {
 
   const std::vector<MonitorRecord>& records() const { return records_; }
   std::uint64_t rejected() const { return rejected_; }
-  nlohmann::json summary() const;
+  peer::MonitorSummary summary() const;
 
  private:
   MonitorRecord complete(std::int64_t iteration);
 
   std::unique_ptr<compute::Backend> backend_;
   data::Dataset test_;
-  std::unique_ptr<Evaluator> evaluator_;
+  std::unique_ptr<peer::Evaluator> evaluator_;
   std::size_t parameter_count_;
   int num_peers_;
   std::filesystem::path log_;
@@ -107,4 +85,4 @@ void serve_monitor(ConsensusMonitor& monitor, transport::SnapshotReceiver& recei
 // Consensus error of host vectors, exactly as the monitor computes it (for tests and tools).
 double relative_consensus_error(const std::vector<std::vector<float>>& z);
 
-}  // namespace sgp::peer
+}  // namespace sgp::monitor

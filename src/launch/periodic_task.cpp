@@ -1,6 +1,6 @@
-#include "periodic_task.hpp"
+#include "sgp/launch/periodic_task.hpp"
 
-namespace sgp::cli {
+namespace sgp::launch {
 
 PeriodicTask::PeriodicTask(std::chrono::milliseconds period, std::function<void()> task)
     : period_(period), task_(std::move(task)), thread_([this] { loop(); }) {}
@@ -23,4 +23,4 @@ void PeriodicTask::loop() {
   }
 }
 
-}  // namespace sgp::cli
+}  // namespace sgp::launch

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <thread>
 
-namespace sgp::cli {
+namespace sgp::launch {
 
 class PeriodicTask {
  public:
@@ -27,4 +27,4 @@ class PeriodicTask {
   std::thread thread_;
 };
 
-}  // namespace sgp::cli
+}  // namespace sgp::launch

@@ -1,0 +1,42 @@
+#pragma once
+// A peer's side of the consensus monitor's channel: at evaluation points it hands its de-biased
+// parameters z to the monitor (best effort: never blocks, drops when the monitor is slow or
+// gone). Snapshots use the gossip wire format (wire_format.hpp) with sender = rank,
+// round = iteration, weight = coefficient = 1, so the monitor validates every field the same way.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sgp/gossip/wire_format.hpp"
+#include "sgp/transport/curve.hpp"
+
+namespace sgp::transport {
+class SnapshotSender;
+}
+
+namespace sgp::gossip {
+
+// The header of rank's snapshot of iteration (its payload: the bytes of z).
+std::array<std::byte, kHeaderBytes> snapshot_header(int rank, std::int64_t iteration,
+                                                    const std::vector<float>& z);
+
+class SnapshotPublisher {
+ public:
+  // `curve`: authenticate to a keyed monitor (gossip::snapshot_curve).
+  SnapshotPublisher(const std::string& endpoint, int rank,
+                    const std::optional<transport::CurveClient>& curve = std::nullopt);
+  ~SnapshotPublisher();
+  // Never blocks; returns whether the snapshot was queued.
+  bool publish(std::int64_t iteration, const std::vector<float>& z);
+  std::uint64_t dropped() const;
+
+ private:
+  std::unique_ptr<transport::SnapshotSender> sender_;
+  int rank_;
+};
+
+}  // namespace sgp::gossip

@@ -1,0 +1,32 @@
+#pragma once
+// `sgp launch`: starts the peers of a topology that live on this host (each an `sgp peer`
+// process reading the run's config.json) and, when every peer is here, the consensus monitor;
+// logs their combined progress, forwards Ctrl-C, reports a peer that dies, and merges the results
+// into <run-dir>/summary.json.
+#include <string>
+#include <vector>
+
+#include "sgp/peer/summaries.hpp"
+#include "sgp/peer/train_config.hpp"
+
+namespace sgp::topology {
+class Schedule;
+}
+
+namespace sgp::launch {
+
+struct LaunchOptions {
+  peer::TrainConfig config;
+  std::vector<int> ranks;   // empty: the ranks whose endpoint is on this host
+  bool no_monitor = false;  // do not run the monitor even when every peer is local
+};
+
+// The ranks of `schedule` whose endpoint host is one of this machine's names or addresses
+// (or any 127.x address).
+std::vector<int> ranks_on_this_host(const topology::Schedule& schedule);
+
+// Runs the peers to the end. Returns the run's merged summary (also written to summary.json).
+// IoError when a peer fails (naming it; the others are stopped) or on Ctrl-C / SIGTERM.
+peer::RunSummary launch_peers(LaunchOptions options);
+
+}  // namespace sgp::launch

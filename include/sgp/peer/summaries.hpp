@@ -1,0 +1,86 @@
+#pragma once
+// What a run reports, as typed structs: each struct's JSON keys are spelled once, in its field
+// list in summaries.cpp, which both writes and reads it. A field left empty (std::nullopt, an
+// empty list) is left out of the file.
+//   PeerSummary     peer-<rank>-summary.json (sgp train: summary.json)
+//   MonitorSummary  monitor-summary.json
+//   RunSummary      summary.json of a multi-peer run, merged from the two above
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sgp::peer {
+
+struct PeerSummary {
+  int rank = 0;
+  int peers = 1;
+  std::string algo;
+  std::string device;
+  std::int64_t parameters = 0;
+  std::int64_t iterations = 0;
+  double epochs = 0.0;
+  double final_train_loss = 0.0;
+  double final_test_accuracy = 0.0;  // fraction in [0, 1], of this peer's z = x / w
+  double final_test_loss = 0.0;
+  double median_iteration_ms = 0.0;  // first 20 iterations skipped
+  double p90_iteration_ms = 0.0;
+  double samples_per_second = 0.0;  // training steps only, for benchmarks
+  double wall_time_s = 0.0;
+  // With gossip:
+  std::optional<double> weight;  // push-sum w at the end
+  std::optional<double> bytes_sent_per_iteration;
+  std::optional<std::uint64_t> rejected_messages;
+  // With a monitor:
+  std::optional<std::uint64_t> dropped_snapshots;
+};
+
+struct MonitorSummary {
+  std::int64_t evaluations = 0;  // iterations with every peer's snapshot
+  std::uint64_t rejected_snapshots = 0;
+  std::optional<std::int64_t> final_iteration;  // the last of them
+  std::optional<double> final_consensus_error;  // mean_i ||z_i - zbar||^2 / ||zbar||^2
+  std::optional<double> final_average_model_accuracy;
+  std::optional<double> final_average_model_loss;
+};
+
+struct RunSummary {
+  int peers = 0;
+  std::optional<std::string> algo;
+  std::optional<std::int64_t> iterations;
+  std::optional<std::string> device;
+  std::vector<int> missing_peers;  // ranks whose summary is not there
+  std::optional<double> mean_peer_accuracy, min_peer_accuracy, max_peer_accuracy;
+  std::optional<double> median_iteration_ms;       // median over the peers' medians
+  std::optional<double> p90_iteration_ms;          // max over the peers
+  std::optional<double> bytes_sent_per_iteration;  // mean over the peers
+  std::optional<double> wall_time_s;               // max over the peers
+  std::optional<double> sum_of_weights;            // push-sum mass: N when nothing was lost
+  std::optional<std::int64_t> monitor_evaluations;
+  // From the monitor, when it recorded the last iteration:
+  std::optional<double> final_average_model_accuracy;
+  std::optional<double> final_consensus_error;
+  // Otherwise its last record:
+  std::optional<std::int64_t> last_monitored_iteration;
+  std::optional<double> last_average_model_accuracy;
+  std::optional<double> last_consensus_error;
+};
+
+void to_json(nlohmann::json& j, const PeerSummary& s);
+void from_json(const nlohmann::json& j, PeerSummary& s);
+void to_json(nlohmann::json& j, const MonitorSummary& s);
+void from_json(const nlohmann::json& j, MonitorSummary& s);
+void to_json(nlohmann::json& j, const RunSummary& s);
+void from_json(const nlohmann::json& j, RunSummary& s);
+
+// The file name of rank's summary in a run directory.
+std::string peer_summary_file(int rank);
+
+// Reads what is in `run_dir` (a missing or unreadable peer summary is listed in missing_peers)
+// and merges it.
+RunSummary merge_run_summary(const std::filesystem::path& run_dir, int num_peers);
+
+}  // namespace sgp::peer

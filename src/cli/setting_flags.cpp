@@ -1,0 +1,84 @@
+#include "setting_flags.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <fmt/format.h>
+
+#include "sgp/peer/run_config.hpp"
+
+namespace sgp::cli {
+
+void SettingFlags::add_flag(CLI::App& cmd, const peer::Setting& s,
+                            const peer::TrainConfig& defaults) {
+  if (s.is_switch()) {
+    const std::string name = s.flag() + ",!--no-" + s.flag().substr(2);
+    cmd.add_flag_function(
+           name,
+           [this, &s](std::int64_t count) {
+             values_.emplace_back(&s, count > 0 ? "true" : "false");
+           },
+           fmt::format("{} (default {})", s.help(), s.get(defaults).get<bool>() ? "on" : "off"))
+        ->group(std::string(s.group()));
+    return;
+  }
+  const std::string shown = s.text(defaults);
+  cmd.add_option_function<std::string>(
+         s.flag(), [this, &s](const std::string& value) { values_.emplace_back(&s, value); },
+         std::string(s.help()))
+      ->type_name(s.value_hint())
+      ->default_str(shown)
+      ->group(std::string(s.group()));
+}
+
+std::shared_ptr<SettingFlags> SettingFlags::add(CLI::App& cmd, bool peers) {
+  auto flags = std::make_shared<SettingFlags>();
+  for (const peer::Setting* s : peer::training_settings()) {
+    if (peers || s->scope() == peer::SettingScope::every_run) flags->add_flag(cmd, *s, {});
+  }
+  return flags;
+}
+
+std::shared_ptr<SettingFlags> SettingFlags::add(CLI::App& cmd,
+                                                std::span<const std::string_view> keys,
+                                                const peer::TrainConfig& defaults) {
+  auto flags = std::make_shared<SettingFlags>();
+  for (auto key : keys) {
+    const peer::Setting* s = peer::find_setting(key);
+    SGP_ENFORCE(s != nullptr, "no setting '{}'", key);
+    flags->add_flag(cmd, *s, defaults);
+  }
+  return flags;
+}
+
+peer::TrainConfig SettingFlags::apply(peer::TrainConfig base) const {
+  for (const auto& [setting, value] : values_) {
+    try {
+      setting->parse(base, value);
+    } catch (const peer::SettingError& e) {
+      throw InputError(fmt::format("{}: {}", setting->flag(), e.what()));
+    }
+  }
+  return base;
+}
+
+void SettingFlags::add_config_option(CLI::App& cmd) {
+  cmd.add_option("--config", config_file_,
+                 "read the settings from this config.json first (a run directory's, or written "
+                 "by hand; keys as in config.json); flags given as well override them");
+}
+
+peer::TrainConfig SettingFlags::configuration() const {
+  peer::TrainConfig base;
+  if (!config_file_.empty()) base = peer::read_run_config(config_file_).settings;
+  peer::TrainConfig config = apply(base);
+  peer::validate(config);
+  return config;
+}
+
+std::vector<const peer::Setting*> SettingFlags::given() const {
+  std::vector<const peer::Setting*> out;
+  for (const auto& entry : values_) out.push_back(entry.first);
+  return out;
+}
+
+}  // namespace sgp::cli

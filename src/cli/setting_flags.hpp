@@ -1,0 +1,51 @@
+#pragma once
+// Command-line flags from the settings table (sgp/peer/settings.hpp): one flag per setting, in
+// its group, with its allowed values and default in the help. The values given are recorded and
+// laid over a base configuration by apply(), so that a command can first read one (defaults, a
+// config.json) and let the flags change it.
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sgp/peer/settings.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace sgp::cli {
+
+class SettingFlags {
+ public:
+  // Flags for every setting of every run, plus the multi-peer ones when `peers`.
+  static std::shared_ptr<SettingFlags> add(CLI::App& command, bool peers);
+  // Flags for these settings only (commands that share a few, e.g. sgp consensus --tau), with
+  // `defaults` shown in the help (the command's own defaults where they differ).
+  static std::shared_ptr<SettingFlags> add(CLI::App& command,
+                                           std::span<const std::string_view> keys,
+                                           const peer::TrainConfig& defaults = {});
+  // Adds --config FILE: settings read from a config.json (a run's, or one written by hand)
+  // before the flags are laid over them.
+  void add_config_option(CLI::App& command);
+
+  // The configuration of this command line: the --config file's settings (or the defaults),
+  // the flags over them, then validate(). InputError naming the flag or file for a bad value.
+  peer::TrainConfig configuration() const;
+
+  // `base` with every flag given laid over it; InputError "--flag: what" for a bad value.
+  peer::TrainConfig apply(peer::TrainConfig base) const;
+  const std::string& config_file() const { return config_file_; }
+  // The settings given on the command line, in the order given.
+  std::vector<const peer::Setting*> given() const;
+
+ private:
+  void add_flag(CLI::App& command, const peer::Setting& setting, const peer::TrainConfig& defaults);
+
+  std::string config_file_;
+  std::vector<std::pair<const peer::Setting*, std::string>> values_;
+};
+
+}  // namespace sgp::cli

@@ -1,0 +1,160 @@
+#include "sgp/experiment/sweep_plan.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "sgp/error.hpp"
+#include "sgp/model/mlp.hpp"
+#include "sgp/peer/algorithm.hpp"
+#include "sgp/peer/evaluator.hpp"
+#include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/settings.hpp"
+#include "sgp/peer/summaries.hpp"
+#include "sgp/topology/analysis.hpp"
+#include "sgp/topology/dot_file.hpp"
+#include "sgp/topology/generator.hpp"
+
+namespace sgp::experiment {
+
+namespace {
+
+// The point's topology as written in its file (kind generated with N and a, or the DOT file
+// read with a), with endpoints on 127.0.0.1.
+topology::Schedule point_topology(const SweepPoint& p) {
+  const double a = p.config.self_weight;
+  const std::optional<double> self_weight = a > 0.0 ? std::optional<double>(a) : std::nullopt;
+  if (p.topology_is_file) {
+    topology::DotReadOptions options;
+    options.self_weight = self_weight;
+    return topology::read_dot_file(p.topology, options);
+  }
+  topology::GeneratorOptions options;
+  options.num_peers = p.peers;
+  options.self_weight = self_weight;
+  return topology::generate_topology(topology::parse_topology_kind(p.topology), options);
+}
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return quoted + "\"";
+}
+
+template <class T>
+std::string cell(const std::optional<T>& value) {
+  return value ? fmt::format("{}", *value) : "";
+}
+
+const std::vector<std::string> kGridColumns = {"point", "topology",     "peers", "self_weight",
+                                               "algo",  "gossip_every", "seed"};
+const std::vector<std::string> kResultColumns = {"status",
+                                                 "mixing_self_weight",
+                                                 "predicted_consensus_rate",
+                                                 "topology_period",
+                                                 "iterations",
+                                                 "final_average_model_accuracy",
+                                                 "mean_peer_accuracy",
+                                                 "min_peer_accuracy",
+                                                 "max_peer_accuracy",
+                                                 "final_consensus_error",
+                                                 "median_iteration_ms",
+                                                 "bytes_sent_per_iteration",
+                                                 "wall_time_s",
+                                                 "sum_of_weights",
+                                                 "run_dir"};
+
+std::vector<std::string> csv_row(const PlannedPoint& plan, const std::vector<std::string>& axes) {
+  const SweepPoint& p = *plan.point;
+  peer::RunSummary s;
+  if (plan.status == "finished") {
+    if (auto j = peer::read_json_file(plan.dir / "summary.json")) s = j->get<peer::RunSummary>();
+  }
+  std::vector<std::string> row = {p.name(),
+                                  p.topology,
+                                  plan.peers > 0 ? std::to_string(plan.peers) : "",
+                                  fmt::format("{}", p.config.self_weight),
+                                  std::string(name_of(p.config.algo)),
+                                  std::to_string(p.config.gossip_every),
+                                  std::to_string(p.config.seed)};
+  for (const auto& key : axes) row.push_back(peer::find_setting(key)->text(p.config));
+  const std::vector<std::string> results = {plan.status,
+                                            cell(plan.mixing_self_weight),
+                                            cell(plan.rate),
+                                            plan.period > 0 ? std::to_string(plan.period) : "",
+                                            cell(s.iterations),
+                                            cell(s.final_average_model_accuracy),
+                                            cell(s.mean_peer_accuracy),
+                                            cell(s.min_peer_accuracy),
+                                            cell(s.max_peer_accuracy),
+                                            cell(s.final_consensus_error),
+                                            cell(s.median_iteration_ms),
+                                            cell(s.bytes_sent_per_iteration),
+                                            cell(s.wall_time_s),
+                                            cell(s.sum_of_weights),
+                                            plan.dir.filename().string()};
+  row.insert(row.end(), results.begin(), results.end());
+  return row;
+}
+
+}  // namespace
+
+PlannedPoint plan_point(const SweepPoint& p, const std::filesystem::path& root) {
+  PlannedPoint plan;
+  plan.point = &p;
+  plan.dir = root / p.name();
+  plan.peers = p.peers;
+  try {
+    plan.schedule = point_topology(p);
+    plan.peers = plan.schedule->num_peers();
+    const double a = p.config.self_weight;
+    const auto mixing =
+        peer::mixing_schedule(p.config.algo, *plan.schedule,
+                              a > 0.0 ? std::optional<double>(a) : std::nullopt, p.topology);
+    plan.period = mixing.period();
+    plan.mixing_self_weight = mixing.self_weight(0, 0);
+    if (info(p.config.algo).communicates) {
+      // Only the traffic figures depend on the parameter count; the rate does not.
+      const auto parameters =
+          model::parameter_count(peer::mlp_widths(p.config.hidden, data::fashion_mnist_shape()));
+      plan.rate =
+          topology::analyze_topology(mixing, static_cast<std::int64_t>(parameters)).consensus_rate;
+    }
+  } catch (const InputError& e) {
+    plan.schedule.reset();
+    plan.problem = e.what();
+  }
+  return plan;
+}
+
+nlohmann::json point_record(const SweepPoint& p) {
+  nlohmann::json j = p.config;
+  j.erase("topology");
+  j.erase("monitor");
+  j.erase("resume");
+  j["sweep_topology"] = p.topology;
+  j["sweep_peers"] = p.peers;
+  return j;
+}
+
+bool already_finished(const PlannedPoint& plan) {
+  const auto record = peer::read_json_file(plan.dir / "sweep-point.json");
+  return std::filesystem::exists(plan.dir / "summary.json") && record &&
+         *record == point_record(*plan.point);
+}
+
+void write_summary_csv(const std::filesystem::path& file, const std::vector<PlannedPoint>& plans) {
+  const auto axes = plans.empty() ? std::vector<std::string>{} : plans.front().point->other_axes;
+  std::vector<std::string> header = kGridColumns;
+  header.insert(header.end(), axes.begin(), axes.end());
+  header.insert(header.end(), kResultColumns.begin(), kResultColumns.end());
+  std::string out = fmt::format("{}\n", fmt::join(header, ","));
+  for (const auto& plan : plans) {
+    std::vector<std::string> fields;
+    for (const auto& f : csv_row(plan, axes)) fields.push_back(csv_field(f));
+    out += fmt::format("{}\n", fmt::join(fields, ","));
+  }
+  peer::write_file_atomically(file, out);
+}
+
+}  // namespace sgp::experiment

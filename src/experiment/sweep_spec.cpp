@@ -1,0 +1,381 @@
+#include "sgp/experiment/sweep_spec.hpp"
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "sgp/error.hpp"
+#include "sgp/named_values.hpp"
+#include "sgp/peer/settings.hpp"
+#include "sgp/topology/generator.hpp"
+#include "toml_reader.hpp"
+
+namespace sgp::experiment {
+
+namespace {
+
+using nlohmann::json;
+using peer::Setting;
+using peer::TrainConfig;
+
+constexpr int kMaxPeers = 4096;
+// Grid axes named in the point name's fixed part, in expansion order after algo.
+constexpr std::array<std::string_view, 4> kNamedAxes = {"algo", "self_weight", "gossip_every",
+                                                        "seed"};
+
+struct Tables {
+  const toml::table* grid = nullptr;
+  const toml::table* train = nullptr;
+  const toml::table* quick = nullptr;
+};
+
+struct TopologyEntry {
+  std::string value;  // kind name or resolved path
+  bool is_file = false;
+  const toml::node* node = nullptr;
+};
+
+// A grid axis over one setting: its values as JSON, in the file's order.
+struct Axis {
+  const Setting* setting = nullptr;
+  std::vector<json> values;
+};
+
+struct Grid {
+  std::vector<TopologyEntry> topologies;
+  std::vector<int> peers = {8};
+  std::map<std::string, std::vector<TopologyEntry>> topology_for_algo;
+  std::vector<Axis> axes;  // in expansion order (see kNamedAxes)
+};
+
+bool is_topology_kind(const std::string& name) {
+  for (auto kind : topology::all_topology_kinds())
+    if (topology::topology_kind_name(kind) == name) return true;
+  return false;
+}
+
+std::string sweep_keys() {
+  std::vector<std::string_view> keys;
+  for (const Setting* s : peer::training_settings())
+    if (s->in_sweeps()) keys.push_back(s->key());
+  return fmt::format("{}", fmt::join(keys, ", "));
+}
+
+// The setting named by a [train], [quick] or [grid] key; fails naming the key otherwise.
+const Setting& sweep_setting(const TomlReader& r, const toml::key& key, const std::string& full) {
+  const Setting* s = peer::find_setting(key.str());
+  if (s && !s->in_sweeps()) {
+    r.fail(key.source(), full, "set by `sgp sweep` itself for each point; it cannot be set here");
+  }
+  if (!s) r.fail(key.source(), full, fmt::format("unknown key (valid: {})", sweep_keys()));
+  return *s;
+}
+
+void set_setting(TrainConfig& c, const Setting& s, const TomlReader& r, const toml::node& n,
+                 const std::string& key) {
+  try {
+    s.set(c, r.to_json(n, key));
+  } catch (const peer::SettingError& e) {
+    if (const auto* items = n.as_array()) {  // point at the item that is wrong
+      for (const auto& item : *items) {
+        TrainConfig probe;
+        try {
+          s.set(probe, json::array({r.to_json(item, key)}));
+        } catch (const peer::SettingError& item_error) {
+          r.fail(item, key, item_error.what());
+        }
+      }
+    }
+    r.fail(n, key, e.what());
+  }
+}
+
+void check_name(const TomlReader& r, const toml::node& node, const std::string& name) {
+  const bool safe =
+      !name.empty() && name != "." && name != ".." &&
+      std::all_of(name.begin(), name.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+      });
+  if (!safe) {
+    r.fail(node, "name",
+           fmt::format("'{}' must be non-empty and use only letters, digits, '-', '_' and '.' "
+                       "(it names the results directory)",
+                       name));
+  }
+}
+
+Tables read_top_level(const toml::table& doc, SweepSpec& spec, const TomlReader& r) {
+  Tables t;
+  for (const auto& [key, node] : doc) {
+    const std::string name(key.str());
+    if (name == "name") {
+      spec.name = r.string(node, name);
+      check_name(r, node, spec.name);
+    } else if (name == "description") {
+      spec.description = r.string(node, name);
+    } else if (name == "grid" || name == "train" || name == "quick") {
+      const toml::table* table = &r.table(node, name);
+      (name == "grid" ? t.grid : name == "train" ? t.train : t.quick) = table;
+    } else {
+      r.fail(key.source(), name, "unknown key (valid: name, description, grid, train, quick)");
+    }
+  }
+  if (spec.name.empty()) r.fail("name", "missing (the sweep's name, e.g. name = \"my-sweep\")");
+  if (!t.grid) {
+    r.fail("grid",
+           "missing (a [grid] table with at least one list, e.g. topology = [\"ring\", "
+           "\"complete\"])");
+  }
+  return t;
+}
+
+void apply_settings(TrainConfig& c, const TomlReader& r, const toml::table& table,
+                    const std::string& section) {
+  for (const auto& [key, node] : table) {
+    const std::string full = section + "." + std::string(key.str());
+    set_setting(c, sweep_setting(r, key, full), r, node, full);
+  }
+}
+
+// [train], then [quick] over it with --quick; [quick] is checked either way, so that a mistake
+// in it shows up in a dry run too.
+TrainConfig read_settings(const Tables& t, const TomlReader& r, bool quick) {
+  TrainConfig base;
+  if (t.train) apply_settings(base, r, *t.train, "train");
+  if (t.quick) {
+    TrainConfig quick_config = base;
+    apply_settings(quick_config, r, *t.quick, "quick");
+    if (quick) base = quick_config;
+  }
+  return base;
+}
+
+TopologyEntry read_topology(const TomlReader& r, const toml::node& item, const std::string& key,
+                            const std::filesystem::path& source) {
+  TopologyEntry entry{r.string(item, key), false, &item};
+  if (is_topology_kind(entry.value)) return entry;
+  std::filesystem::path path(entry.value);
+  if (path.is_relative()) path = source.parent_path() / path;
+  if (!std::filesystem::is_regular_file(path)) {
+    std::vector<std::string_view> kinds;
+    for (auto kind : topology::all_topology_kinds())
+      kinds.push_back(topology::topology_kind_name(kind));
+    r.fail(item, key,
+           fmt::format("'{}' is neither a topology kind ({}) nor an existing DOT file", entry.value,
+                       fmt::join(kinds, ", ")));
+  }
+  entry.value = path.string();
+  entry.is_file = true;
+  return entry;
+}
+
+Axis read_axis(const TomlReader& r, const toml::key& key, const toml::node& node) {
+  const std::string full = "grid." + std::string(key.str());
+  Axis axis{&sweep_setting(r, key, full), {}};
+  r.list(node, full, [&](const toml::node& item) {
+    TrainConfig probe;
+    set_setting(probe, *axis.setting, r, item, full);  // checks the value
+    axis.values.push_back(axis.setting->get(probe));
+  });
+  return axis;
+}
+
+void read_topology_for_algo(Grid& g, const TomlReader& r, const toml::node& node,
+                            const std::filesystem::path& source) {
+  for (const auto& [algo_key, list] : r.table(node, "grid.topology_for_algo")) {
+    const std::string algo(algo_key.str());
+    const std::string key = "grid.topology_for_algo." + algo;
+    if (auto problem = unknown_name_problem<peer::Algorithm>(algo); !problem.empty()) {
+      r.fail(algo_key.source(), key, problem);
+    }
+    auto& entries = g.topology_for_algo[algo];
+    r.list(list, key,
+           [&](const toml::node& item) { entries.push_back(read_topology(r, item, key, source)); });
+  }
+}
+
+// Axes in expansion order: algo, self_weight, gossip_every, seed, then the others as written.
+void sort_axes(std::vector<Axis>& axes) {
+  auto rank = [](const Axis& a) {
+    const auto it = std::find(kNamedAxes.begin(), kNamedAxes.end(), a.setting->key());
+    return it - kNamedAxes.begin();
+  };
+  std::stable_sort(axes.begin(), axes.end(),
+                   [&](const Axis& a, const Axis& b) { return rank(a) < rank(b); });
+}
+
+Grid read_grid(const toml::table& table, const TomlReader& r, const std::filesystem::path& source) {
+  Grid g;
+  if (table.empty()) {
+    r.fail("grid", "empty (give at least one list, e.g. topology = [\"ring\", \"complete\"])");
+  }
+  for (const auto& [key, node] : table) {
+    const std::string name(key.str());
+    if (name == "topology") {
+      r.list(node, "grid.topology", [&](const toml::node& item) {
+        g.topologies.push_back(read_topology(r, item, "grid.topology", source));
+      });
+    } else if (name == "peers") {
+      g.peers.clear();
+      r.list(node, "grid.peers", [&](const toml::node& item) {
+        g.peers.push_back(static_cast<int>(r.integer_in(item, "grid.peers", 2, kMaxPeers)));
+      });
+    } else if (name == "topology_for_algo") {
+      read_topology_for_algo(g, r, node, source);
+    } else {
+      g.axes.push_back(read_axis(r, key, node));
+    }
+  }
+  if (g.topologies.empty()) g.topologies.push_back({"one-peer-exponential", false, nullptr});
+  sort_axes(g.axes);
+  return g;
+}
+
+// The algorithms of the grid (or the [train] one) with the topologies each runs on.
+std::vector<std::pair<json, const std::vector<TopologyEntry>*>> algo_plan(
+    const Grid& g, const TrainConfig& base, const TomlReader& r, const toml::table& grid_table) {
+  std::vector<json> algos = {peer::find_setting("algo")->get(base)};
+  for (const auto& axis : g.axes)
+    if (axis.setting->key() == "algo") algos = axis.values;
+  std::vector<std::pair<json, const std::vector<TopologyEntry>*>> plan;
+  for (const auto& algo : algos) {
+    const auto over = g.topology_for_algo.find(algo.get<std::string>());
+    plan.emplace_back(algo, over != g.topology_for_algo.end() ? &over->second : &g.topologies);
+  }
+  for (const auto& [algo, entries] : g.topology_for_algo) {
+    if (std::find(algos.begin(), algos.end(), json(algo)) == algos.end()) {
+      r.fail(*grid_table.get("topology_for_algo"), "grid.topology_for_algo." + algo,
+             fmt::format("'{}' is not in grid.algo", algo));
+    }
+  }
+  return plan;
+}
+
+// Catches kinds that do not fit N (a prime torus, a hypercube of 6) before anything runs.
+void check_fits(const TopologyEntry& topo, int n, const TomlReader& r) {
+  if (topo.is_file) return;
+  try {
+    topology::GeneratorOptions options;
+    options.num_peers = n;
+    topology::generate_topology(topology::parse_topology_kind(topo.value), options);
+  } catch (const InputError& e) {
+    const std::string what = fmt::format("{} with {} peers: {}", topo.value, n, e.what());
+    if (topo.node) r.fail(*topo.node, "grid.topology", what);
+    r.fail("grid.topology", what);
+  }
+}
+
+// Every combination of the axes after `first` (algo is expanded by the caller), in order.
+void combine(const std::vector<Axis>& axes, std::size_t i, SweepPoint point,
+             std::vector<SweepPoint>& out) {
+  if (i == axes.size()) {
+    out.push_back(std::move(point));
+    return;
+  }
+  const Setting& s = *axes[i].setting;
+  const bool ignored =
+      s.key() == "algo" || (s.key() == "self_weight" && !info(point.config.algo).uses_self_weight);
+  if (ignored) {  // algo: set by the caller; self_weight: one point, the topology's own weights
+    combine(axes, i + 1, std::move(point), out);
+    return;
+  }
+  for (const auto& value : axes[i].values) {
+    SweepPoint p = point;
+    s.set(p.config, value);
+    combine(axes, i + 1, std::move(p), out);
+  }
+}
+
+std::vector<std::string> other_axes(const std::vector<Axis>& axes) {
+  std::vector<std::string> keys;
+  for (const auto& axis : axes) {
+    const auto key = axis.setting->key();
+    if (std::find(kNamedAxes.begin(), kNamedAxes.end(), key) == kNamedAxes.end()) {
+      keys.emplace_back(key);
+    }
+  }
+  return keys;
+}
+
+std::vector<SweepPoint> expand(const Grid& g, const TrainConfig& base, const TomlReader& r,
+                               const toml::table& grid_table) {
+  std::vector<SweepPoint> points;
+  const Setting& algo_setting = *peer::find_setting("algo");
+  for (const auto& [algo, topologies] : algo_plan(g, base, r, grid_table)) {
+    for (const auto& topo : *topologies) {
+      for (int n : topo.is_file ? std::vector<int>{0} : g.peers) {
+        check_fits(topo, n, r);
+        SweepPoint p{topo.value, topo.is_file, n, base, other_axes(g.axes)};
+        algo_setting.set(p.config, algo);
+        if (!info(p.config.algo).uses_self_weight) p.config.self_weight = 0.0;
+        combine(g.axes, 0, std::move(p), points);
+      }
+    }
+  }
+  std::set<std::string> names;
+  for (const auto& p : points) {
+    if (!names.insert(p.name()).second) {
+      r.fail("grid", fmt::format("two points are both named {} (is a value listed twice, or do "
+                                 "two topology files share a name?)",
+                                 p.name()));
+    }
+  }
+  return points;
+}
+
+std::string format_weight(double a) { return a == 0.0 ? "uniform" : fmt::format("{}", a); }
+
+// A setting's value as part of a directory name.
+std::string name_part(std::string text) {
+  for (char& ch : text) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-') ch = '-';
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string SweepPoint::name() const {
+  const std::string topo =
+      topology_is_file ? std::filesystem::path(topology).stem().string() : topology;
+  std::string out =
+      fmt::format("{}_n{}_a{}_{}_h{}_s{}", topo, peers, format_weight(config.self_weight),
+                  name_of(config.algo), config.gossip_every, config.seed);
+  for (const auto& key : other_axes) {
+    out += fmt::format("_{}-{}", key, name_part(peer::find_setting(key)->text(config)));
+  }
+  return out;
+}
+
+SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& source, bool quick) {
+  const TomlReader r(source.string());
+  toml::table doc;
+  try {
+    doc = toml::parse(text, source.string());
+  } catch (const toml::parse_error& e) {
+    r.fail(e.source(), "TOML syntax", std::string(e.description()));
+  }
+  SweepSpec spec;
+  spec.source = source;
+  const Tables tables = read_top_level(doc, spec, r);
+  const TrainConfig base = read_settings(tables, r, quick);
+  const Grid grid = read_grid(*tables.grid, r, source);
+  spec.points = expand(grid, base, r, *tables.grid);
+  return spec;
+}
+
+SweepSpec read_sweep_file(const std::filesystem::path& path, bool quick) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("{}: cannot read the sweep file", path.string()));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_sweep_spec(text.str(), path, quick);
+}
+
+}  // namespace sgp::experiment

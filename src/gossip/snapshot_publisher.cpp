@@ -1,0 +1,34 @@
+#include "sgp/gossip/snapshot_publisher.hpp"
+
+#include <span>
+
+#include "sgp/transport/snapshot_channel.hpp"
+
+namespace sgp::gossip {
+
+std::array<std::byte, kHeaderBytes> snapshot_header(int rank, std::int64_t iteration,
+                                                    const std::vector<float>& z) {
+  WireHeader h;
+  h.sender = rank;
+  h.round = iteration;
+  h.weight = 1.0;
+  h.coefficient = 1.0;
+  h.total = h.count = z.size();  // one chunk: the whole vector
+  h.payload_hash = payload_hash(std::as_bytes(std::span<const float>(z)));
+  return encode_header(h);
+}
+
+SnapshotPublisher::SnapshotPublisher(const std::string& endpoint, int rank,
+                                     const std::optional<transport::CurveClient>& curve)
+    : sender_(std::make_unique<transport::SnapshotSender>(endpoint, curve)), rank_(rank) {}
+
+SnapshotPublisher::~SnapshotPublisher() = default;
+
+bool SnapshotPublisher::publish(std::int64_t iteration, const std::vector<float>& z) {
+  return sender_->try_send(snapshot_header(rank_, iteration, z),
+                           std::as_bytes(std::span<const float>(z)));
+}
+
+std::uint64_t SnapshotPublisher::dropped() const { return sender_->dropped(); }
+
+}  // namespace sgp::gossip

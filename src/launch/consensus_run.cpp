@@ -1,0 +1,220 @@
+#include "sgp/launch/consensus_run.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "sgp/compute/device.hpp"
+#include "sgp/compute/device_buffer.hpp"
+#include "sgp/error.hpp"
+#include "sgp/gossip/push_sum_engine.hpp"
+#include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/launch/local_processes.hpp"
+#include "sgp/log.hpp"
+#include "sgp/named_values.hpp"
+#include "sgp/peer/peer_runner.hpp"
+#include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/settings.hpp"
+#include "sgp/topology/dot_file.hpp"
+
+namespace sgp::launch {
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// m[d]: an integer in [-100, 100]; every peer's own vector is m plus an integer deviation in
+// [-15, 15], and the last rank's deviation is minus the sum of the others', so the mean is m.
+double exact_mean(std::uint64_t seed, std::size_t d) {
+  return static_cast<double>(splitmix64(seed * 0x100000001b3ull + d) % 201) - 100.0;
+}
+double deviation(std::uint64_t seed, int rank, std::size_t d) {
+  return static_cast<double>(splitmix64(splitmix64(seed + 0x51ed27ull * (rank + 1)) + d) % 31) -
+         15.0;
+}
+}  // namespace
+
+std::vector<float> consensus_initial_vector(std::uint64_t seed, int rank, int num_peers,
+                                            std::size_t dim) {
+  std::vector<float> x(dim);
+  for (std::size_t d = 0; d < dim; ++d) {
+    double v = exact_mean(seed, d);
+    if (rank < num_peers - 1) {
+      v += deviation(seed, rank, d);
+    } else {
+      for (int r = 0; r < num_peers - 1; ++r) v -= deviation(seed, r, d);
+    }
+    x[d] = static_cast<float>(v);
+  }
+  return x;
+}
+
+namespace {
+
+void log_rejects(const gossip::PushSumMetrics& m) {
+  for (int c = 0; c < gossip::kNumRejectCauses; ++c) {
+    if (m.rejected[c]) {
+      spdlog::warn("rejected {} message(s): {}", m.rejected[c],
+                   gossip::reject_cause_name(static_cast<gossip::RejectCause>(c)));
+    }
+  }
+}
+
+std::filesystem::path run_dir_of(const ConsensusOptions& o) {
+  return o.shared.run_dir.empty() ? peer::default_run_dir("consensus")
+                                  : std::filesystem::path(o.shared.run_dir);
+}
+
+// Consensus error per round from the peers' records, written to consensus.jsonl; returns the
+// last round's record.
+nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int rounds) {
+  std::map<std::int64_t, std::vector<double>> distances;
+  for (int r = 0; r < n; ++r) {
+    std::ifstream in(dir / fmt::format("peer-{}.jsonl", r));
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto rec = nlohmann::json::parse(line);
+      if (rec.contains("final")) continue;
+      distances[rec["round"].get<std::int64_t>()].push_back(rec["distance_to_mean"].get<double>());
+    }
+  }
+  std::ofstream out(dir / "consensus.jsonl");
+  const std::int64_t every = std::max(1, rounds / 20);
+  nlohmann::json last;
+  for (const auto& [round, ds] : distances) {
+    if (static_cast<int>(ds.size()) != n) {
+      throw IoError(fmt::format("round {}: {} of {} peers recorded it", round, ds.size(), n));
+    }
+    double error = 0, worst = 0;
+    for (double d : ds) {
+      error += d * d / n;
+      worst = std::max(worst, d);
+    }
+    last = {{"round", round}, {"consensus_error", error}, {"max_distance_to_mean", worst}};
+    out << last.dump() << "\n";
+    if (round % every == 0 || round == rounds) {
+      fmt::print("round {:>5}: consensus error {:.3e}, max |z_i - mean| / |mean| {:.3e}\n", round,
+                 error, worst);
+    }
+  }
+  return last;
+}
+
+}  // namespace
+
+void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& schedule, int rank) {
+  const peer::TrainConfig& c = o.shared;
+  auto backend = compute::make_backend({c.device, 1, false});
+  peer::RunDirectory run(run_dir_of(o), rank);
+  const int n = schedule.num_peers();
+  std::vector<float> mean_host(o.dim);
+  for (std::size_t d = 0; d < o.dim; ++d) mean_host[d] = static_cast<float>(exact_mean(c.seed, d));
+  compute::DeviceBuffer<float> x(
+      *backend, std::span<const float>(consensus_initial_vector(c.seed, rank, n, o.dim)));
+  compute::DeviceBuffer<float> mean(*backend, std::span<const float>(mean_host));
+  compute::DeviceBuffer<float> z(*backend, o.dim);
+  const double mean_norm2 = backend->squared_norm(mean.data(), o.dim);
+
+  transport::ZmqOptions zmq;
+  zmq.send_timeout = std::chrono::milliseconds(c.timeout_ms);
+  zmq.linger = std::chrono::milliseconds(c.timeout_ms);
+  gossip::PushSumConfig config;
+  auto transport = gossip::open_zmq_transport(
+      schedule, rank, gossip::Chunking(o.dim, config.chunk_elements), peer::security(c), zmq);
+  config.mode = o.mode;
+  config.tau = c.tau;
+  config.timeout = std::chrono::milliseconds(c.timeout_ms);
+  gossip::PushSumEngine engine(*backend, schedule, *transport, x.data(), o.dim, config);
+  spdlog::info("peer {} of {} at {}: {} rounds of {} push-sum, {} floats, {}", rank, n,
+               transport->endpoint(), o.rounds, name_of(o.mode), o.dim, backend->describe());
+
+  const auto start = std::chrono::steady_clock::now();
+  auto report = [&](std::int64_t round, bool final) {
+    engine.debias(z.data());
+    const double distance =
+        std::sqrt(backend->squared_distance(z.data(), mean.data(), o.dim) / mean_norm2);
+    const auto m = engine.metrics();
+    nlohmann::json record{
+        {"round", round},
+        {"weight", engine.weight()},
+        {"distance_to_mean", distance},
+        {"wall_time",
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
+        {"bytes_sent", m.bytes_sent},
+        {"bytes_received", m.bytes_received},
+        {"wait_seconds", m.wait_seconds},
+        {"rejected", m.rejected_total()},
+    };
+    if (final) record["final"] = true;
+    run.log(record);
+    spdlog::info("{} {:>5}: weight {:.6f}, |z - mean| / |mean| = {:.3e}",
+                 final ? "final after round" : "round", round, engine.weight(), distance);
+  };
+  for (int k = 0; k < o.rounds; ++k) {
+    engine.mix();
+    report(engine.round(), false);
+  }
+  engine.finish();
+  report(engine.round(), true);
+  const auto m = engine.metrics();
+  log_rejects(m);
+  spdlog::info("done: sent {} B, received {} B, waited {:.3f} s; results in {}", m.bytes_sent,
+               m.bytes_received, m.wait_seconds, run.path().string());
+}
+
+void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& schedule) {
+  const int n = schedule.num_peers();
+  const std::filesystem::path dir = run_dir_of(o);
+  peer::RunDirectory run(dir, -1);
+  ConsensusOptions child = o;
+  child.shared.run_dir = dir.string();
+  nlohmann::json config{{"command", "consensus"}, {"topology", o.topology},  {"peers", n},
+                        {"rounds", o.rounds},     {"mode", name_of(o.mode)}, {"dim", o.dim}};
+  const nlohmann::json shared = child.shared;
+  for (auto key : kConsensusSettings) config[std::string(key)] = shared[std::string(key)];
+  run.write_json("config.json", config);
+
+  std::vector<ChildSpec> children;
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> args = {"consensus",
+                                     "--topology",
+                                     o.topology,
+                                     "--rank",
+                                     std::to_string(r),
+                                     "--rounds",
+                                     std::to_string(o.rounds),
+                                     "--mode",
+                                     std::string(name_of(o.mode)),
+                                     "--dim",
+                                     std::to_string(o.dim)};
+    const auto flags = peer::setting_arguments(child.shared, kConsensusSettings);
+    args.insert(args.end(), flags.begin(), flags.end());
+    children.push_back(ChildSpec{r, std::move(args), dir / fmt::format("peer-{}.log", r)});
+  }
+  spdlog::info("starting {} peers on this host; logs in {}/peer-<rank>.log", n, dir.string());
+  LocalProcesses processes(std::move(children));
+  const auto failure = processes.wait();
+  if (processes.interrupted()) {
+    throw IoError(fmt::format("interrupted by {}; every peer was stopped",
+                              strsignal(processes.interrupted())));
+  }
+  if (failure) throw IoError(failure->describe());
+
+  const nlohmann::json last = consensus_per_round(dir, n, o.rounds);
+  run.write_json("summary.json", last);
+  fmt::print("{} peers, {} rounds ({}): final consensus error {:.3e}; results in {}\n", n, o.rounds,
+             name_of(o.mode), last.value("consensus_error", 0.0), dir.string());
+}
+
+}  // namespace sgp::launch

@@ -1,0 +1,196 @@
+#include "sgp/launch/launcher.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include <fmt/ranges.h>
+#include <fmt/std.h>
+#include <spdlog/spdlog.h>
+
+#include "sgp/error.hpp"
+#include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/launch/local_processes.hpp"
+#include "sgp/launch/periodic_task.hpp"
+#include "sgp/monitor/consensus_monitor.hpp"
+#include "sgp/peer/peer_runner.hpp"
+#include "sgp/peer/run_config.hpp"
+#include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/settings.hpp"
+#include "sgp/topology/schedule.hpp"
+#include "sgp/transport/snapshot_channel.hpp"
+
+namespace sgp::launch {
+
+namespace {
+
+// The host part of "tcp://HOST:PORT".
+std::string endpoint_host(const std::string& endpoint) {
+  const auto scheme = endpoint.find("://");
+  const auto rest = endpoint.substr(scheme == std::string::npos ? 0 : scheme + 3);
+  return rest.substr(0, rest.rfind(':'));
+}
+
+// Names and addresses under which this machine is reachable.
+std::set<std::string> local_host_names() {
+  std::set<std::string> names = {"localhost", "*", "0.0.0.0"};
+  char hostname[256] = {};
+  if (::gethostname(hostname, sizeof hostname - 1) == 0) names.insert(hostname);
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) == 0) {
+    for (ifaddrs* a = list; a; a = a->ifa_next) {
+      if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+      char text[INET_ADDRSTRLEN] = {};
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+      if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text)) names.insert(text);
+    }
+    ::freeifaddrs(list);
+  }
+  return names;
+}
+
+// One line with each local peer's latest iteration and loss (every few seconds while they run).
+void log_combined_progress(const std::filesystem::path& dir, const std::vector<int>& ranks) {
+  std::vector<std::string> parts;
+  for (int r : ranks) {
+    std::ifstream log(dir / fmt::format("peer-{}.jsonl", r));
+    std::string line, last;
+    while (std::getline(log, line)) last = line;
+    try {
+      const auto j = nlohmann::json::parse(last);
+      parts.push_back(fmt::format("{}: it {} loss {:.3f}", r, j["iteration"].get<long>(),
+                                  j["loss"].get<double>()));
+    } catch (const std::exception&) {
+      parts.push_back(fmt::format("{}: starting", r));
+    }
+  }
+  spdlog::info("progress  {}", fmt::join(parts, " | "));
+}
+
+std::vector<int> ranks_to_start(const LaunchOptions& o, const topology::Schedule& schedule) {
+  const int n = schedule.num_peers();
+  const std::vector<int> ranks = o.ranks.empty() ? ranks_on_this_host(schedule) : o.ranks;
+  for (int r : ranks) {
+    if (r < 0 || r >= n) {
+      throw InputError(
+          fmt::format("--ranks: {} is not a rank of {} (0..{})", r, o.config.topology, n - 1));
+    }
+  }
+  if (ranks.empty()) {
+    throw InputError(
+        fmt::format("{}: no endpoint is on this host; give --ranks", o.config.topology));
+  }
+  return ranks;
+}
+
+// The consensus monitor on its own thread, for runs whose peers are all on this host.
+class LocalMonitor {
+ public:
+  LocalMonitor(const peer::TrainConfig& c, const topology::Schedule& schedule,
+               const std::filesystem::path& run_dir)
+      : monitor_(c.hidden, c.data_dir, schedule.num_peers(), run_dir / "monitor.jsonl"),
+        receiver_(kBind, gossip::monitor_curve(schedule, peer::security(c), kBind)) {}
+  std::string endpoint() const { return receiver_.endpoint(); }
+  // Call after LocalProcesses blocked SIGINT/SIGTERM, so that the thread inherits the mask.
+  void start() {
+    thread_ = std::thread([this] { monitor::serve_monitor(monitor_, receiver_, stop_); });
+  }
+  peer::MonitorSummary stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+    return monitor_.summary();
+  }
+  ~LocalMonitor() { stop(); }
+
+ private:
+  static constexpr const char* kBind = "tcp://127.0.0.1:*";
+  monitor::ConsensusMonitor monitor_;
+  transport::SnapshotReceiver receiver_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+void log_results(const peer::RunSummary& s, const std::filesystem::path& dir) {
+  if (s.final_average_model_accuracy && s.final_consensus_error) {
+    spdlog::info("average model: test accuracy {:.2f}%, relative consensus error {:.3e}",
+                 100.0 * *s.final_average_model_accuracy, *s.final_consensus_error);
+  }
+  if (s.mean_peer_accuracy && s.median_iteration_ms) {
+    spdlog::info("peers: mean test accuracy {:.2f}%, median iteration {:.2f} ms",
+                 100.0 * *s.mean_peer_accuracy, *s.median_iteration_ms);
+  }
+  spdlog::info("results in {}", dir);
+}
+
+}  // namespace
+
+std::vector<int> ranks_on_this_host(const topology::Schedule& schedule) {
+  const auto names = local_host_names();
+  std::vector<int> ranks;
+  for (int r = 0; r < schedule.num_peers(); ++r) {
+    const auto host = endpoint_host(schedule.endpoint(r));
+    if (names.count(host) || host.starts_with("127.")) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+peer::RunSummary launch_peers(LaunchOptions o) {
+  peer::TrainConfig& c = o.config;
+  peer::validate(c);
+  const topology::Schedule schedule = peer::load_topology(c);
+  const int n = schedule.num_peers();
+  const std::vector<int> local = ranks_to_start(o, schedule);
+  if (c.run_dir.empty()) c.run_dir = peer::default_run_dir("launch").string();
+  peer::RunDirectory run(c.run_dir, -1);
+
+  // Bound before the peers start, so that they can be told where it is.
+  std::unique_ptr<LocalMonitor> monitor;
+  if (!o.no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n) {
+    monitor = std::make_unique<LocalMonitor>(c, schedule, run.path());
+    c.monitor = monitor->endpoint();
+  }
+  peer::write_run_config(run, c, "launch", n);
+
+  std::vector<ChildSpec> children;
+  const auto config_file = (run.path() / peer::kRunConfigFile).string();
+  for (int r : local) {
+    children.push_back({r,
+                        {"peer", "--config", config_file, "--rank", std::to_string(r)},
+                        run.path() / fmt::format("peer-{}.log", r)});
+  }
+  spdlog::info("starting ranks {} of {} ({}), results in {}", fmt::join(local, ","), n,
+               name_of(c.algo), run.path());
+  LocalProcesses processes(children);
+  if (monitor) monitor->start();
+  std::optional<ChildFailure> failure;
+  {
+    PeriodicTask progress(std::chrono::seconds(10),
+                          [&] { log_combined_progress(run.path(), local); });
+    failure = processes.wait();
+  }
+  if (monitor) run.write_json("monitor-summary.json", monitor->stop());
+
+  if (processes.interrupted()) {
+    throw IoError(fmt::format(
+        "interrupted by signal {}: every peer was stopped; results so far in {} (resume with "
+        "--resume if checkpoints were on)",
+        processes.interrupted(), run.path()));
+  }
+  if (failure) {
+    throw IoError(fmt::format("{}\nthe other peers were stopped; logs in {}", failure->describe(),
+                              run.path()));
+  }
+  const auto summary = peer::merge_run_summary(run.path(), n);
+  run.write_json("summary.json", summary);
+  log_results(summary, run.path());
+  return summary;
+}
+
+}  // namespace sgp::launch

@@ -1,0 +1,263 @@
+#include "sgp/peer/settings.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "setting_types.hpp"
+
+namespace sgp::peer {
+
+namespace detail {
+
+std::string_view trim(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(" \t") - first + 1);
+}
+
+std::string Range::bounds() const {
+  const bool low = std::isfinite(min), high = std::isfinite(max);
+  if (low && high) {
+    return fmt::format("in {}{}, {}{}", min_open ? "(" : "[", shortest(min), shortest(max),
+                       max_open ? ")" : "]");
+  }
+  if (low) return fmt::format("{} {}", min_open ? ">" : ">=", shortest(min));
+  if (high) return fmt::format("{} {}", max_open ? "<" : "<=", shortest(max));
+  return {};
+}
+
+std::string Range::describe(bool integer) const {
+  const std::string noun = integer ? "an integer" : "a number";
+  const std::string b = bounds();
+  return b.empty() ? noun : noun + " " + b;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::Range;
+using detail::TypedSetting;
+using S = SettingScope;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr Range at_least(double min) { return {min, kInf, false, false}; }
+constexpr Range above(double min) { return {min, kInf, true, false}; }
+constexpr Range between(double min, double max) { return {min, max, false, false}; }
+
+constexpr std::string_view kModel = "Model and data";
+constexpr std::string_view kOptim = "Optimisation";
+constexpr std::string_view kCompute = "Compute";
+constexpr std::string_view kPeers = "Peers and gossip";
+constexpr std::string_view kReport = "Reporting";
+
+std::string check_device(const std::string& device) {
+  if (device == "auto" || device == "cpu" || device == "cuda") return {};
+  if (device.starts_with("cuda:") && device.size() > 5 &&
+      device.find_first_not_of("0123456789", 5) == std::string::npos) {
+    return {};
+  }
+  return fmt::format("'{}' is not a device (expected auto, cpu, cuda or cuda:<index>)", device);
+}
+
+std::string check_milestones(const std::vector<double>& epochs) {
+  if (!std::is_sorted(epochs.begin(), epochs.end())) {
+    return fmt::format("milestones must be in increasing order, got {}", fmt::join(epochs, ","));
+  }
+  return {};
+}
+
+std::string check_self_weight(const double& a) {
+  return a == 0.0 || (a > 0.0 && a < 1.0)
+             ? std::string()
+             : fmt::format(
+                   "expected a mixing rate in (0, 1), or 0 for the topology's own "
+                   "weights; got {}",
+                   a);
+}
+
+template <class T, class... Rest>
+void add(std::vector<std::unique_ptr<Setting>>& rows, Rest&&... rest) {
+  rows.push_back(std::make_unique<TypedSetting<T>>(std::forward<Rest>(rest)...));
+}
+
+// The table. Ranges are what the code handles; anything outside them is refused up front.
+std::vector<std::unique_ptr<Setting>> make_table() {
+  std::vector<std::unique_ptr<Setting>> r;
+  using C = TrainConfig;
+  add<std::vector<int>>(r, "hidden", kModel, "hidden layer widths of the MLP, e.g. 512,512",
+                        S::every_run, true, &C::hidden, between(1, 65536));
+  add<std::string>(r, "data_dir", kModel,
+                   "directory with the Fashion-MNIST IDX files (default: $SGP_DATA_DIR, else "
+                   "/usr/share/datasets/fashion-mnist from the Debian package)",
+                   S::every_run, true, &C::data_dir);
+  add<std::uint64_t>(r, "seed", kModel, "seed of the initialisation, shard split and batch order",
+                     S::every_run, true, &C::seed);
+
+  add<double>(r, "epochs", kOptim, "epochs over each peer's shard (may be fractional)",
+              S::every_run, true, &C::epochs, Range{0, 1e4, true, false});
+  add<std::int64_t>(r, "max_iterations", kOptim, "stop after this many iterations (0: no limit)",
+                    S::every_run, true, &C::max_iterations, at_least(0));
+  add<int>(r, "batch_size", kOptim, "mini-batch size per peer", S::every_run, true, &C::batch_size,
+           between(1, 65536));
+  add<double>(r, "lr", kOptim,
+              "base learning rate (for a global batch of 256 with --lr-scaling linear)",
+              S::every_run, true, &C::lr, between(0, 1e3));
+  add<model::LrScaling>(r, "lr_scaling", kOptim,
+                        "none, or linear: lr * (batch * peers) / 256 (the large-batch rule)",
+                        S::every_run, true, &C::lr_scaling);
+  add<double>(r, "warmup_epochs", kOptim, "linear learning-rate warm-up, in epochs", S::every_run,
+              true, &C::warmup_epochs, between(0, 1e4));
+  add<model::LrDecay>(r, "lr_decay", kOptim, "constant, step (see --lr-milestones) or cosine",
+                      S::every_run, true, &C::lr_decay);
+  add<std::vector<double>>(
+      r, "lr_milestones", kOptim, "epochs at which step decay multiplies the lr by --lr-gamma",
+      S::every_run, true, &C::lr_milestones, between(0, 1e4), &check_milestones);
+  add<double>(r, "lr_gamma", kOptim, "step-decay factor", S::every_run, true, &C::lr_gamma,
+              between(0, 1e3));
+  add<float>(r, "momentum", kOptim, "SGD momentum", S::every_run, true, &C::momentum,
+             Range{0, 1, false, true});
+  add<bool>(r, "nesterov", kOptim, "Nesterov momentum", S::every_run, true, &C::nesterov);
+  add<float>(r, "weight_decay", kOptim, "L2 weight decay", S::every_run, true, &C::weight_decay,
+             between(0, 1));
+
+  add<std::string>(r, "device", kCompute,
+                   "auto (GPU when usable, else CPU), cpu, cuda or cuda:<index>", S::every_run,
+                   true, &C::device, Range{}, &check_device);
+  add<int>(r, "blas_threads", kCompute, "OpenBLAS threads per process (CPU backend)", S::every_run,
+           true, &C::blas_threads, between(1, 1024));
+  add<bool>(r, "tf32", kCompute, "allow TF32 tensor-core math in cuBLAS GEMMs", S::every_run, true,
+            &C::tf32);
+
+  add<std::string>(r, "topology", kPeers,
+                   "topology file (Graphviz DOT with an endpoint per node; see `sgp topology`)",
+                   S::peers, false, &C::topology);
+  add<Algorithm>(r, "algo", kPeers,
+                 "sgp (synchronous push-sum), osgp (overlapped, see --tau), local (no "
+                 "communication), dpsgd (symmetric gossip, undirected topology), exact (complete "
+                 "topology: exact averaging, for comparison)",
+                 S::peers, true, &C::algo);
+  add<int>(r, "tau", kPeers, "osgp: how many rounds an in-neighbour may lag behind", S::peers, true,
+           &C::tau, between(0, 100));
+  add<int>(r, "gossip_every", kPeers, "gossip once every H iterations", S::peers, true,
+           &C::gossip_every, between(1, 1000000));
+  add<double>(r, "self_weight", kPeers,
+              "mixing rate a in (0, 1): keep a, push (1 - a) spread over the out-neighbours "
+              "(overrides the file's weights; 0 = use the file)",
+              S::peers, true, &C::self_weight, Range{}, &check_self_weight);
+  add<int>(r, "timeout_ms", kPeers,
+           "a neighbour's message missing this long fails the run, naming the neighbour", S::peers,
+           true, &C::timeout_ms, between(1, 86400000));
+  add<std::int64_t>(r, "checkpoint_every", kPeers,
+                    "write a checkpoint every C iterations into <run-dir>/checkpoints (0: never)",
+                    S::peers, true, &C::checkpoint_every, at_least(0));
+  add<bool>(r, "resume", kPeers, "continue from the newest checkpoint that every peer finished",
+            S::peers, false, &C::resume);
+  add<std::string>(r, "monitor", kPeers,
+                   "endpoint of the consensus monitor to hand snapshots to (best effort)", S::peers,
+                   false, &C::monitor);
+  add<std::string>(r, "keys", kPeers,
+                   "directory with this process's CURVE secret key (`sgp keygen`); needed when "
+                   "the topology has public keys",
+                   S::peers, true, &C::keys_dir);
+  add<bool>(r, "insecure", kPeers,
+            "without keys, allow endpoints other than loopback (unauthenticated, unencrypted: "
+            "anyone who can reach a port can pose as a peer)",
+            S::peers, true, &C::insecure);
+
+  add<std::string>(r, "run_dir", kReport, "where to write results (default runs/<command>-<time>)",
+                   S::every_run, false, &C::run_dir);
+  add<std::int64_t>(r, "log_every", kReport, "iterations between records in peer-<rank>.jsonl",
+                    S::every_run, true, &C::log_every, at_least(1));
+  add<double>(r, "eval_every", kReport, "epochs between test-accuracy evaluations", S::every_run,
+              true, &C::eval_every, above(0));
+  add<LogLevel>(r, "log_level", kReport, "trace, debug, info, warn, error or off", S::every_run,
+                true, &C::log_level);
+  return r;
+}
+
+const std::vector<std::unique_ptr<Setting>>& table() {
+  static const auto rows = make_table();
+  return rows;
+}
+
+}  // namespace
+
+std::string Setting::flag() const {
+  std::string name(key_);
+  std::replace(name.begin(), name.end(), '_', '-');
+  return "--" + name;
+}
+
+std::span<const Setting* const> training_settings() {
+  static const auto pointers = [] {
+    std::vector<const Setting*> out;
+    for (const auto& row : table()) out.push_back(row.get());
+    return out;
+  }();
+  return pointers;
+}
+
+const Setting* find_setting(std::string_view key) {
+  for (const Setting* s : training_settings())
+    if (s->key() == key) return s;
+  return nullptr;
+}
+
+std::vector<std::string> setting_arguments(const TrainConfig& config,
+                                           std::span<const std::string_view> keys) {
+  std::vector<std::string> args;
+  for (auto key : keys) {
+    const Setting* s = find_setting(key);
+    SGP_ENFORCE(s != nullptr, "no setting '{}'", key);
+    if (s->is_switch()) {
+      args.push_back(s->get(config).get<bool>() ? s->flag() : "--no-" + s->flag().substr(2));
+    } else {
+      args.push_back(s->flag());
+      args.push_back(s->text(config));
+    }
+  }
+  return args;
+}
+
+void validate(const TrainConfig& c) {
+  for (const Setting* s : training_settings()) {
+    if (auto problem = s->problem(c); !problem.empty()) {
+      throw InputError(fmt::format("{}: {}", s->flag(), problem));
+    }
+  }
+  if (!c.lr_milestones.empty() && c.lr_decay != model::LrDecay::step) {
+    throw InputError(fmt::format("--lr-milestones: only step decay uses them, but --lr-decay is {}",
+                                 name_of(c.lr_decay)));
+  }
+}
+
+void to_json(nlohmann::json& j, const TrainConfig& c) {
+  j = nlohmann::json::object();
+  for (const Setting* s : training_settings()) j[std::string(s->key())] = s->get(c);
+}
+
+TrainConfig settings_from_json(const nlohmann::json& object, const std::string& source,
+                               std::span<const std::string_view> other_keys, TrainConfig base) {
+  if (!object.is_object()) {
+    throw InputError(fmt::format("{}: expected a JSON object of settings", source));
+  }
+  for (const auto& [key, value] : object.items()) {
+    const Setting* s = find_setting(key);
+    if (!s) {
+      if (std::find(other_keys.begin(), other_keys.end(), key) != other_keys.end()) continue;
+      throw InputError(fmt::format("{}: {}: not a setting", source, key));
+    }
+    try {
+      s->set(base, value);
+    } catch (const SettingError& e) {
+      throw InputError(fmt::format("{}: {}: {}", source, key, e.what()));
+    }
+  }
+  return base;
+}
+
+}  // namespace sgp::peer

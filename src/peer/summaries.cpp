@@ -1,0 +1,187 @@
+#include "sgp/peer/summaries.hpp"
+
+#include <algorithm>
+#include <concepts>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/trainer.hpp"
+
+namespace sgp::peer {
+
+namespace {
+
+using nlohmann::json;
+
+// Visitors over a struct's (key, field) pairs: one writes, one reads.
+struct Writer {
+  json& out;
+  template <class T>
+  void operator()(const char* key, const T& value) {
+    out[key] = value;
+  }
+  template <class T>
+  void operator()(const char* key, const std::optional<T>& value) {
+    if (value) out[key] = *value;
+  }
+  template <class T>
+  void operator()(const char* key, const std::vector<T>& value) {
+    if (!value.empty()) out[key] = value;
+  }
+};
+
+struct Reader {
+  const json& in;
+  template <class T>
+  void operator()(const char* key, T& value) {
+    if (in.contains(key) && !in[key].is_null()) value = in[key].get<T>();
+  }
+  template <class T>
+  void operator()(const char* key, std::optional<T>& value) {
+    if (in.contains(key) && !in[key].is_null()) value = in[key].get<T>();
+  }
+};
+
+template <class S, class V>
+requires std::same_as<std::remove_const_t<S>, PeerSummary>
+void fields(S& s, V& v) {
+  v("rank", s.rank);
+  v("peers", s.peers);
+  v("algo", s.algo);
+  v("device", s.device);
+  v("parameters", s.parameters);
+  v("iterations", s.iterations);
+  v("epochs", s.epochs);
+  v("final_train_loss", s.final_train_loss);
+  v("final_test_accuracy", s.final_test_accuracy);
+  v("final_test_loss", s.final_test_loss);
+  v("median_iteration_ms", s.median_iteration_ms);
+  v("p90_iteration_ms", s.p90_iteration_ms);
+  v("samples_per_second", s.samples_per_second);
+  v("wall_time_s", s.wall_time_s);
+  v("weight", s.weight);
+  v("bytes_sent_per_iteration", s.bytes_sent_per_iteration);
+  v("rejected_messages", s.rejected_messages);
+  v("dropped_snapshots", s.dropped_snapshots);
+}
+
+template <class S, class V>
+requires std::same_as<std::remove_const_t<S>, MonitorSummary>
+void fields(S& s, V& v) {
+  v("evaluations", s.evaluations);
+  v("rejected_snapshots", s.rejected_snapshots);
+  v("final_iteration", s.final_iteration);
+  v("final_consensus_error", s.final_consensus_error);
+  v("final_average_model_accuracy", s.final_average_model_accuracy);
+  v("final_average_model_loss", s.final_average_model_loss);
+}
+
+template <class S, class V>
+requires std::same_as<std::remove_const_t<S>, RunSummary>
+void fields(S& s, V& v) {
+  v("peers", s.peers);
+  v("algo", s.algo);
+  v("iterations", s.iterations);
+  v("device", s.device);
+  v("missing_peers", s.missing_peers);
+  v("mean_peer_accuracy", s.mean_peer_accuracy);
+  v("min_peer_accuracy", s.min_peer_accuracy);
+  v("max_peer_accuracy", s.max_peer_accuracy);
+  v("median_iteration_ms", s.median_iteration_ms);
+  v("p90_iteration_ms", s.p90_iteration_ms);
+  v("bytes_sent_per_iteration", s.bytes_sent_per_iteration);
+  v("wall_time_s", s.wall_time_s);
+  v("sum_of_weights", s.sum_of_weights);
+  v("monitor_evaluations", s.monitor_evaluations);
+  v("final_average_model_accuracy", s.final_average_model_accuracy);
+  v("final_consensus_error", s.final_consensus_error);
+  v("last_monitored_iteration", s.last_monitored_iteration);
+  v("last_average_model_accuracy", s.last_average_model_accuracy);
+  v("last_consensus_error", s.last_consensus_error);
+}
+
+template <class S>
+void write_fields(json& j, const S& s) {
+  j = json::object();
+  Writer w{j};
+  fields(s, w);
+}
+
+template <class S>
+void read_fields(const json& j, S& s) {
+  Reader r{j};
+  fields(s, r);
+}
+
+void add_monitor(RunSummary& out, const MonitorSummary& m) {
+  out.monitor_evaluations = m.evaluations;
+  if (!m.final_iteration) return;
+  if (out.iterations && *m.final_iteration == *out.iterations) {
+    out.final_average_model_accuracy = m.final_average_model_accuracy;
+    out.final_consensus_error = m.final_consensus_error;
+  } else {
+    out.last_monitored_iteration = m.final_iteration;
+    out.last_average_model_accuracy = m.final_average_model_accuracy;
+    out.last_consensus_error = m.final_consensus_error;
+  }
+}
+
+}  // namespace
+
+void to_json(json& j, const PeerSummary& s) { write_fields(j, s); }
+void from_json(const json& j, PeerSummary& s) { read_fields(j, s); }
+void to_json(json& j, const MonitorSummary& s) { write_fields(j, s); }
+void from_json(const json& j, MonitorSummary& s) { read_fields(j, s); }
+void to_json(json& j, const RunSummary& s) { write_fields(j, s); }
+void from_json(const json& j, RunSummary& s) { read_fields(j, s); }
+
+std::string peer_summary_file(int rank) { return fmt::format("peer-{}-summary.json", rank); }
+
+RunSummary merge_run_summary(const std::filesystem::path& run_dir, int num_peers) {
+  RunSummary out;
+  out.peers = num_peers;
+  std::vector<PeerSummary> peers;
+  for (int rank = 0; rank < num_peers; ++rank) {
+    const auto j = read_json_file(run_dir / peer_summary_file(rank));
+    if (!j) {
+      out.missing_peers.push_back(rank);
+      continue;
+    }
+    peers.push_back(j->get<PeerSummary>());
+  }
+  if (!peers.empty()) {
+    const auto n = static_cast<double>(peers.size());
+    std::vector<double> accuracy, median_ms;
+    double bytes = 0.0, weights = 0.0;
+    for (const auto& p : peers) {
+      accuracy.push_back(p.final_test_accuracy);
+      median_ms.push_back(p.median_iteration_ms);
+      bytes += p.bytes_sent_per_iteration.value_or(0.0);
+      weights += p.weight.value_or(1.0);
+    }
+    const auto& last = peers.back();
+    out.algo = last.algo;
+    out.iterations = last.iterations;
+    out.device = last.device;
+    out.mean_peer_accuracy = std::accumulate(accuracy.begin(), accuracy.end(), 0.0) / n;
+    out.min_peer_accuracy = *std::min_element(accuracy.begin(), accuracy.end());
+    out.max_peer_accuracy = *std::max_element(accuracy.begin(), accuracy.end());
+    out.median_iteration_ms = percentiles(median_ms, 0).median;
+    out.p90_iteration_ms = std::max_element(peers.begin(), peers.end(), [](auto& a, auto& b) {
+                             return a.p90_iteration_ms < b.p90_iteration_ms;
+                           })->p90_iteration_ms;
+    out.bytes_sent_per_iteration = bytes / n;
+    out.wall_time_s = std::max_element(peers.begin(), peers.end(), [](auto& a, auto& b) {
+                        return a.wall_time_s < b.wall_time_s;
+                      })->wall_time_s;
+    out.sum_of_weights = weights;
+  }
+  if (const auto m = read_json_file(run_dir / "monitor-summary.json")) {
+    add_monitor(out, m->get<MonitorSummary>());
+  }
+  return out;
+}
+
+}  // namespace sgp::peer

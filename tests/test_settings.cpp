@@ -1,0 +1,165 @@
+// The settings table (sgp/peer/settings.hpp) and its command-line flags: every setting survives
+// config.json and the command line unchanged, and bad values are refused naming the setting.
+#include <CLI/CLI.hpp>
+
+#include <fstream>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "../src/cli/setting_flags.hpp"
+#include "sgp/peer/run_config.hpp"
+#include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/settings.hpp"
+#include "temp_dir.hpp"
+
+using sgp::peer::TrainConfig;
+
+namespace {
+
+// Every field away from its default (the first test checks that none was forgotten).
+TrainConfig unusual() {
+  TrainConfig c;
+  c.hidden = {17, 9};
+  c.data_dir = "/data/fm";
+  c.seed = 7;
+  c.epochs = 2.5;
+  c.max_iterations = 123;
+  c.batch_size = 48;
+  c.lr = 0.25;
+  c.lr_scaling = sgp::model::LrScaling::none;
+  c.warmup_epochs = 0.5;
+  c.lr_decay = sgp::model::LrDecay::step;
+  c.lr_milestones = {1.0, 2.0};
+  c.lr_gamma = 0.5;
+  c.momentum = 0.8f;
+  c.nesterov = false;
+  c.weight_decay = 5e-4f;
+  c.device = "cpu";
+  c.blas_threads = 2;
+  c.tf32 = true;
+  c.topology = "t.dot";
+  c.algo = sgp::peer::Algorithm::osgp;
+  c.tau = 3;
+  c.gossip_every = 2;
+  c.self_weight = 0.3;
+  c.timeout_ms = 1234;
+  c.checkpoint_every = 40;
+  c.resume = true;
+  c.monitor = "tcp://127.0.0.1:5000";
+  c.keys_dir = "keys";
+  c.insecure = true;
+  c.run_dir = "runs/x";
+  c.log_every = 7;
+  c.eval_every = 0.5;
+  c.log_level = sgp::LogLevel::debug;
+  return c;
+}
+
+std::vector<std::string_view> all_keys() {
+  std::vector<std::string_view> keys;
+  for (const auto* s : sgp::peer::training_settings()) keys.push_back(s->key());
+  return keys;
+}
+
+// Parses `args` with every setting's flag; returns the configuration (no validation).
+TrainConfig parse_flags(std::vector<std::string> args, TrainConfig base = {}) {
+  CLI::App app;
+  auto flags = sgp::cli::SettingFlags::add(app, true);
+  std::reverse(args.begin(), args.end());  // CLI11 parses from the back
+  app.parse(args);
+  return flags->apply(base);
+}
+
+std::string flag_error(std::vector<std::string> args) {
+  try {
+    sgp::peer::validate(parse_flags(std::move(args)));
+  } catch (const sgp::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the test configuration differs from the defaults in every setting") {
+  const TrainConfig defaults, c = unusual();
+  for (const auto* s : sgp::peer::training_settings()) {
+    CAPTURE(s->key());
+    CHECK(s->get(c) != s->get(defaults));
+  }
+  CHECK_NOTHROW(sgp::peer::validate(c));
+}
+
+TEST_CASE("every setting survives config.json and the command line") {
+  const TrainConfig c = unusual();
+  const nlohmann::json j = c;
+  CHECK(j.size() == sgp::peer::training_settings().size());
+  CHECK(sgp::peer::settings_from_json(j, "config.json", {}) == c);
+  const auto keys = all_keys();
+  CHECK(parse_flags(sgp::peer::setting_arguments(c, keys)) == c);
+  // Floats are written as the number a person would type.
+  CHECK(j["momentum"].dump() == "0.8");
+}
+
+TEST_CASE("config.json of a run reads back, also one written before eval_every was renamed") {
+  sgp::testing::TempDir dir;
+  sgp::peer::RunDirectory run(dir.path(), -1);
+  sgp::peer::write_run_config(run, unusual(), "launch", 4);
+  const auto back = sgp::peer::read_run_config(dir / "config.json");
+  CHECK(back.settings == unusual());
+  CHECK(back.command == "launch");
+  CHECK(back.peers == 4);
+  std::ofstream(dir / "old.json") << R"({"eval_every_epochs": 0.5, "lr": 0.2, "command": "peer"})";
+  const auto old = sgp::peer::read_run_config(dir / "old.json");
+  CHECK(old.settings.eval_every == 0.5);
+  CHECK(old.settings.lr == 0.2);
+  std::ofstream(dir / "bad.json") << R"({"batch_size": 1.5})";
+  CHECK_THROWS_WITH_AS(sgp::peer::read_run_config(dir / "bad.json"),
+                       doctest::Contains("bad.json: batch_size: expected an integer, got 1.5"),
+                       sgp::InputError);
+  std::ofstream(dir / "typo.json") << R"({"batchsize": 4})";
+  CHECK_THROWS_WITH_AS(sgp::peer::read_run_config(dir / "typo.json"),
+                       doctest::Contains("typo.json: batchsize: not a setting"), sgp::InputError);
+}
+
+TEST_CASE("flags over a base configuration change only what they name") {
+  TrainConfig base = unusual();
+  const auto c = parse_flags({"--lr", "0.5", "--no-tf32"}, base);
+  base.lr = 0.5;
+  base.tf32 = false;
+  CHECK(c == base);
+}
+
+TEST_CASE("bad values are refused naming the flag and what was expected") {
+  CHECK(flag_error({"--batch-size", "0"}) ==
+        "--batch-size: expected an integer in [1, 65536], got 0");
+  CHECK(flag_error({"--batch-size", "100000000"}) ==
+        "--batch-size: expected an integer in [1, 65536], got 100000000");
+  CHECK(flag_error({"--lr", "nan"}) == "--lr: expected a number in [0, 1000], got nan");
+  CHECK(flag_error({"--epochs", "1e300"}) ==
+        "--epochs: expected a number in (0, 10000], got 1e+300");
+  CHECK(flag_error({"--momentum", "nan"}) == "--momentum: expected a number in [0, 1), got nan");
+  CHECK(flag_error({"--warmup-epochs", "inf"}) ==
+        "--warmup-epochs: expected a number in [0, 10000], got inf");
+  CHECK(flag_error({"--algo", "sgd"}) ==
+        "--algo: 'sgd' is not one of sgp, osgp, local, dpsgd, exact");
+  CHECK(flag_error({"--hidden", "64,0"}) == "--hidden: expected an integer in [1, 65536], got 0");
+  CHECK(flag_error({"--seed", "-1"}) == "--seed: expected an integer >= 0, got '-1'");
+  CHECK(flag_error({"--device", "gpu"}) ==
+        "--device: 'gpu' is not a device (expected auto, cpu, cuda or cuda:<index>)");
+  CHECK(flag_error({"--self-weight", "1"}).starts_with("--self-weight: expected a mixing rate"));
+  CHECK(flag_error({"--lr-milestones", "2,1", "--lr-decay", "step"})
+            .starts_with("--lr-milestones: milestones must be in increasing order"));
+  CHECK(flag_error({"--lr-milestones", "1"}) ==
+        "--lr-milestones: only step decay uses them, but --lr-decay is cosine");
+  CHECK(flag_error({"--log-level", "loud"}) ==
+        "--log-level: 'loud' is not one of trace, debug, info, warn, error, off");
+}
+
+TEST_CASE("a configuration built in code is checked by validate") {
+  TrainConfig c;
+  c.tau = -1;
+  CHECK_THROWS_WITH_AS(sgp::peer::validate(c), "--tau: expected an integer in [0, 100], got -1",
+                       sgp::InputError);
+}
