@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -274,4 +275,41 @@ TEST_CASE("a peer that never starts is named in an IoError within the timeout") 
       CHECK(results[r].error.find("no message from rank 2 for gossip round") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("NaN payloads and weight 1e300 are never applied; the time-out names what was rejected") {
+  const int n = 3;
+  const auto s = sgp::testing::make_schedule(Graph::ring, n);  // rank 0 hears only rank 2
+  transport::InProcNetwork net(n + 1);
+  transport::InProcTransport rogue(net, n);
+  // Rank 2 never starts; in its place, well-formed messages (valid hashes and coefficient) with
+  // NaN and infinite values, and one with weight 1e300, all for round 0.
+  auto nan = forge(s, 2, 0, 0, kDim);
+  nan.payload[5] = std::nanf("");
+  auto inf = forge(s, 2, 0, 0, kDim);
+  inf.payload[0] = -std::numeric_limits<float>::infinity();
+  for (auto* f : {&nan, &inf}) {
+    auto h = gossip::parse_header(f->header);
+    REQUIRE(h.has_value());
+    h->payload_hash = gossip::payload_hash(std::as_bytes(std::span(f->payload)));
+    f->header = gossip::encode_header(*h);
+    send_raw(rogue, 0, f->header, std::as_bytes(std::span(f->payload)));
+  }
+  auto heavy = forge(s, 2, 0, 0, kDim);
+  auto h = gossip::parse_header(heavy.header);
+  h->weight = 1e300;
+  send_raw(rogue, 0, gossip::encode_header(*h), std::as_bytes(std::span(heavy.payload)));
+
+  gossip::PushSumConfig cfg;
+  cfg.timeout = std::chrono::milliseconds(500);
+  auto results = run_inproc(s, net, kDim, 5, cfg, {2});
+  const auto& m = results[0].metrics;
+  CHECK(m.rejected_for(gossip::RejectCause::non_finite) == 2);
+  CHECK(m.rejected_for(gossip::RejectCause::bad_weight) == 1);
+  CHECK(m.messages_received == 0);
+  INFO(results[0].error);
+  CHECK(results[0].error.find("no message from rank 2 for gossip round 0") != std::string::npos);
+  CHECK(results[0].error.find("messages rejected from rank 2: 1 bad_weight, 2 non_finite (latest "
+                              "for round 0)") != std::string::npos);
+  CHECK(results[0].error.find("lr") == std::string::npos);
 }

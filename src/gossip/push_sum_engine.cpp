@@ -114,7 +114,8 @@ PushSumMetrics PushSumEngine::metrics() const {
 
 void PushSumEngine::debias(float* z) { backend_.debias(x_, w_, z, n_); }
 
-void PushSumEngine::reject(RejectCause cause, const std::string& detail) {
+void PushSumEngine::reject(RejectCause cause, const std::string& detail, int sender,
+                           std::int64_t round) {
   bool first = false;
   {
     std::lock_guard lock(metrics_mutex_);
@@ -122,6 +123,11 @@ void PushSumEngine::reject(RejectCause cause, const std::string& detail) {
     ++metrics_.rejected[i];
     first = !logged_[i];
     logged_[i] = true;
+    if (sender >= 0 && sender < schedule_.num_peers()) {
+      auto& noted = sender_rejects_[sender];
+      ++noted.count[i];
+      noted.latest_round = std::max(noted.latest_round, round);
+    }
   }
   if (first) {
     spdlog::warn(
@@ -129,6 +135,26 @@ void PushSumEngine::reject(RejectCause cause, const std::string& detail) {
         "counted",
         rank_, reject_cause_name(cause), detail);
   }
+}
+
+std::string PushSumEngine::rejects_from(const std::vector<int>& ranks) const {
+  std::lock_guard lock(metrics_mutex_);
+  std::vector<std::string> parts;
+  for (int r : ranks) {
+    auto it = sender_rejects_.find(r);
+    if (it == sender_rejects_.end()) continue;
+    std::vector<std::string> causes;
+    for (int c = 0; c < kNumRejectCauses; ++c) {
+      if (it->second.count[c]) {
+        causes.push_back(fmt::format("{} {}", it->second.count[c],
+                                     reject_cause_name(static_cast<RejectCause>(c))));
+      }
+    }
+    parts.push_back(fmt::format("from rank {}: {} (latest for round {})", r,
+                                fmt::join(causes, ", "), it->second.latest_round));
+  }
+  if (parts.empty()) return {};
+  return fmt::format("; messages rejected {}", fmt::join(parts, "; "));
 }
 
 // The buffer this round's pushes read: x itself (host memory, sync mode: zero copy), or a host
@@ -300,8 +326,10 @@ void PushSumEngine::ensure_scaled(std::uint32_t chunk) {
 void PushSumEngine::admit(DecodedMessage message) {
   const auto& h = message.header;
   if (auto cause = tracker_->admit(h.sender, h.round, h.chunk, h.coefficient, round_)) {
-    reject(*cause, fmt::format("from rank {} for round {} (chunk {}) while mixing round {}",
-                               h.sender, h.round, h.chunk, round_));
+    reject(*cause,
+           fmt::format("from rank {} for round {} (chunk {}) while mixing round {}", h.sender,
+                       h.round, h.chunk, round_),
+           h.sender, h.round);
     return;
   }
   if (config_.mode == Mode::sync && h.round == round_) {
@@ -395,12 +423,28 @@ std::optional<DecodedMessage> PushSumEngine::next_message(Clock::time_point dead
 std::optional<DecodedMessage> PushSumEngine::decode(transport::Message message) {
   const std::size_t frames = message.num_frames();
   const std::size_t bytes = message.total_bytes();
+  std::array<std::byte, kHeaderBytes> head{};
+  const bool has_header = frames > 0 && message.frame(0).size() == kHeaderBytes;
+  if (has_header) std::copy_n(message.frame(0).begin(), kHeaderBytes, head.begin());
   auto result = decode_message(std::move(message), chunking_, schedule_.num_peers(), rank_);
-  if (auto* cause = std::get_if<RejectCause>(&result)) {
+  auto* cause = std::get_if<RejectCause>(&result);
+  if (!cause) return std::move(std::get<DecodedMessage>(result));
+  const auto claimed = has_header ? parse_header(head) : std::nullopt;
+  if (!claimed) {
     reject(*cause, fmt::format("{} frame(s), {} bytes", frames, bytes));
     return std::nullopt;
   }
-  return std::move(std::get<DecodedMessage>(result));
+  std::string detail = fmt::format("from rank {} for round {} (chunk {}), {} bytes",
+                                   claimed->sender, claimed->round, claimed->chunk, bytes);
+  if (*cause == RejectCause::non_finite) {
+    detail +=
+        fmt::format(": NaN or infinite values (rank {} diverged or is faulty)", claimed->sender);
+  } else if (*cause == RejectCause::bad_weight) {
+    detail += fmt::format(": weight {} (must be in (0, {}]), coefficient {}", claimed->weight,
+                          schedule_.num_peers(), claimed->coefficient);
+  }
+  reject(*cause, detail, claimed->sender, claimed->round);
+  return std::nullopt;
 }
 
 void PushSumEngine::drain_inbox() {
@@ -446,10 +490,12 @@ void PushSumEngine::add_wait(Clock::time_point start) {
 void PushSumEngine::fail_missing(std::int64_t round) {
   failed_ = true;
   const auto missing = tracker_->missing(round);
+  const std::string rejected = rejects_from(missing);
   throw IoError(fmt::format(
-      "rank {}: no message from {} for gossip round {} within {} ms (peer not started, dead or "
-      "too slow)",
-      rank_, ranks_text(missing), round, config_.timeout.count()));
+      "rank {}: no message from {} for gossip round {} within {} ms ({}){}", rank_,
+      ranks_text(missing), round, config_.timeout.count(),
+      rejected.empty() ? "peer not started, dead or too slow" : "none that could be accepted",
+      rejected));
 }
 
 void PushSumEngine::wait_released(const void* buffer, std::int64_t round) {

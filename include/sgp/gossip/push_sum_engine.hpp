@@ -104,7 +104,11 @@ class PushSumEngine {
   void wait_released(const void* buffer, std::int64_t round);
   void add_wait(Clock::time_point start);
   [[noreturn]] void fail_missing(std::int64_t round);
-  void reject(RejectCause cause, const std::string& detail);
+  // `sender`, `round`: who the message says it is from, when its header is well-formed (-1: not).
+  void reject(RejectCause cause, const std::string& detail, int sender = -1,
+              std::int64_t round = -1);
+  // What was rejected from each of `ranks`, for the time-out message ("" when nothing).
+  std::string rejects_from(const std::vector<int>& ranks) const;
   void comm_loop();
   void rethrow_comm_error();
 
@@ -135,6 +139,11 @@ class PushSumEngine {
   mutable std::mutex metrics_mutex_;
   PushSumMetrics metrics_;
   std::array<bool, kNumRejectCauses> logged_{};
+  struct SenderRejects {
+    std::array<std::uint64_t, kNumRejectCauses> count{};
+    std::int64_t latest_round = -1;
+  };
+  std::map<int, SenderRejects> sender_rejects_;  // by the rank a message claimed
 
   // Overlap mode: the communication thread and its queues.
   struct SendJob {
