@@ -313,3 +313,57 @@ TEST_CASE("NaN payloads and weight 1e300 are never applied; the time-out names w
                               "for round 0)") != std::string::npos);
   CHECK(results[0].error.find("lr") == std::string::npos);
 }
+
+TEST_CASE("messages for rounds beyond what the topology allows, or beyond the held-bytes cap") {
+  gossip::PushSumConfig cfg;
+  cfg.timeout = std::chrono::milliseconds(300);
+  SUBCASE("look-ahead: 2 peers in sync mode, a neighbour is at most 1 round ahead (+1 margin)") {
+    const auto s = sgp::testing::make_schedule(Graph::ring, 2);
+    CHECK(gossip::rounds_ahead_bound(s, cfg) == 2);
+    transport::InProcNetwork net(3);
+    transport::InProcTransport rogue(net, 2);
+    for (int round = 1; round <= 5; ++round) {
+      const auto f = forge(s, 1, 0, round, kDim);
+      send_raw(rogue, 0, f.header, std::as_bytes(std::span(f.payload)));
+    }
+    auto results = run_inproc(s, net, kDim, 3, cfg, {1});
+    CHECK(results[0].metrics.rejected_for(gossip::RejectCause::future_round) == 3);
+    INFO(results[0].error);
+    CHECK(results[0].error.find("3 future_round (latest for round 5)") != std::string::npos);
+  }
+  SUBCASE("held bytes: at most (tau + 2) rounds of messages when the cap is below that") {
+    const auto s = sgp::testing::make_schedule(Graph::ring, 5);  // rank 0 hears rank 4
+    cfg.max_held_bytes = 1;
+    transport::InProcNetwork net(6);
+    transport::InProcTransport rogue(net, 5);
+    for (int round = 1; round <= 4; ++round) {
+      const auto f = forge(s, 4, 0, round, kDim);
+      send_raw(rogue, 0, f.header, std::as_bytes(std::span(f.payload)));
+    }
+    auto results = run_inproc(s, net, kDim, 3, cfg, {1, 2, 3, 4});
+    CHECK(results[0].metrics.rejected_for(gossip::RejectCause::future_round) == 2);
+  }
+  SUBCASE("overlap mode: the look-ahead grows with tau and the period") {
+    cfg.mode = gossip::Mode::overlap;
+    cfg.tau = 3;
+    CHECK(gossip::rounds_ahead_bound(sgp::testing::make_schedule(Graph::ring, 8), cfg) ==
+          7 * 4 + 1);
+  }
+}
+
+TEST_CASE("tau is bounded so that x cannot underflow while in-neighbours are late") {
+  const auto s = sgp::testing::make_schedule(Graph::complete, 16);  // every p_ii = 1/16
+  gossip::PushSumConfig cfg;
+  cfg.mode = gossip::Mode::overlap;
+  cfg.tau = 24;  // 25 rounds of 1/16: 2^-100
+  CHECK_NOTHROW(gossip::check_tau(s, 0, cfg));
+  cfg.tau = 25;
+  CHECK_THROWS_WITH_AS(gossip::check_tau(s, 0, cfg),
+                       doctest::Contains("--tau 25: rank 0 keeps a share of 0.0625 of its x per "
+                                         "round in this topology"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(gossip::check_tau(s, 0, cfg), doctest::Contains("use --tau <= 24"),
+                       InputError);
+  cfg.mode = gossip::Mode::sync;  // sync mode never runs ahead of its in-neighbours
+  CHECK_NOTHROW(gossip::check_tau(s, 0, cfg));
+}

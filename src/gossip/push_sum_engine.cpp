@@ -53,9 +53,14 @@ PushSumEngine::PushSumEngine(compute::Backend& backend, topology::Schedule sched
   SGP_ENFORCE(config.tau >= 0, "tau must be >= 0, got {}", config.tau);
   SGP_ENFORCE(config.gossip_every >= 1, "gossip_every must be >= 1, got {}", config.gossip_every);
   SGP_ENFORCE(config.timeout.count() > 0, "the gossip timeout must be positive");
-  SGP_ENFORCE(config.max_rounds_ahead >= 1, "max_rounds_ahead must be >= 1");
-  tracker_ =
-      std::make_unique<RoundTracker>(schedule_, rank_, config.max_rounds_ahead, chunking_.chunks());
+  SGP_ENFORCE(config.max_rounds_ahead >= 0, "max_rounds_ahead must be >= 0");
+  check_tau(schedule_, rank_, config);
+  const auto tau_rounds = static_cast<std::uint64_t>(config.mode == Mode::overlap ? config.tau : 0);
+  max_held_bytes_ = std::max<std::uint64_t>(
+      config.max_held_bytes, (tau_rounds + 2) * schedule_.all_in_neighbors(rank_).size() *
+                                 static_cast<std::uint64_t>(n) * sizeof(float));
+  tracker_ = std::make_unique<RoundTracker>(schedule_, rank_, rounds_ahead_bound(schedule_, config),
+                                            chunking_.chunks());
   if (!host_x_) scratch_device_ = static_cast<float*>(backend_.allocate(n_ * sizeof(float)));
   if (config_.mode == Mode::overlap) comm_thread_ = std::thread([this] { comm_loop(); });
 }
@@ -325,6 +330,14 @@ void PushSumEngine::ensure_scaled(std::uint32_t chunk) {
 
 void PushSumEngine::admit(DecodedMessage message) {
   const auto& h = message.header;
+  if (h.round > round_ && held_bytes_ + message.payload.size() > max_held_bytes_) {
+    reject(RejectCause::future_round,
+           fmt::format("from rank {} for round {} while mixing round {}: {} bytes already held for "
+                       "later rounds (at most {})",
+                       h.sender, h.round, round_, held_bytes_, max_held_bytes_),
+           h.sender, h.round);
+    return;
+  }
   if (auto cause = tracker_->admit(h.sender, h.round, h.chunk, h.coefficient, round_)) {
     reject(*cause,
            fmt::format("from rank {} for round {} (chunk {}) while mixing round {}", h.sender,
@@ -335,6 +348,7 @@ void PushSumEngine::admit(DecodedMessage message) {
   if (config_.mode == Mode::sync && h.round == round_) {
     apply(message);  // sync mode admits only while mixing round_
   } else {
+    held_bytes_ += message.payload.size();
     held_[h.round].push_back(std::move(message));
   }
 }
@@ -347,6 +361,7 @@ void PushSumEngine::apply_ready(std::int64_t up_to_round) {
     for (auto& m : it->second) {
       if (config_.mode == Mode::sync || tracker_->sender_complete(it->first, m.header.sender)) {
         apply(m);
+        held_bytes_ -= m.payload.size();
       } else {
         keep.push_back(std::move(m));
       }

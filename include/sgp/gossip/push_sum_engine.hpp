@@ -135,6 +135,8 @@ class PushSumEngine {
   float* scratch_device_ = nullptr;      // GPU: upload target of a received payload
   std::unique_ptr<RoundTracker> tracker_;
   std::map<std::int64_t, std::vector<DecodedMessage>> held_;  // accepted, not yet applied
+  std::uint64_t held_bytes_ = 0;                              // their payloads
+  std::uint64_t max_held_bytes_ = 0;
 
   mutable std::mutex metrics_mutex_;
   PushSumMetrics metrics_;
