@@ -106,3 +106,43 @@ TEST_CASE("sgp peer: 400 MB frames and a flood of oversized ones cost it no memo
                                    << " x the model's " << kModelBytes / 1e6 << " MB");
   CHECK(growth < 2.0 * kModelBytes);
 }
+
+TEST_CASE("sgp monitor: loopback by default, other addresses need keys or --insecure") {
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 2);
+  const auto help = sgp::testing::run_sgp("monitor --help");
+  CHECK(help.output.find("tcp://127.0.0.1:29400") != std::string::npos);
+  const auto open = sgp::testing::run_sgp("monitor --topology " + topology.string() +
+                                          " --bind 'tcp://*:0' --run-dir " + (dir / "m").string());
+  INFO(open.output);
+  CHECK(open.exit_code == 2);
+  CHECK(open.output.find("endpoint tcp://*:0 is not a loopback address") != std::string::npos);
+}
+
+TEST_CASE("sgp monitor: Ctrl-C stops it cleanly (exit 0, summary written, no error)") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();  // it loads the test set for the average model
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 2);
+  const pid_t monitor =
+      start_sgp("monitor --topology " + topology.string() +
+                    " --bind 'tcp://127.0.0.1:*' --run-dir " + (dir / "m").string(),
+                dir / "monitor.log");
+  // Wait until it listens, then interrupt it as Ctrl-C would.
+  for (int i = 0; i < 300; ++i) {
+    std::ifstream log(dir / "monitor.log");
+    const std::string text(std::istreambuf_iterator<char>(log), {});
+    if (text.find("monitor listening on") != std::string::npos) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  ::kill(monitor, SIGINT);
+  int status = 0;
+  ::waitpid(monitor, &status, 0);
+  std::ifstream log(dir / "monitor.log");
+  const std::string text(std::istreambuf_iterator<char>(log), {});
+  INFO(text);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(text.find("error") == std::string::npos);
+  CHECK(text.find("Interrupted") == std::string::npos);
+  CHECK(std::filesystem::exists(dir / "m" / "monitor-summary.json"));
+}

@@ -204,6 +204,15 @@ TEST_CASE("the consensus monitor computes the exact error, rejects damage, bound
   REQUIRE(last);
   CHECK(last->consensus_error == 0.0);
   CHECK(monitor.add(snapshot(1, 150, a)) == std::nullopt);  // older than the newest record
+  // Every snapshot given up is counted: 181 iterations pushed out by newer ones, and the 7
+  // incomplete ones below 199 when it completed.
+  CHECK(monitor.dropped() == 188);
+  CHECK(monitor.summary().dropped_snapshots == 188);
+  // Far-future iterations from one rank take the pending slots: the real iteration that comes
+  // after them is given up, and counted, not lost silently.
+  for (std::int64_t it = 1'000'000'000; it < 1'000'000'008; ++it) monitor.add(snapshot(0, it, a));
+  CHECK(!monitor.add(snapshot(0, 300, a)));
+  CHECK(monitor.dropped() == 189);
   std::ifstream log(dir / "monitor.jsonl");
   std::string line;
   int lines = 0;

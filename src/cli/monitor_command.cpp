@@ -30,7 +30,7 @@ constexpr std::array<std::string_view, 4> kSettings = {"hidden", "data_dir", "ke
 
 void add_monitor_command(CLI::App& app) {
   struct Options {
-    std::string topology, bind = "tcp://*:29400", run_dir;
+    std::string topology, bind = "tcp://127.0.0.1:29400", run_dir;
     std::int64_t until = 0;
   };
   auto o = std::make_shared<Options>();
@@ -42,7 +42,10 @@ void add_monitor_command(CLI::App& app) {
   cmd->add_option("--topology", o->topology, "the peers' topology file (for the number of peers)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--bind", o->bind, "endpoint to listen on")->capture_default_str();
+  cmd->add_option("--bind", o->bind,
+                  "endpoint to listen on (other hosts' peers: a non-loopback address, with keys "
+                  "in the topology or --insecure)")
+      ->capture_default_str();
   cmd->add_option("--run-dir", o->run_dir, "where monitor.jsonl goes")->required();
   cmd->add_option("--until-iteration", o->until, "exit once this iteration is recorded");
   auto flags = SettingFlags::add(*cmd, kSettings);

@@ -22,6 +22,13 @@ namespace {
 
 constexpr std::size_t kMaxPendingIterations = 8;
 
+// Warnings for the count-th problem of a kind only when count is a power of two: a flood of
+// snapshots costs a few log lines, each with the count so far.
+void warn(std::uint64_t count, const std::string& what) {
+  if ((count & (count - 1)) != 0) return;
+  spdlog::warn("monitor: {} ({} so far; only the 2^k-th are logged)", what, count);
+}
+
 }  // namespace
 
 double relative_consensus_error(const std::vector<std::vector<float>>& z) {
@@ -61,7 +68,7 @@ std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
                                         num_peers_ + 1, num_peers_);
   if (auto* cause = std::get_if<gossip::RejectCause>(&decoded)) {
     ++rejected_;
-    spdlog::warn("monitor: rejected a snapshot: {}", gossip::reject_cause_name(*cause));
+    warn(rejected_, fmt::format("rejected a snapshot: {}", gossip::reject_cause_name(*cause)));
     return std::nullopt;
   }
   const auto& m = std::get<gossip::DecodedMessage>(decoded);
@@ -69,12 +76,21 @@ std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
   const std::int64_t iteration = m.header.round;
   if (rank >= num_peers_ || (!records_.empty() && iteration <= records_.back().iteration)) {
     ++rejected_;
-    spdlog::warn("monitor: rejected a snapshot of rank {} iteration {}", rank, iteration);
+    warn(rejected_, fmt::format("rejected a snapshot of rank {} iteration {}", rank, iteration));
     return std::nullopt;
   }
-  // Bounded memory whatever arrives: only the newest few incomplete iterations are kept.
+  // Bounded memory whatever arrives: only the newest few incomplete iterations are kept; every
+  // snapshot given up is counted.
   pending_[iteration];
-  while (pending_.size() > kMaxPendingIterations) pending_.erase(pending_.begin());
+  while (pending_.size() > kMaxPendingIterations) {
+    const auto oldest = pending_.begin();
+    dropped_ += std::max<std::size_t>(oldest->second.size(), oldest->first == iteration ? 1 : 0);
+    warn(dropped_,
+         fmt::format("gave up iteration {} with {} of {} snapshots: {} newer ones are "
+                     "incomplete",
+                     oldest->first, oldest->second.size(), num_peers_, kMaxPendingIterations));
+    pending_.erase(oldest);
+  }
   const auto slot = pending_.find(iteration);
   if (slot == pending_.end()) return std::nullopt;  // older than every iteration kept
   auto& z = slot->second[rank];
@@ -88,6 +104,9 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
   std::vector<std::vector<float>> z;
   for (auto& [rank, v] : pending_[iteration]) z.push_back(std::move(v));
   // Older iterations can no longer complete in order (a snapshot was dropped): give them up.
+  for (auto it = pending_.begin(); it != pending_.end() && it->first < iteration; ++it) {
+    dropped_ += it->second.size();
+  }
   pending_.erase(pending_.begin(), pending_.upper_bound(iteration));
 
   MonitorRecord record;
@@ -145,6 +164,7 @@ peer::MonitorSummary ConsensusMonitor::summary() const {
   peer::MonitorSummary s;
   s.evaluations = static_cast<std::int64_t>(records_.size());
   s.rejected_snapshots = rejected_;
+  s.dropped_snapshots = dropped_;
   if (!records_.empty()) {
     const auto& last = records_.back();
     s.final_iteration = last.iteration;

@@ -1,5 +1,7 @@
 #include "sgp/transport/snapshot_channel.hpp"
 
+#include <cerrno>
+
 #include <vector>
 #include <zmq.hpp>
 
@@ -89,7 +91,13 @@ SnapshotReceiver::~SnapshotReceiver() = default;
 
 std::optional<Message> SnapshotReceiver::receive(std::chrono::milliseconds timeout) {
   zmq::pollitem_t item{socket_->socket.handle(), 0, ZMQ_POLLIN, 0};
-  if (zmq::poll(&item, 1, timeout) == 0) return std::nullopt;
+  try {
+    if (zmq::poll(&item, 1, timeout) == 0) return std::nullopt;
+  } catch (const zmq::error_t& e) {
+    // A signal (Ctrl-C) interrupted the wait: nothing arrived; the caller decides whether to stop.
+    if (e.num() == EINTR) return std::nullopt;
+    throw;
+  }
   auto parts = std::make_shared<std::vector<zmq::message_t>>();
   do {
     parts->emplace_back();

@@ -58,6 +58,8 @@ class ConsensusMonitor {
 
   const std::vector<MonitorRecord>& records() const { return records_; }
   std::uint64_t rejected() const { return rejected_; }
+  // Valid snapshots given up: their iteration could no longer complete.
+  std::uint64_t dropped() const { return dropped_; }
   peer::MonitorSummary summary() const;
 
  private:
@@ -72,6 +74,7 @@ class ConsensusMonitor {
   std::map<std::int64_t, std::map<int, std::vector<float>>> pending_;  // iteration -> rank -> z
   std::vector<MonitorRecord> records_;
   std::uint64_t rejected_ = 0;
+  std::uint64_t dropped_ = 0;
 };
 
 // Receives snapshots into `monitor` until `stop` is set, then drains what is still queued
