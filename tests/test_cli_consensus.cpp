@@ -109,6 +109,23 @@ TEST_CASE("sgp consensus: bad flags and files are input errors naming them") {
     CHECK(r.exit_code == 2);
     CHECK(contains(r.output, "--mode: 'async'"));
   }
+  SUBCASE("a topology that is not strongly connected (rank 2 pushes to nobody)") {
+    const auto path = dir / "chain.dot";
+    std::ofstream(path) << "digraph t {\n"
+                           "  0 [endpoint=\"tcp://127.0.0.1:1\"];\n"
+                           "  1 [endpoint=\"tcp://127.0.0.1:2\"];\n"
+                           "  2 [endpoint=\"tcp://127.0.0.1:3\"];\n"
+                           "  0 -> 1; 1 -> 2; 2 -> 1;\n}\n";
+    for (const char* how : {"consensus --rank 0", "peer --rank 0 --device cpu"}) {
+      CAPTURE(how);
+      const auto r = run_sgp(std::string(how) + " --topology " + path.string() + " --run-dir " +
+                             (dir / "run").string());
+      CHECK(r.exit_code == 2);
+      CHECK(contains(r.output,
+                     "chain.dot: the topology is not strongly connected (2 strongly "
+                     "connected components"));
+    }
+  }
   SUBCASE("missing topology file") {
     const auto r = run_sgp("consensus --local --topology " + (dir / "nope.dot").string());
     CHECK(r.exit_code == 2);

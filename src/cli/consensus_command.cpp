@@ -9,6 +9,7 @@
 #include "sgp/error.hpp"
 #include "sgp/launch/consensus_run.hpp"
 #include "sgp/log.hpp"
+#include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 
 namespace sgp::cli {
@@ -52,6 +53,7 @@ void add_consensus_command(CLI::App& app) {
     topology::DotReadOptions read_options;
     read_options.require_endpoints = true;
     const auto schedule = topology::read_dot_file(o.topology, read_options);
+    topology::require_strongly_connected(schedule, o.topology);
     if (a->rank >= schedule.num_peers()) {
       throw InputError(fmt::format("--rank {}: the topology {} has ranks 0..{}", a->rank,
                                    o.topology, schedule.num_peers() - 1));

@@ -20,6 +20,7 @@
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/zmq_transport.hpp"
@@ -48,7 +49,9 @@ topology::Schedule load_topology(const TrainConfig& config) {
   if (config.topology.empty()) throw InputError("--topology: a topology file is required");
   topology::DotReadOptions options;
   options.require_endpoints = true;
-  return topology::read_dot_file(config.topology, options);
+  auto schedule = topology::read_dot_file(config.topology, options);
+  topology::require_strongly_connected(schedule, config.topology);
+  return schedule;
 }
 
 PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config) {
