@@ -71,7 +71,7 @@ TEST_CASE("sgp consensus --local: a peer that cannot start is named with its own
   sgp::testing::TempDir dir;
   // 192.0.2.1 (TEST-NET-1) is no address of this host: rank 3 cannot bind.
   const auto topology = write_topology(dir, 4, "tcp://192.0.2.1:5600");
-  const auto r = run_sgp("consensus --local --topology " + topology.string() +
+  const auto r = run_sgp("consensus --local --insecure --topology " + topology.string() +
                          " --rounds 5 --timeout-ms 3000 --run-dir " + (dir / "run").string());
   CHECK(r.exit_code == 3);
   CHECK(contains(r.output, "rank 3 exited with code 3"));
@@ -106,6 +106,23 @@ TEST_CASE("sgp consensus: bad flags and files are input errors naming them") {
                            " --run-dir " + (dir / "run").string());
     CHECK(r.exit_code == 2);
     CHECK(contains(r.output, "--mode: 'asynchronous'"));
+  }
+  SUBCASE("a topology that is not strongly connected (rank 2 pushes to nobody)") {
+    const auto path = dir / "chain.dot";
+    std::ofstream(path) << "digraph t {\n"
+                           "  0 [endpoint=\"tcp://127.0.0.1:1\"];\n"
+                           "  1 [endpoint=\"tcp://127.0.0.1:2\"];\n"
+                           "  2 [endpoint=\"tcp://127.0.0.1:3\"];\n"
+                           "  0 -> 1; 1 -> 2; 2 -> 1;\n}\n";
+    for (const char* how : {"consensus --rank 0", "peer --rank 0 --device cpu"}) {
+      CAPTURE(how);
+      const auto r = run_sgp(std::string(how) + " --topology " + path.string() + " --run-dir " +
+                             (dir / "run").string());
+      CHECK(r.exit_code == 2);
+      CHECK(contains(r.output,
+                     "chain.dot: the topology is not strongly connected (2 strongly "
+                     "connected components"));
+    }
   }
   SUBCASE("missing topology file") {
     const auto r = run_sgp("consensus --local --topology " + (dir / "nope.dot").string());

@@ -273,8 +273,8 @@ TEST_CASE("bad peer input gets clear errors") {
     SGP_SKIP_WITHOUT_FASHION_MNIST();  // the peer loads its data before it binds
     const auto bad = sgp::testing::write_local_topology(dir / "bad.dot", "one-peer-exponential", 4,
                                                         "tcp://192.0.2.1:5600");
-    const auto r = run_sgp("peer --rank 3 --device cpu --topology " + bad.string() + " --run-dir " +
-                           (dir / "y").string());
+    const auto r = run_sgp("peer --rank 3 --device cpu --insecure --topology " + bad.string() +
+                           " --run-dir " + (dir / "y").string());
     CHECK(r.exit_code == 3);
     CHECK(contains(r.output, "192.0.2.1:5600"));
   }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -307,4 +308,95 @@ TEST_CASE("a peer that never starts is named in an IoError within the timeout") 
       CHECK(results[r].error.find("no message from rank 2 for gossip round") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("NaN payloads and weight 1e300 are never applied; the time-out names what was rejected") {
+  const int n = 3;
+  const auto s = sgp::testing::make_schedule(Graph::ring, n);  // rank 0 hears only rank 2
+  transport::InProcNetwork net(n + 1);
+  transport::InProcTransport rogue(net, n);
+  // Rank 2 never starts; in its place, well-formed messages (valid hashes and coefficient) with
+  // NaN and infinite values, and one with weight 1e300, all for round 0.
+  auto nan = forge(s, 2, 0, 0, kDim);
+  nan.payload[5] = std::nanf("");
+  auto inf = forge(s, 2, 0, 0, kDim);
+  inf.payload[0] = -std::numeric_limits<float>::infinity();
+  for (auto* f : {&nan, &inf}) {
+    auto h = gossip::parse_header(f->header);
+    REQUIRE(h.has_value());
+    h->payload_hash = gossip::payload_hash(std::as_bytes(std::span(f->payload)));
+    f->header = gossip::encode_header(*h);
+    send_raw(rogue, 0, f->header, std::as_bytes(std::span(f->payload)));
+  }
+  auto heavy = forge(s, 2, 0, 0, kDim);
+  auto h = gossip::parse_header(heavy.header);
+  h->weight = 1e300;
+  send_raw(rogue, 0, gossip::encode_header(*h), std::as_bytes(std::span(heavy.payload)));
+
+  gossip::PushSumConfig cfg;
+  cfg.timeout = std::chrono::milliseconds(500);
+  auto results = run_inproc(s, net, kDim, 5, cfg, {2});
+  const auto& m = results[0].metrics;
+  CHECK(m.rejected_for(gossip::RejectCause::non_finite) == 2);
+  CHECK(m.rejected_for(gossip::RejectCause::bad_weight) == 1);
+  CHECK(m.messages_received == 0);
+  INFO(results[0].error);
+  CHECK(results[0].error.find("no message from rank 2 for gossip round 0") != std::string::npos);
+  CHECK(results[0].error.find("messages rejected from rank 2: 1 bad_weight, 2 non_finite (latest "
+                              "for round 0)") != std::string::npos);
+  CHECK(results[0].error.find("lr") == std::string::npos);
+}
+
+TEST_CASE("messages for rounds beyond what the topology allows, or beyond the held-bytes cap") {
+  gossip::PushSumConfig cfg;
+  cfg.timeout = std::chrono::milliseconds(300);
+  SUBCASE("look-ahead: 2 peers in sync mode, a neighbour is at most 1 round ahead (+1 margin)") {
+    const auto s = sgp::testing::make_schedule(Graph::ring, 2);
+    CHECK(gossip::rounds_ahead_bound(s, cfg) == 2);
+    transport::InProcNetwork net(3);
+    transport::InProcTransport rogue(net, 2);
+    for (int round = 1; round <= 5; ++round) {
+      const auto f = forge(s, 1, 0, round, kDim);
+      send_raw(rogue, 0, f.header, std::as_bytes(std::span(f.payload)));
+    }
+    auto results = run_inproc(s, net, kDim, 3, cfg, {1});
+    CHECK(results[0].metrics.rejected_for(gossip::RejectCause::future_round) == 3);
+    INFO(results[0].error);
+    CHECK(results[0].error.find("3 future_round (latest for round 5)") != std::string::npos);
+  }
+  SUBCASE("held bytes: at most (tau + 2) rounds of messages when the cap is below that") {
+    const auto s = sgp::testing::make_schedule(Graph::ring, 5);  // rank 0 hears rank 4
+    cfg.max_held_bytes = 1;
+    transport::InProcNetwork net(6);
+    transport::InProcTransport rogue(net, 5);
+    for (int round = 1; round <= 4; ++round) {
+      const auto f = forge(s, 4, 0, round, kDim);
+      send_raw(rogue, 0, f.header, std::as_bytes(std::span(f.payload)));
+    }
+    auto results = run_inproc(s, net, kDim, 3, cfg, {1, 2, 3, 4});
+    CHECK(results[0].metrics.rejected_for(gossip::RejectCause::future_round) == 2);
+  }
+  SUBCASE("overlap mode: the look-ahead grows with tau and the period") {
+    cfg.mode = gossip::Mode::overlap;
+    cfg.tau = 3;
+    CHECK(gossip::rounds_ahead_bound(sgp::testing::make_schedule(Graph::ring, 8), cfg) ==
+          7 * 4 + 1);
+  }
+}
+
+TEST_CASE("tau is bounded so that x cannot underflow while in-neighbours are late") {
+  const auto s = sgp::testing::make_schedule(Graph::complete, 16);  // every p_ii = 1/16
+  gossip::PushSumConfig cfg;
+  cfg.mode = gossip::Mode::overlap;
+  cfg.tau = 24;  // 25 rounds of 1/16: 2^-100
+  CHECK_NOTHROW(gossip::check_tau(s, 0, cfg));
+  cfg.tau = 25;
+  CHECK_THROWS_WITH_AS(gossip::check_tau(s, 0, cfg),
+                       doctest::Contains("--tau 25: rank 0 keeps a share of 0.0625 of its x per "
+                                         "round in this topology"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(gossip::check_tau(s, 0, cfg), doctest::Contains("use --tau <= 24"),
+                       InputError);
+  cfg.mode = gossip::Mode::sync;  // sync mode never runs ahead of its in-neighbours
+  CHECK_NOTHROW(gossip::check_tau(s, 0, cfg));
 }

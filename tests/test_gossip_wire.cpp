@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <set>
 
@@ -146,6 +147,39 @@ TEST_CASE("every malformed field has its own reject cause") {
     g.payload[2] = 100.0f;
     CHECK(cause_of(g.message()) == RejectCause::payload_checksum);
   }
+}
+
+TEST_CASE("implausible values are refused: weight beyond N, NaN and infinite payloads") {
+  const auto f = valid();  // 5 peers
+  CHECK(cause_of(patched(f, 24, 1e300, true).message()) == RejectCause::bad_weight);
+  CHECK(cause_of(patched(f, 24, 5.01, true).message()) == RejectCause::bad_weight);
+  CHECK(std::holds_alternative<DecodedMessage>(
+      decode_message(patched(f, 24, 5.0, true).message(), Chunking(8, 4), 5, 0)));
+  for (float bad : {std::nanf(""), -std::nanf(""), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    CAPTURE(bad);
+    auto g = f;
+    g.payload[1] = bad;  // with a valid payload hash: a sender that diverged
+    const auto hash = payload_hash(std::as_bytes(std::span(g.payload)));
+    CHECK(cause_of(patched(g, 64, hash, true).message()) == RejectCause::non_finite);
+  }
+  // The largest finite float and denormals are values like any other.
+  auto g = f;
+  g.payload[0] = std::numeric_limits<float>::max();
+  g.payload[1] = -std::numeric_limits<float>::denorm_min();
+  const auto hash = payload_hash(std::as_bytes(std::span(g.payload)));
+  CHECK(std::holds_alternative<DecodedMessage>(
+      decode_message(patched(g, 64, hash, true).message(), Chunking(8, 4), 5, 0)));
+}
+
+TEST_CASE("parse_header: the claimed fields of a well-formed header, nothing otherwise") {
+  const auto f = valid();
+  const auto h = parse_header(f.header);
+  REQUIRE(h.has_value());
+  CHECK(h->sender == 3);
+  CHECK(h->round == 17);
+  CHECK_FALSE(parse_header(patched(f, 16, std::int64_t{18}, false).header).has_value());
+  CHECK_FALSE(parse_header(std::span<const std::byte>(f.header).first(79)).has_value());
 }
 
 TEST_CASE("every reject cause has a distinct name") {

@@ -7,13 +7,18 @@
 
 #include "sgp/error.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/topology/generator.hpp"
+#include "sgp/transport/curve.hpp"
 #include "sgp/transport/zmq_transport.hpp"
 #include "support/gossip_peer_runner.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace sgp;
 using sgp::testing::Graph;
 
 namespace {
+
+const transport::ReceiveLimits kLimits{8 << 20, 1024};
 
 // One transport per rank, bound at tcp://127.0.0.1:* and connected as the schedule says;
 // ranks in `absent` get an endpoint nobody listens on.
@@ -22,7 +27,7 @@ std::vector<std::unique_ptr<transport::ZmqTransport>> open_all(const topology::S
   std::vector<std::unique_ptr<transport::ZmqTransport>> ts;
   std::vector<std::string> endpoints;
   for (int r = 0; r < s.num_peers(); ++r) {
-    ts.push_back(std::make_unique<transport::ZmqTransport>(r, "tcp://127.0.0.1:*"));
+    ts.push_back(std::make_unique<transport::ZmqTransport>(r, "tcp://127.0.0.1:*", kLimits));
     endpoints.push_back(ts.back()->endpoint());
   }
   for (int r : absent) ts[r].reset();  // its port is closed again
@@ -33,12 +38,70 @@ std::vector<std::unique_ptr<transport::ZmqTransport>> open_all(const topology::S
   return ts;
 }
 
+// `s` with free loopback endpoints and a CURVE keypair per rank, the secret keys in `dir` as
+// `sgp keygen` writes them.
+topology::Schedule keyed(topology::Schedule s, const std::filesystem::path& dir) {
+  s.set_endpoints(topology::free_local_endpoints(s.num_peers()));
+  std::vector<std::string> keys;
+  for (int r = 0; r < s.num_peers(); ++r) {
+    const auto pair = transport::generate_curve_keypair();
+    transport::write_curve_keypair(dir, fmt::format("peer-{}", r), pair);
+    keys.push_back(pair.public_key);
+  }
+  s.set_public_keys(keys);
+  return s;
+}
+
+std::vector<std::unique_ptr<transport::ZmqTransport>> open_keyed(const topology::Schedule& s,
+                                                                 const std::filesystem::path& dir,
+                                                                 const gossip::Chunking& chunking) {
+  std::vector<std::unique_ptr<transport::ZmqTransport>> ts;
+  for (int r = 0; r < s.num_peers(); ++r) {
+    ts.push_back(gossip::open_zmq_transport(s, r, chunking, {dir, false}));
+  }
+  return ts;
+}
+
+// A well-formed push-sum message (valid hashes) claiming to come from `sender`.
+void send_forged(transport::ZmqTransport& from, int dest, int sender, std::int64_t round,
+                 const topology::Schedule& s, const std::vector<float>& payload) {
+  gossip::WireHeader h;
+  h.sender = sender;
+  h.round = round;
+  h.weight = 1e6;
+  h.coefficient = s.push_weight(sender, dest, round);
+  h.total = payload.size();
+  h.count = payload.size();
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(payload.data()),
+                                         payload.size() * sizeof(float));
+  h.payload_hash = gossip::payload_hash(bytes);
+  from.send(dest, gossip::encode_header(h), bytes, [] {});
+}
+
 std::vector<transport::Transport*> raw(
     const std::vector<std::unique_ptr<transport::ZmqTransport>>& ts) {
   std::vector<transport::Transport*> out;
   for (const auto& t : ts) out.push_back(t.get());
   return out;
 }
+
+// Four keyed peers on the one-peer exponential graph (keys in `dir`), 64-float vectors; run()
+// checks that they reach the exact mean.
+struct KeyedPeers {
+  sgp::testing::TempDir dir;
+  static constexpr std::size_t dim = 64;
+  gossip::PushSumConfig cfg{.timeout = std::chrono::milliseconds(20000)};
+  topology::Schedule s = keyed(sgp::testing::make_schedule(Graph::exponential, 4), dir.path());
+  std::vector<std::unique_ptr<transport::ZmqTransport>> ts =
+      open_keyed(s, dir.path(), gossip::Chunking(dim, cfg.chunk_elements));
+  int rounds = sgp::testing::reference_rounds(s, dim, 1e-7) * 11 / 10 + 5;
+
+  std::vector<sgp::testing::PeerResult> run() {
+    auto results = sgp::testing::run_peers(s, raw(ts), dim, rounds, cfg);
+    sgp::testing::check_consensus(results, s, dim, rounds);
+    return results;
+  }
+};
 
 }  // namespace
 
@@ -108,5 +171,71 @@ TEST_CASE("push-sum over ZeroMQ: a peer that never starts is named, nobody hangs
 
 TEST_CASE("open_zmq_transport needs endpoints in the topology") {
   const auto s = sgp::testing::make_schedule(Graph::ring, 2);
-  CHECK_THROWS_WITH_AS(gossip::open_zmq_transport(s, 0), doctest::Contains("endpoint"), InputError);
+  CHECK_THROWS_WITH_AS(gossip::open_zmq_transport(s, 0, gossip::Chunking(10, 0), {}),
+                       doctest::Contains("endpoint"), InputError);
+}
+
+TEST_CASE("keyed topology: forged messages from clients without an admitted key never count") {
+  KeyedPeers peers;
+  const auto& s = peers.s;
+  // Rank 1's in-neighbour in round 0 is rank 0. Forgers: plain TCP, and CURVE with a key rank 1
+  // does not know; each sends well-formed messages for the current and future rounds, with NaN
+  // payloads and a huge weight, before the genuine peers even start.
+  const std::vector<float> poison(peers.dim, std::nanf(""));
+  transport::ZmqTransport plain(7, "tcp://127.0.0.1:*", kLimits);
+  transport::ZmqOptions stranger;
+  stranger.curve =
+      transport::ZmqCurve{transport::generate_curve_keypair(), {}, {{1, s.public_key(1)}}};
+  transport::ZmqTransport unknown(8, "tcp://127.0.0.1:*", kLimits, stranger);
+  for (auto* forger : {&plain, &unknown}) {
+    forger->connect(1, s.endpoint(1));
+    for (std::int64_t round = 0; round < 6; round += 2)
+      send_forged(*forger, 1, 0, round, s, poison);
+  }
+  const auto results = peers.run();
+  for (const auto& r : results) {
+    CHECK(r.metrics.rejected_total() == 0);  // not even seen: refused during the handshake
+    CHECK(r.metrics.messages_received == static_cast<std::uint64_t>(peers.rounds));
+  }
+}
+
+TEST_CASE("keyed topology: a keyed peer writing another rank into `sender` is sender_mismatch") {
+  KeyedPeers peers;
+  const auto& s = peers.s;
+  // Rank 3 (an in-neighbour of rank 1: 3 + 2 = 1 mod 4) poses as rank 0 with its own key.
+  transport::ZmqOptions as_three;
+  as_three.curve = transport::ZmqCurve{
+      transport::read_curve_keypair(peers.dir.path(), "peer-3"), {}, {{1, s.public_key(1)}}};
+  transport::ZmqTransport impostor(3, "tcp://127.0.0.1:*", kLimits, as_three);
+  impostor.connect(1, s.endpoint(1));
+  const std::vector<float> poison(peers.dim, 1e30f);
+  for (std::int64_t round = 0; round < 3; ++round)
+    send_forged(impostor, 1, 0, round * 2, s, poison);
+  const auto results = peers.run();
+  CHECK(results[1].metrics.rejected_for(gossip::RejectCause::sender_mismatch) == 3);
+  CHECK(results[1].metrics.rejected_total() == 3);
+}
+
+TEST_CASE("security flags: keys need --keys, plain non-loopback endpoints need --insecure") {
+  sgp::testing::TempDir dir;
+  const gossip::Chunking chunking(16, 0);
+  auto s = sgp::testing::make_schedule(Graph::ring, 2);
+  s.set_endpoints({"tcp://192.0.2.1:5600", "tcp://192.0.2.2:5600"});
+  CHECK_THROWS_WITH_AS(gossip::open_zmq_transport(s, 0, chunking, {}),
+                       doctest::Contains("pass --insecure"), InputError);
+  CHECK_THROWS_WITH_AS(gossip::open_zmq_transport(s, 0, chunking, {dir.path(), false}),
+                       doctest::Contains("no public_key attributes"), InputError);
+  const auto k = keyed(sgp::testing::make_schedule(Graph::ring, 2), dir.path());
+  CHECK_THROWS_WITH_AS(gossip::open_zmq_transport(k, 0, chunking, {}),
+                       doctest::Contains("give --keys DIR"), InputError);
+  auto other = k;
+  other.set_public_keys({k.public_key(1), k.public_key(0)});
+  CHECK_THROWS_WITH_AS(gossip::open_zmq_transport(other, 0, chunking, {dir.path(), false}),
+                       doctest::Contains("does not belong to node 0"), InputError);
+  CHECK(gossip::is_loopback_endpoint("tcp://127.0.0.1:1"));
+  CHECK(gossip::is_loopback_endpoint("tcp://[::1]:1"));
+  CHECK(gossip::is_loopback_endpoint("ipc:///tmp/x"));
+  CHECK_FALSE(gossip::is_loopback_endpoint("tcp://*:1"));
+  CHECK_FALSE(gossip::is_loopback_endpoint("tcp://0.0.0.0:1"));
+  CHECK_FALSE(gossip::is_loopback_endpoint("tcp://eth0;127.0.0.1:1"));
 }

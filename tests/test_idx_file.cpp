@@ -11,6 +11,7 @@
 #include "sgp/data/idx_file.hpp"
 #include "sgp/error.hpp"
 #include "support/input_error.hpp"
+#include "support/peak_rss.hpp"
 #include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 #include "support/text.hpp"
@@ -111,6 +112,37 @@ TEST_CASE("IDX reader rejects broken files with the file and the problem") {
     write_plain(dir / "corrupt.gz", bytes);
     check_error([&] { read_idx_u8(dir / "corrupt.gz", 3); }, {"corrupt.gz"});
   }
+}
+
+TEST_CASE("IDX reader: a header declaring 1.2 GB in a 26-byte file fails without allocating it") {
+  sgp::testing::TempDir dir;
+  // 20,000 images of 245 x 245 pixels declared, 10 present.
+  write_plain(dir / "bomb", idx_bytes({20000, 245, 245}, std::vector<std::uint8_t>(10, 1)));
+  write_gz(dir / "bomb.gz", idx_bytes({20000, 245, 245}, std::vector<std::uint8_t>(10, 1)));
+  for (const char* name : {"bomb", "bomb.gz"}) {
+    CAPTURE(name);
+    const auto before = sgp::testing::peak_rss_bytes();
+    check_error([&] { read_idx_u8(dir / name, 3); }, {name, "truncated", "1200500000"});
+    const auto growth = sgp::testing::peak_rss_bytes() - before;
+    MESSAGE("peak RSS growth reading " << name << ": " << growth / 1024 << " KiB");
+    CHECK(growth < (64 << 20));
+  }
+}
+
+TEST_CASE("train and test images of different sizes are an InputError, not a crash") {
+  sgp::testing::TempDir dir;
+  auto write_split = [&](const std::string& split, std::uint32_t side) {
+    write_gz(dir / (split + "-images-idx3-ubyte.gz"),
+             idx_bytes({2, side, side}, std::vector<std::uint8_t>(2 * side * side, 9)));
+    write_gz(dir / (split + "-labels-idx1-ubyte.gz"), idx_bytes({2}, {1, 2}));
+  };
+  write_split("train", 28);
+  write_split("t10k", 20);
+  check_error([&] { sgp::data::load_fashion_mnist_train_test(dir.path()); },
+              {dir.path().string(), "training images are 28 x 28", "test images are 20 x 20"});
+  write_split("t10k", 28);
+  const auto sets = sgp::data::load_fashion_mnist_train_test(dir.path());
+  CHECK(sets.train.features() == sets.test.features());
 }
 
 TEST_CASE("data sets check counts and label range, and normalise pixels") {

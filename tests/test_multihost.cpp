@@ -104,12 +104,13 @@ TEST_CASE("four peers on two hosts (network namespaces) train together over TCP"
   const std::string monitor_endpoint = "tcp://10.77.0.1:" + std::to_string(base_port - 1);
   const std::string common = " --device cpu --topology " + topology.string() +
                              " --max-iterations 60 --eval-every 0.1 --timeout-ms 20000"
-                             " --monitor " +
+                             " --insecure --monitor " +
                              monitor_endpoint;
-  const pid_t monitor = start(hosts.on('a', sgp + " monitor --topology " + topology.string() +
-                                                " --bind " + monitor_endpoint + " --run-dir " +
-                                                (dir / "m").string() + " --until-iteration 60"),
-                              dir / "m.log");
+  const pid_t monitor =
+      start(hosts.on('a', sgp + " monitor --topology " + topology.string() + " --insecure --bind " +
+                              monitor_endpoint + " --run-dir " + (dir / "m").string() +
+                              " --until-iteration 60"),
+            dir / "m.log");
   const pid_t a = start(hosts.on('a', sgp + " launch --run-dir " + (dir / "a").string() + common),
                         dir / "a.log");
   const pid_t b = start(hosts.on('b', sgp + " launch --run-dir " + (dir / "b").string() + common),

@@ -316,11 +316,22 @@ TEST_CASE("the consensus monitor computes the exact error, rejects damage, bound
   CHECK(partial->sum_of_weights == 1.0);
   CHECK(partial->consensus_error == 0.0);
   CHECK(monitor.add(snapshot(1, 150, a)) == std::nullopt);  // older than the newest record
-  monitor.flush();  // the end of the run: 196..199 with what they have
-  CHECK(monitor.records().back().iteration == 199);
+  // Nothing was given up: the silent rank's iterations became partial records.
+  CHECK(monitor.dropped() == 0);
+  // Far-future iterations (a buggy or hostile sender) are refused and counted; they take no
+  // pending slot, so the real iteration after them is recorded.
+  const auto rejected_before = monitor.rejected();
+  for (std::int64_t it = 1'000'000'000; it < 1'000'000'008; ++it) monitor.add(snapshot(0, it, a));
+  CHECK(monitor.rejected() == rejected_before + 8);
+  const auto next = monitor.add(snapshot(0, 300, a));  // a fifth pending iteration: 196 is due
+  REQUIRE(next);
+  CHECK(next->iteration == 196);
+  monitor.flush();  // the end of the run: 196..199 and 300 with what they have
+  CHECK(monitor.records().back().iteration == 300);
+  CHECK(monitor.dropped() == 0);
   std::ifstream log(dir / "monitor.jsonl");
   std::string line;
   int lines = 0;
   while (std::getline(log, line)) ++lines;
-  CHECK(lines == 1 + (195 - 11 + 1) + 4);
+  CHECK(lines == 1 + (195 - 11 + 1) + 4 + 1);
 }

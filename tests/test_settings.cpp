@@ -53,6 +53,8 @@ TrainConfig unusual() {
   c.inject = "drop=0.1,seed=3";
   c.on_peer_failure = sgp::peer::PeerFailure::stop;
   c.leave_on_term = true;
+  c.keys_dir = "keys";
+  c.insecure = true;
   c.run_dir = "runs/x";
   c.log_every = 7;
   c.eval_every = 0.5;

@@ -190,6 +190,27 @@ TEST_CASE("bad files: each problem is reported with its place and what was expec
        "edge 0 -> 1 appears twice: also as edge 0 -> 1; each edge may appear once per phase"},
       {"digraph { period=2; 0 -> 1; 1 -> 0; 0 -> 1 [phase=1] }",
        "edge 0 -> 1 (phase 1) appears twice in phase 1: also as edge 0 -> 1"},
+      {"digraph { 0 -> 1 [weight=0]; 1 -> 0 }",
+       "edge 0 -> 1: weight 0 pushes nothing, yet its receiver would wait for it every round"},
+      {"digraph { period=2; 0 -> 1 [phase=1, weight=\"0.0\"]; 1 -> 0 }",
+       "edge 0 -> 1 (phase 1): weight 0.0 pushes nothing"},
+      {"digraph { 0 -> 0 [weight=1]; 0 -> 1; 1 -> 0 }",
+       "edge 0 -> 0: self weight 1 leaves nothing for the out-edges of rank 0"},
+      {"digraph { 0 -> 0 [weight=0]; 0 -> 1 [weight=1]; 1 -> 0 }", ""},  // p_ii = 0 is fine
+      {"digraph { 0 [public_key=\"short\"]; 0 -> 1; 1 -> 0 }",
+       "node 0: public_key 'short' is not a CURVE public key (40 Z85 characters"},
+      {"digraph { 0 [public_key=\"" + std::string(40, '~') + "\"]; 1; 0 -> 1; 1 -> 0 }",
+       "node 0: public_key '" + std::string(40, '~') + "' is not a CURVE public key"},
+      // 5 Z85 characters above 2^32 - 1 do not decode.
+      {"digraph { 0 [public_key=\"" + std::string(40, '#') + "\"]; 1; 0 -> 1; 1 -> 0 }",
+       "node 0: public_key '" + std::string(40, '#') + "' is not a CURVE public key"},
+      {"digraph { 0 [public_key=\"" + std::string(40, 'a') + "\"]; 0 -> 1; 1 -> 0 }",
+       "node 1: no public_key; expected an attribute like public_key="},
+      {"digraph { 0 [public_key=\"" + std::string(40, 'a') + "\"]; 1 [public_key=\"" +
+           std::string(40, 'a') + "\"]; 0 -> 1; 1 -> 0 }",
+       "node 1: public_key " + std::string(40, 'a') + " is already node 0's"},
+      {"digraph { monitor_public_key=\"" + std::string(40, 'b') + "\"; 0 -> 1; 1 -> 0 }",
+       "graph attribute monitor_public_key: the nodes have no public_key"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.text);
@@ -202,6 +223,50 @@ TEST_CASE("bad files: each problem is reported with its place and what was expec
     }
   }
   CHECK(contains(error_of("digraph { 0 -> 1; 1 -> 0 }", kNeedEndpoints), "node 0: no endpoint"));
+}
+
+TEST_CASE("public keys: read, kept by with_self_weight, written back") {
+  const std::string k0(40, 'a'), k1 = std::string(39, 'b') + "&", km(40, 'c');
+  const std::string text = "digraph { monitor_public_key=\"" + km + "\"; 0 [public_key=\"" + k0 +
+                           "\"]; 1 [public_key=\"" + k1 + "\"]; 0 -> 1; 1 -> 0 }";
+  const Schedule s = parse_dot(text, "keys.dot");
+  REQUIRE(s.has_public_keys());
+  CHECK(s.public_key(0) == k0);
+  CHECK(s.public_key(1) == k1);
+  CHECK(s.monitor_public_key() == km);
+  CHECK(s.with_self_weight(0.5).public_keys() == s.public_keys());
+  CHECK(parse_dot(to_dot(s), "again.dot") == s);
+  CHECK_FALSE(parse_dot("digraph { 0 -> 1; 1 -> 0 }", "plain.dot").has_public_keys());
+}
+
+TEST_CASE("hostile files: deep nesting and huge schedules are refused before they cost memory") {
+  SUBCASE("20,000 nested braces (crashed Boost's recursive parser)") {
+    const std::string text =
+        "digraph {\n0 -> 1;\n" + std::string(20000, '{') + std::string(20000, '}') + "\n}";
+    const std::string what = error_of(text);
+    CHECK(contains(what, "bad.dot: line 3: braces or brackets nested more than 100 deep"));
+  }
+  SUBCASE("braces inside strings and comments do not count") {
+    const std::string deep = std::string(500, '{');
+    CHECK(error_of("digraph { /* " + deep + " */ 0 [label=\"" + deep + "\"]; 0 -> 1; 1 -> 0 }")
+              .empty());
+    CHECK(error_of("digraph { subgraph a { subgraph b { 0 -> 1 } } 1 -> 0 }").empty());
+  }
+  SUBCASE("3000 nodes and period 1024 (took 1.5 GB)") {
+    std::string text = "digraph { period=1024;\n";
+    for (int i = 0; i < 3000; ++i) text += fmt::format("{} -> {};\n", i, (i + 1) % 3000);
+    text += "}";
+    const std::string what = error_of(text);
+    CHECK(contains(what, "bad.dot: too large: 3000 peers x period 1024 = 3072000"));
+  }
+  SUBCASE("few nodes, but each edge expanded over every phase") {
+    std::string text = "digraph { period=1024;\n";
+    for (int i = 0; i < 250; ++i)
+      for (int j = 0; j < 250; ++j)
+        if (i != j) text += fmt::format("{}->{};", i, j);
+    text += "}";
+    CHECK(contains(error_of(text), "63744000 (edge, phase) pairs"));
+  }
 }
 
 TEST_CASE("every problem in a file is reported, not only the first") {

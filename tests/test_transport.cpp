@@ -4,18 +4,24 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <thread>
 
 #include "sgp/error.hpp"
+#include "sgp/transport/curve.hpp"
 #include "sgp/transport/inproc_transport.hpp"
 #include "sgp/transport/zmq_transport.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace sgp;
 using namespace sgp::transport;
 using namespace std::chrono_literals;
 
 namespace {
+
+const ReceiveLimits kLimits{8 << 20, 64};
 
 std::vector<std::byte> bytes_of(std::size_t n, int seed) {
   std::vector<std::byte> v(n);
@@ -58,7 +64,7 @@ TEST_CASE("in-process transport: frames, release, timeout, wake") {
 }
 
 TEST_CASE("ZeroMQ transport binds an OS-chosen port and moves frames without copying") {
-  ZmqTransport a(0, "tcp://127.0.0.1:*"), b(1, "tcp://127.0.0.1:*");
+  ZmqTransport a(0, "tcp://127.0.0.1:*", kLimits), b(1, "tcp://127.0.0.1:*", kLimits);
   CHECK(a.endpoint().rfind("tcp://127.0.0.1:", 0) == 0);
   CHECK(a.endpoint() != b.endpoint());
   a.connect(1, b.endpoint());
@@ -79,9 +85,9 @@ TEST_CASE("ZeroMQ transport binds an OS-chosen port and moves frames without cop
 }
 
 TEST_CASE("ZeroMQ transport: messages to a peer that is not up are held, then discarded") {
-  ZmqTransport a(0, "tcp://127.0.0.1:*");
+  ZmqTransport a(0, "tcp://127.0.0.1:*", kLimits);
   {
-    ZmqTransport probe(9, "tcp://127.0.0.1:*");
+    ZmqTransport probe(9, "tcp://127.0.0.1:*", kLimits);
     // Connect to an endpoint nobody listens on any more once `probe` is gone.
     a.connect(1, probe.endpoint());
   }
@@ -97,6 +103,52 @@ TEST_CASE("ZeroMQ transport: messages to a peer that is not up are held, then di
 }
 
 TEST_CASE("ZeroMQ transport: a bad endpoint is an IoError naming it") {
-  CHECK_THROWS_WITH_AS(ZmqTransport(0, "tcp://not-an-address:x"),
+  CHECK_THROWS_WITH_AS(ZmqTransport(0, "tcp://not-an-address:x", kLimits),
                        doctest::Contains("tcp://not-an-address:x"), IoError);
+}
+
+TEST_CASE("ZeroMQ transport with CURVE: admitted keys get through tagged with their rank") {
+  const auto ka = generate_curve_keypair(), kb = generate_curve_keypair(),
+             stranger = generate_curve_keypair();
+  ZmqOptions oa, ob;
+  oa.curve = ZmqCurve{ka, {{kb.public_key, 1}}, {{1, kb.public_key}}};
+  ob.curve = ZmqCurve{kb, {{ka.public_key, 0}}, {{0, ka.public_key}}};
+  ZmqTransport a(0, "tcp://127.0.0.1:*", kLimits, oa), b(1, "tcp://127.0.0.1:*", kLimits, ob);
+  a.connect(1, b.endpoint());
+  b.connect(0, a.endpoint());
+  const auto payload = bytes_of(kLimits.max_frame_bytes, 2);  // the largest frame allowed
+  a.send(1, bytes_of(64, 1), payload, [] {});
+  auto m = b.receive(5000ms);
+  REQUIRE(m.has_value());
+  CHECK(m->authenticated_rank() == 0);
+  CHECK(same(m->frame(1), payload));
+
+  // A client with a key b does not admit never gets a message in.
+  ZmqOptions os;
+  os.curve = ZmqCurve{stranger, {}, {{1, kb.public_key}}};
+  ZmqTransport s(2, "tcp://127.0.0.1:*", kLimits, os);
+  s.connect(1, b.endpoint());
+  const auto junk = bytes_of(100, 4);
+  s.send(1, bytes_of(64, 3), junk, [] {});
+  CHECK_FALSE(b.receive(500ms).has_value());
+}
+
+TEST_CASE("CURVE key files: written once (secret 0600), read back, refused when damaged") {
+  sgp::testing::TempDir dir;
+  const auto keys = generate_curve_keypair();
+  write_curve_keypair(dir.path(), "peer-0", keys);
+  const auto back = read_curve_keypair(dir.path(), "peer-0");
+  CHECK(back.public_key == keys.public_key);
+  CHECK(back.secret_key == keys.secret_key);
+  const auto perms = std::filesystem::status(dir / "peer-0.key").permissions();
+  CHECK((perms & std::filesystem::perms::all) ==
+        (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
+  CHECK_THROWS_WITH_AS(write_curve_keypair(dir.path(), "peer-0", generate_curve_keypair()),
+                       doctest::Contains("never overwritten"), InputError);
+  CHECK(read_curve_keypair(dir.path(), "peer-0").secret_key == keys.secret_key);
+  std::ofstream(dir / "bad.key") << "not a key\n";
+  CHECK_THROWS_WITH_AS(read_curve_keypair(dir.path(), "bad"),
+                       doctest::Contains("not a CURVE secret key"), InputError);
+  CHECK_THROWS_WITH_AS(read_curve_keypair(dir.path(), "missing"), doctest::Contains("missing.key"),
+                       InputError);
 }

@@ -15,5 +15,6 @@ void add_monitor_command(CLI::App& app);
 void add_topology_command(CLI::App& app);
 void add_consensus_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
+void add_keygen_command(CLI::App& app);
 
 }  // namespace sgp::cli

@@ -1,7 +1,6 @@
 // `sgp consensus`: pure push-sum average consensus over ZeroMQ (sgp/launch/consensus_run.hpp).
 #include <CLI/CLI.hpp>
 
-#include <array>
 #include <memory>
 #include <string_view>
 
@@ -10,11 +9,10 @@
 #include "sgp/error.hpp"
 #include "sgp/launch/consensus_run.hpp"
 #include "sgp/log.hpp"
+#include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 
 namespace sgp::cli {
-
-namespace {}
 
 void add_consensus_command(CLI::App& app) {
   struct Args {
@@ -57,6 +55,7 @@ void add_consensus_command(CLI::App& app) {
     topology::DotReadOptions read_options;
     read_options.require_endpoints = true;
     const auto schedule = topology::read_dot_file(o.topology, read_options);
+    topology::require_strongly_connected(schedule, o.topology);
     if (a->rank >= schedule.num_peers()) {
       throw InputError(fmt::format("--rank {}: the topology {} has ranks 0..{}", a->rank,
                                    o.topology, schedule.num_peers() - 1));

@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "setting_flags.hpp"
+#include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/log.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
@@ -23,12 +24,13 @@ namespace sgp::cli {
 namespace {
 std::atomic<bool> g_stop{false};
 extern "C" void request_stop(int) { g_stop.store(true); }
-constexpr std::array<std::string_view, 2> kModelKeys = {"model", "data_dir"};
+// The peers' model (the same settings), and the monitor's CURVE key.
+constexpr std::array<std::string_view, 4> kSettings = {"model", "data_dir", "keys", "insecure"};
 }  // namespace
 
 void add_monitor_command(CLI::App& app) {
   struct Options {
-    std::string topology, bind = "tcp://*:29400", run_dir;
+    std::string topology, bind = "tcp://127.0.0.1:29400", run_dir;
     std::int64_t until = 0;
   };
   auto o = std::make_shared<Options>();
@@ -40,20 +42,25 @@ void add_monitor_command(CLI::App& app) {
   cmd->add_option("--topology", o->topology, "the peers' topology file (for the number of peers)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--bind", o->bind, "endpoint to listen on")->capture_default_str();
+  cmd->add_option("--bind", o->bind,
+                  "endpoint to listen on (other hosts' peers: a non-loopback address, with keys "
+                  "in the topology or --insecure)")
+      ->capture_default_str();
   cmd->add_option("--run-dir", o->run_dir, "where monitor.jsonl goes")->required();
   cmd->add_option("--until-iteration", o->until, "exit once this iteration is recorded");
-  auto flags = SettingFlags::add(*cmd, kModelKeys);  // the peers' model: the same settings
+  auto flags = SettingFlags::add(*cmd, kSettings);
   cmd->callback([o, flags] {
     configure_logging(-1, LogLevel::info);
     peer::TrainConfig config = flags->apply({});
     peer::validate(config);
     config.topology = o->topology;
-    const int n = peer::load_topology(config).num_peers();
+    const auto schedule = peer::load_topology(config);
+    const int n = schedule.num_peers();
+    const auto curve = gossip::monitor_curve(schedule, peer::security(config), o->bind);
     peer::RunDirectory run(o->run_dir, -1);
     monitor::ConsensusMonitor monitor(config.model, config.data_dir, n,
                                       run.path() / "monitor.jsonl");
-    transport::SnapshotReceiver receiver(o->bind);
+    transport::SnapshotReceiver receiver(o->bind, curve);
     spdlog::info("monitor listening on {} for {} peers", receiver.endpoint(), n);
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);

@@ -32,8 +32,7 @@ void add_train_command(CLI::App& app) {
                                             : std::filesystem::path(config.run_dir);
     auto backend = compute::make_backend({config.device, config.blas_threads, config.tf32});
     config.data_dir = data::resolve_data_dir(config.data_dir).string();
-    const auto train = data::load_fashion_mnist(config.data_dir, "train");
-    const auto test = data::load_fashion_mnist(config.data_dir, "t10k");
+    const auto [train, test] = data::load_fashion_mnist_train_test(config.data_dir);
     peer::RunDirectory run(dir, 0);
     peer::write_run_config(run, config, "train", 1);
     peer::Trainer trainer(config, 0, 1, *backend, train, test, run);

@@ -78,4 +78,19 @@ Dataset load_fashion_mnist(const std::filesystem::path& dir, const std::string& 
                       fmt::format("{} and {}", images_path, labels_path));
 }
 
+void check_same_image_size(const Dataset& train, const Dataset& test, const std::string& where) {
+  if (train.rows != test.rows || train.cols != test.cols) {
+    throw InputError(fmt::format(
+        "{}: the training images are {} x {} pixels but the test images are {} x {}; both splits "
+        "must have images of one size",
+        where, train.rows, train.cols, test.rows, test.cols));
+  }
+}
+
+TrainTestSets load_fashion_mnist_train_test(const std::filesystem::path& dir) {
+  TrainTestSets sets{load_fashion_mnist(dir, "train"), load_fashion_mnist(dir, "t10k")};
+  check_same_image_size(sets.train, sets.test, dir.string());
+  return sets;
+}
+
 }  // namespace sgp::data

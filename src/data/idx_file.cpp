@@ -4,6 +4,8 @@
 
 #include <array>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
@@ -43,18 +45,25 @@ class Reader {
   }
 
   // Reads exactly `size` bytes; `what` names the part of the file for the error message.
-  void read_exactly(void* dst, std::size_t size, const char* what) {
+  void read_exactly(void* dst, std::size_t size, const std::string& what) {
     auto* out = static_cast<std::uint8_t*>(dst);
     std::size_t done = 0;
+    while (done < size) done += read_some(out + done, size - done, what, size, done);
+  }
+
+  // Appends exactly `size` bytes to `out`, growing it only as data actually arrives: a header
+  // that declares more than the file holds fails at the end of the file, having allocated about
+  // what the file contains, not what it claims.
+  void append_exactly(std::vector<std::uint8_t>& out, std::size_t size, const std::string& what) {
+    constexpr std::size_t kStep = std::size_t{1} << 20;
+    std::size_t done = 0;
     while (done < size) {
-      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(size - done, 1u << 30));
-      const int got = gzread(file_.get(), out + done, chunk);
-      if (got < 0) fail_zlib(what);
-      if (got == 0) {
-        throw InputError(fmt::format("{}: truncated: {} needs {} bytes, only {} present", path_,
-                                     what, size, done));
-      }
-      done += static_cast<std::size_t>(got);
+      const std::size_t step = std::min(size - done, kStep);
+      out.resize(done + step);  // geometric growth: amortised, at most ~2x what was read
+      std::size_t filled = 0;
+      while (filled < step)
+        filled += read_some(out.data() + done + filled, step - filled, what, size, done + filled);
+      done += step;
     }
   }
 
@@ -66,7 +75,20 @@ class Reader {
   }
 
  private:
-  [[noreturn]] void fail_zlib(const char* what) {
+  // One gzread of at most `size` bytes (> 0); `total` and `done` describe the whole read.
+  std::size_t read_some(std::uint8_t* dst, std::size_t size, const std::string& what,
+                        std::size_t total, std::size_t done) {
+    const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(size, 1u << 30));
+    const int got = gzread(file_.get(), dst, chunk);
+    if (got < 0) fail_zlib(what);
+    if (got == 0) {
+      throw InputError(fmt::format("{}: truncated: {} needs {} bytes, only {} present", path_, what,
+                                   total, done));
+    }
+    return static_cast<std::size_t>(got);
+  }
+
+  [[noreturn]] void fail_zlib(const std::string& what) {
     int code = 0;
     const char* message = gzerror(file_.get(), &code);
     throw InputError(fmt::format("{}: corrupt compressed data while reading {}: {}", path_, what,
@@ -109,9 +131,7 @@ IdxArray read_idx_u8(const std::filesystem::path& path, std::uint32_t expected_n
       throw InputError(fmt::format("{}: IDX header declares an implausible size", path));
     }
   }
-  array.values.resize(elements);
-  reader.read_exactly(array.values.data(), array.values.size(),
-                      fmt::format("the data ({} values)", elements).c_str());
+  reader.append_exactly(array.values, elements, fmt::format("the data ({} values)", elements));
   if (!reader.at_end()) {
     throw InputError(fmt::format("{}: unexpected bytes after the {} values the header declares",
                                  path, elements));

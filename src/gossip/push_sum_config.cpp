@@ -1,6 +1,13 @@
 #include "sgp/gossip/push_sum_config.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "sgp/error.hpp"
+#include "sgp/topology/schedule.hpp"
 
 namespace sgp::gossip {
 
@@ -11,6 +18,36 @@ std::span<const NamedValue<Mode>> names(Mode) {
       {Mode::async, "async", "asgp: nobody waits, running sums; peers may fail, join and leave"},
   }};
   return table;
+}
+
+std::int64_t rounds_ahead_bound(const topology::Schedule& s, const PushSumConfig& config) {
+  if (config.max_rounds_ahead > 0) return config.max_rounds_ahead;
+  const std::int64_t lag = config.mode == Mode::overlap ? config.tau + 1 : 1;
+  return std::max<std::int64_t>(s.num_peers() - 1, 1) * s.period() * lag + 1;
+}
+
+namespace {
+// x keeps at least 2^-100 of its scale: 26 binary orders of magnitude above float32's smallest
+// normal number for the values themselves.
+constexpr double kMinScaleLog2 = -100.0;
+}  // namespace
+
+void check_tau(const topology::Schedule& s, int rank, const PushSumConfig& config) {
+  if (config.mode != Mode::overlap) return;
+  double smallest = 1.0;
+  for (int phase = 0; phase < s.period(); ++phase) {
+    smallest = std::min(smallest, s.self_weight(rank, phase));
+  }
+  if (!(smallest > 0.0)) return;  // a peer that keeps nothing is rescaled by what it receives
+  const double per_round = std::log2(smallest);
+  const double scale = per_round * (config.tau + 1);
+  if (scale >= kMinScaleLog2) return;
+  const int most = std::max(0, static_cast<int>(std::floor(kMinScaleLog2 / per_round)) - 1);
+  throw InputError(fmt::format(
+      "--tau {}: rank {} keeps a share of {:.3g} of its x per round in this topology, so {} "
+      "rounds without its in-neighbours' messages would scale x by 2^{:.0f}, beyond float32's "
+      "range; use --tau <= {} with this topology",
+      config.tau, rank, smallest, config.tau + 1, scale, most));
 }
 
 }  // namespace sgp::gossip

@@ -53,9 +53,14 @@ PushSumEngine::PushSumEngine(compute::Backend& backend, topology::Schedule sched
   SGP_ENFORCE(config.tau >= 0, "tau must be >= 0, got {}", config.tau);
   SGP_ENFORCE(config.gossip_every >= 1, "gossip_every must be >= 1, got {}", config.gossip_every);
   SGP_ENFORCE(config.timeout.count() > 0, "the gossip timeout must be positive");
-  SGP_ENFORCE(config.max_rounds_ahead >= 1, "max_rounds_ahead must be >= 1");
-  tracker_ =
-      std::make_unique<RoundTracker>(schedule_, rank_, config.max_rounds_ahead, chunking_.chunks());
+  SGP_ENFORCE(config.max_rounds_ahead >= 0, "max_rounds_ahead must be >= 0");
+  check_tau(schedule_, rank_, config);
+  const auto tau_rounds = static_cast<std::uint64_t>(config.mode == Mode::overlap ? config.tau : 0);
+  max_held_bytes_ = std::max<std::uint64_t>(
+      config.max_held_bytes, (tau_rounds + 2) * schedule_.all_in_neighbors(rank_).size() *
+                                 static_cast<std::uint64_t>(n) * sizeof(float));
+  tracker_ = std::make_unique<RoundTracker>(schedule_, rank_, rounds_ahead_bound(schedule_, config),
+                                            chunking_.chunks());
   if (!host_x_) scratch_device_ = static_cast<float*>(backend_.allocate(n_ * sizeof(float)));
   if (config_.mode == Mode::overlap) comm_thread_ = std::thread([this] { comm_loop(); });
 }
@@ -114,7 +119,8 @@ PushSumMetrics PushSumEngine::metrics() const {
 
 void PushSumEngine::debias(float* z) { backend_.debias(x_, w_, z, n_); }
 
-void PushSumEngine::reject(RejectCause cause, const std::string& detail) {
+void PushSumEngine::reject(RejectCause cause, const std::string& detail, int sender,
+                           std::int64_t round) {
   bool first = false;
   {
     std::lock_guard lock(metrics_mutex_);
@@ -122,6 +128,11 @@ void PushSumEngine::reject(RejectCause cause, const std::string& detail) {
     ++metrics_.rejected[i];
     first = !logged_[i];
     logged_[i] = true;
+    if (sender >= 0 && sender < schedule_.num_peers()) {
+      auto& noted = sender_rejects_[sender];
+      ++noted.count[i];
+      noted.latest_round = std::max(noted.latest_round, round);
+    }
   }
   if (first) {
     spdlog::warn(
@@ -129,6 +140,26 @@ void PushSumEngine::reject(RejectCause cause, const std::string& detail) {
         "counted",
         rank_, reject_cause_name(cause), detail);
   }
+}
+
+std::string PushSumEngine::rejects_from(const std::vector<int>& ranks) const {
+  std::lock_guard lock(metrics_mutex_);
+  std::vector<std::string> parts;
+  for (int r : ranks) {
+    auto it = sender_rejects_.find(r);
+    if (it == sender_rejects_.end()) continue;
+    std::vector<std::string> causes;
+    for (int c = 0; c < kNumRejectCauses; ++c) {
+      if (it->second.count[c]) {
+        causes.push_back(fmt::format("{} {}", it->second.count[c],
+                                     reject_cause_name(static_cast<RejectCause>(c))));
+      }
+    }
+    parts.push_back(fmt::format("from rank {}: {} (latest for round {})", r,
+                                fmt::join(causes, ", "), it->second.latest_round));
+  }
+  if (parts.empty()) return {};
+  return fmt::format("; messages rejected {}", fmt::join(parts, "; "));
 }
 
 // The buffer this round's pushes read: x itself (host memory, sync mode: zero copy), or a host
@@ -299,14 +330,25 @@ void PushSumEngine::ensure_scaled(std::uint32_t chunk) {
 
 void PushSumEngine::admit(DecodedMessage message) {
   const auto& h = message.header;
+  if (h.round > round_ && held_bytes_ + message.payload.size() > max_held_bytes_) {
+    reject(RejectCause::future_round,
+           fmt::format("from rank {} for round {} while mixing round {}: {} bytes already held for "
+                       "later rounds (at most {})",
+                       h.sender, h.round, round_, held_bytes_, max_held_bytes_),
+           h.sender, h.round);
+    return;
+  }
   if (auto cause = tracker_->admit(h.sender, h.round, h.chunk, h.coefficient, round_)) {
-    reject(*cause, fmt::format("from rank {} for round {} (chunk {}) while mixing round {}",
-                               h.sender, h.round, h.chunk, round_));
+    reject(*cause,
+           fmt::format("from rank {} for round {} (chunk {}) while mixing round {}", h.sender,
+                       h.round, h.chunk, round_),
+           h.sender, h.round);
     return;
   }
   if (config_.mode == Mode::sync && h.round == round_) {
     apply(message);  // sync mode admits only while mixing round_
   } else {
+    held_bytes_ += message.payload.size();
     held_[h.round].push_back(std::move(message));
   }
 }
@@ -319,6 +361,7 @@ void PushSumEngine::apply_ready(std::int64_t up_to_round) {
     for (auto& m : it->second) {
       if (config_.mode == Mode::sync || tracker_->sender_complete(it->first, m.header.sender)) {
         apply(m);
+        held_bytes_ -= m.payload.size();
       } else {
         keep.push_back(std::move(m));
       }
@@ -395,12 +438,28 @@ std::optional<DecodedMessage> PushSumEngine::next_message(Clock::time_point dead
 std::optional<DecodedMessage> PushSumEngine::decode(transport::Message message) {
   const std::size_t frames = message.num_frames();
   const std::size_t bytes = message.total_bytes();
+  std::array<std::byte, kHeaderBytes> head{};
+  const bool has_header = frames > 0 && message.frame(0).size() == kHeaderBytes;
+  if (has_header) std::copy_n(message.frame(0).begin(), kHeaderBytes, head.begin());
   auto result = decode_message(std::move(message), chunking_, schedule_.num_peers(), rank_);
-  if (auto* cause = std::get_if<RejectCause>(&result)) {
+  auto* cause = std::get_if<RejectCause>(&result);
+  if (!cause) return std::move(std::get<DecodedMessage>(result));
+  const auto claimed = has_header ? parse_header(head) : std::nullopt;
+  if (!claimed) {
     reject(*cause, fmt::format("{} frame(s), {} bytes", frames, bytes));
     return std::nullopt;
   }
-  return std::move(std::get<DecodedMessage>(result));
+  std::string detail = fmt::format("from rank {} for round {} (chunk {}), {} bytes",
+                                   claimed->sender, claimed->round, claimed->chunk, bytes);
+  if (*cause == RejectCause::non_finite) {
+    detail +=
+        fmt::format(": NaN or infinite values (rank {} diverged or is faulty)", claimed->sender);
+  } else if (*cause == RejectCause::bad_weight) {
+    detail += fmt::format(": weight {} (must be in (0, {}]), coefficient {}", claimed->weight,
+                          schedule_.num_peers(), claimed->coefficient);
+  }
+  reject(*cause, detail, claimed->sender, claimed->round);
+  return std::nullopt;
 }
 
 void PushSumEngine::drain_inbox() {
@@ -446,10 +505,12 @@ void PushSumEngine::add_wait(Clock::time_point start) {
 void PushSumEngine::fail_missing(std::int64_t round) {
   failed_ = true;
   const auto missing = tracker_->missing(round);
+  const std::string rejected = rejects_from(missing);
   throw IoError(fmt::format(
-      "rank {}: no message from {} for gossip round {} within {} ms (peer not started, dead or "
-      "too slow)",
-      rank_, ranks_text(missing), round, config_.timeout.count()));
+      "rank {}: no message from {} for gossip round {} within {} ms ({}){}", rank_,
+      ranks_text(missing), round, config_.timeout.count(),
+      rejected.empty() ? "peer not started, dead or too slow" : "none that could be accepted",
+      rejected));
 }
 
 void PushSumEngine::wait_released(const void* buffer, std::int64_t round) {

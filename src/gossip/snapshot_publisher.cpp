@@ -18,8 +18,9 @@ std::array<std::byte, kHeaderBytes> snapshot_header(int rank, std::int64_t itera
   return encode_header(h);
 }
 
-SnapshotPublisher::SnapshotPublisher(const std::string& endpoint, int rank)
-    : sender_(std::make_unique<transport::SnapshotSender>(endpoint)), rank_(rank) {}
+SnapshotPublisher::SnapshotPublisher(const std::string& endpoint, int rank,
+                                     const std::optional<transport::CurveClient>& curve)
+    : sender_(std::make_unique<transport::SnapshotSender>(endpoint, curve)), rank_(rank) {}
 
 SnapshotPublisher::~SnapshotPublisher() = default;
 

@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -49,6 +50,8 @@ std::string_view reject_cause_name(RejectCause cause) {
       return "duplicate_round";
     case RejectCause::future_round:
       return "future_round";
+    case RejectCause::sender_mismatch:
+      return "sender_mismatch";
     case RejectCause::non_finite:
       return "non_finite";
     case RejectCause::stale_epoch:
@@ -83,6 +86,86 @@ std::array<std::byte, kHeaderBytes> encode_header(const WireHeader& h) {
   return out;
 }
 
+bool all_finite(std::span<const std::byte> payload, std::uint16_t dtype) {
+  // A value is NaN or infinite iff its exponent bits are all set: the largest magnitude bit
+  // pattern decides (a max reduction the compiler vectorises; memcpy: any alignment).
+  if (dtype == kDtypeFloat64Total) {
+    std::uint64_t largest = 0;
+    for (std::size_t at = 0; at + 8 <= payload.size(); at += 8) {
+      std::uint64_t bits;
+      std::memcpy(&bits, payload.data() + at, 8);
+      largest = std::max(largest, bits & 0x7fffffffffffffffu);
+    }
+    return largest < 0x7ff0000000000000u;
+  }
+  std::uint32_t largest = 0;
+  for (std::size_t at = 0; at + 4 <= payload.size(); at += 4) {
+    std::uint32_t bits;
+    std::memcpy(&bits, payload.data() + at, 4);
+    largest = std::max(largest, bits & 0x7fffffffu);
+  }
+  return largest < 0x7f800000u;
+}
+
+std::optional<WireHeader> parse_header(std::span<const std::byte> head) {
+  if (head.size() != kHeaderBytes || get<std::uint32_t>(head, 0) != kWireMagic ||
+      get<std::uint16_t>(head, 4) != kWireVersion ||
+      get<std::uint64_t>(head, 72) != XXH3_64bits(head.data(), kHashedHeaderBytes)) {
+    return std::nullopt;
+  }
+  WireHeader h;
+  h.dtype = get<std::uint16_t>(head, 6);
+  if (h.dtype != kDtypeFloat32 && h.dtype != kDtypeFloat64Total) return std::nullopt;
+  h.sender = get<std::int32_t>(head, 8);
+  h.chunk = get<std::uint32_t>(head, 12);
+  h.round = get<std::int64_t>(head, 16);
+  h.weight = get<double>(head, 24);
+  if (h.dtype == kDtypeFloat64Total) {
+    h.epoch = get<std::uint64_t>(head, 32);
+  } else {
+    h.coefficient = get<double>(head, 32);
+  }
+  h.total = get<std::uint64_t>(head, 40);
+  h.offset = get<std::uint64_t>(head, 48);
+  h.count = get<std::uint64_t>(head, 56);
+  h.payload_hash = get<std::uint64_t>(head, 64);
+  return h;
+}
+
+namespace {
+
+// Whether the weight (and coefficient) can be genuine. Push-sum weights are positive and sum to
+// N over all peers and messages in flight, so no genuine weight exceeds N (a relative 1e-9
+// allows for rounding). A running total (dtype 2) only grows: finite and >= 0.
+bool plausible_weight(const WireHeader& h, int num_peers) {
+  if (!std::isfinite(h.weight)) return false;
+  if (h.dtype == kDtypeFloat64Total) return h.weight >= 0.0;
+  return h.weight > 0.0 && h.weight <= static_cast<double>(num_peers) * (1.0 + 1e-9) &&
+         std::isfinite(h.coefficient) && h.coefficient > 0.0 && h.coefficient <= 1.0;
+}
+
+// Why a well-formed header does not fit this receiver, or nothing.
+std::optional<RejectCause> field_problem(const WireHeader& h, const transport::Message& message,
+                                         std::size_t payload_bytes, const Chunking& chunking,
+                                         int num_peers, int self) {
+  if (h.total != chunking.total || h.chunk >= chunking.chunks() ||
+      h.offset != chunking.offset(h.chunk) || h.count != chunking.size(h.chunk) ||
+      payload_bytes != h.count * element_bytes(h.dtype)) {
+    return RejectCause::bad_size;
+  }
+  if (h.sender < 0 || h.sender >= num_peers || h.sender == self) {
+    return RejectCause::unknown_sender;
+  }
+  // A keyed peer may write any rank into its header; only the key it authenticated with counts.
+  if (const auto rank = message.authenticated_rank(); rank && *rank != h.sender) {
+    return RejectCause::sender_mismatch;
+  }
+  if (!plausible_weight(h, num_peers)) return RejectCause::bad_weight;
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::variant<DecodedMessage, RejectCause> decode_message(transport::Message message,
                                                          const Chunking& chunking, int num_peers,
                                                          int self, std::uint16_t dtype) {
@@ -95,40 +178,17 @@ std::variant<DecodedMessage, RejectCause> decode_message(transport::Message mess
   if (get<std::uint64_t>(head, 72) != XXH3_64bits(head.data(), kHashedHeaderBytes)) {
     return RejectCause::header_checksum;
   }
-  if (get<std::uint16_t>(head, 6) != dtype) return RejectCause::bad_dtype;
-  WireHeader h;
-  h.dtype = dtype;
-  h.sender = get<std::int32_t>(head, 8);
-  h.chunk = get<std::uint32_t>(head, 12);
-  h.round = get<std::int64_t>(head, 16);
-  h.weight = get<double>(head, 24);
-  if (dtype == kDtypeFloat64Total) {
-    h.epoch = get<std::uint64_t>(head, 32);
-  } else {
-    h.coefficient = get<double>(head, 32);
+  const auto h = parse_header(head);
+  // The only check parse_header adds to those above is the dtype.
+  if (!h || h->dtype != dtype) return RejectCause::bad_dtype;
+  if (auto cause = field_problem(*h, message, payload.size(), chunking, num_peers, self)) {
+    return *cause;
   }
-  h.total = get<std::uint64_t>(head, 40);
-  h.offset = get<std::uint64_t>(head, 48);
-  h.count = get<std::uint64_t>(head, 56);
-  h.payload_hash = get<std::uint64_t>(head, 64);
-  if (h.total != chunking.total || h.chunk >= chunking.chunks() ||
-      h.offset != chunking.offset(h.chunk) || h.count != chunking.size(h.chunk) ||
-      payload.size() != h.count * element_bytes(dtype)) {
-    return RejectCause::bad_size;
-  }
-  if (h.sender < 0 || h.sender >= num_peers || h.sender == self) {
-    return RejectCause::unknown_sender;
-  }
-  const bool plausible = dtype == kDtypeFloat64Total
-                             ? std::isfinite(h.weight) && h.weight >= 0.0
-                             : std::isfinite(h.weight) && h.weight > 0.0 &&
-                                   std::isfinite(h.coefficient) && h.coefficient > 0.0 &&
-                                   h.coefficient <= 1.0;
-  if (!plausible) return RejectCause::bad_weight;
-  if (XXH3_64bits(payload.data(), payload.size()) != h.payload_hash) {
+  if (XXH3_64bits(payload.data(), payload.size()) != h->payload_hash) {
     return RejectCause::payload_checksum;
   }
-  return DecodedMessage{h, payload, std::move(message)};
+  if (!all_finite(payload, dtype)) return RejectCause::non_finite;
+  return DecodedMessage{*h, payload, std::move(message)};
 }
 
 }  // namespace sgp::gossip

@@ -1,15 +1,110 @@
 #include "sgp/gossip/zmq_peer.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
+#include <fmt/std.h>
+
 #include "sgp/error.hpp"
-#include "sgp/gossip/wire_format.hpp"
 
 namespace sgp::gossip {
+namespace {
+
+// Keys in the topology need --keys; --keys needs keys in the topology.
+void check_keys_flag(const topology::Schedule& schedule, const Security& security) {
+  if (schedule.has_public_keys() && security.keys_dir.empty()) {
+    throw InputError(
+        "the topology has public keys (CURVE): give --keys DIR, the directory `sgp keygen` wrote "
+        "this process's secret key to");
+  }
+  if (!schedule.has_public_keys() && !security.keys_dir.empty()) {
+    throw InputError(fmt::format(
+        "--keys {}: the topology has no public_key attributes; use the topology `sgp keygen "
+        "--out` wrote",
+        security.keys_dir));
+  }
+}
+
+// Without keys: refuse non-loopback endpoints unless --insecure (then say so once).
+void check_plain_endpoints(const std::vector<std::string>& endpoints, const Security& security,
+                           const std::string& who) {
+  const auto open = std::find_if(endpoints.begin(), endpoints.end(),
+                                 [](const std::string& e) { return !is_loopback_endpoint(e); });
+  if (open == endpoints.end()) return;
+  if (!security.insecure) {
+    throw InputError(fmt::format(
+        "{}: endpoint {} is not a loopback address and the topology has no keys: anyone who can "
+        "reach it could pose as a peer. Add keys (`sgp keygen --topology IN --keys DIR --out "
+        "OUT`, then --keys DIR), or pass --insecure to run unauthenticated anyway",
+        who, *open));
+  }
+  spdlog::warn("{}: --insecure: no CURVE keys, so anyone who can reach {} can send messages", who,
+               *open);
+}
+
+transport::CurveKeyPair own_keys(const topology::Schedule& schedule, int rank,
+                                 const Security& security) {
+  auto keys = transport::read_curve_keypair(security.keys_dir, fmt::format("peer-{}", rank));
+  if (keys.public_key != schedule.public_key(rank)) {
+    throw InputError(fmt::format(
+        "{}/peer-{}.key does not belong to node {} of the topology (its public key differs from "
+        "the node's public_key: keys and topology from different `sgp keygen` runs?)",
+        security.keys_dir, rank, rank));
+  }
+  return keys;
+}
+
+}  // namespace
+
+bool is_loopback_endpoint(const std::string& endpoint) {
+  if (endpoint.starts_with("ipc://") || endpoint.starts_with("inproc://")) return true;
+  const auto scheme = endpoint.find("://");
+  if (scheme == std::string::npos) return false;
+  std::string host = endpoint.substr(scheme + 3, endpoint.rfind(':') - scheme - 3);
+  if (host.find(';') != std::string::npos) return false;  // "source;host": judge conservatively
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+transport::ReceiveLimits push_sum_receive_limits(const Chunking& chunking, Mode mode,
+                                                 int num_peers) {
+  if (mode == Mode::async) {
+    const std::uint64_t mass_transfer = (chunking.total + 1) * sizeof(double) + 8 * num_peers;
+    const std::uint64_t chunk = chunking.per_chunk * sizeof(double);
+    // A sender has at most one message per edge on the wire (it skips a send while the last is
+    // still going out), plus membership notices and a mass transfer.
+    return {static_cast<std::int64_t>(std::max({kHeaderBytes, chunk, mass_transfer})),
+            static_cast<int>(chunking.chunks() + 8)};
+  }
+  return {static_cast<std::int64_t>(
+              std::max<std::uint64_t>(kHeaderBytes, chunking.per_chunk * sizeof(float))),
+          // One round, plus one: with CURVE, a queue of one message never delivers anything
+          // (measured with libzmq 4.3.4; ZAP's metadata seems to take a place).
+          static_cast<int>(chunking.chunks() + 1)};
+}
+
+namespace {
+
+// Whom `rank` sends to and receives from: its neighbours over the period, or (async) everyone.
+std::vector<int> ranks_or_all(const topology::Schedule& schedule, int rank, Mode mode,
+                              std::vector<int> neighbours) {
+  if (mode != Mode::async) return neighbours;
+  std::vector<int> all;
+  for (int r = 0; r < schedule.num_peers(); ++r)
+    if (r != rank) all.push_back(r);
+  return all;
+}
+
+}  // namespace
 
 std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Schedule& schedule,
-                                                            int rank, transport::ZmqOptions options,
-                                                            std::size_t vector_size, Mode mode) {
+                                                            int rank, const Chunking& chunking,
+                                                            const Security& security,
+                                                            transport::ZmqOptions options,
+                                                            Mode mode) {
   if (!schedule.has_endpoints()) {
     throw InputError(
         "the topology gives no endpoints: every node needs an endpoint attribute "
@@ -17,21 +112,60 @@ std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Sche
   }
   SGP_ENFORCE(rank >= 0 && rank < schedule.num_peers(), "rank {} outside the {}-peer topology",
               rank, schedule.num_peers());
-  if (vector_size > 0) {
-    // Async: float64 totals, and a mass transfer (weight, x, membership table) in one frame.
-    const std::size_t largest = mode == Mode::async
-                                    ? (vector_size + 1) * sizeof(double) + 8 * schedule.num_peers()
-                                    : vector_size * sizeof(float);
-    options.max_frame_bytes = static_cast<std::int64_t>(std::max(kHeaderBytes, largest));
-  }
-  auto t = std::make_unique<transport::ZmqTransport>(rank, schedule.endpoint(rank), options);
-  if (mode == Mode::async) {
-    for (int dest = 0; dest < schedule.num_peers(); ++dest)
-      if (dest != rank) t->connect(dest, schedule.endpoint(dest));
+  check_keys_flag(schedule, security);
+  const auto out = ranks_or_all(schedule, rank, mode, schedule.all_out_neighbors(rank));
+  if (schedule.has_public_keys()) {
+    transport::ZmqCurve curve{own_keys(schedule, rank, security), {}, {}};
+    for (int sender : ranks_or_all(schedule, rank, mode, schedule.all_in_neighbors(rank)))
+      curve.admitted.emplace(schedule.public_key(sender), sender);
+    for (int dest : out) curve.server_keys.emplace(dest, schedule.public_key(dest));
+    options.curve = std::move(curve);
   } else {
-    for (int dest : schedule.all_out_neighbors(rank)) t->connect(dest, schedule.endpoint(dest));
+    std::vector<std::string> endpoints = {schedule.endpoint(rank)};
+    for (int dest : out) endpoints.push_back(schedule.endpoint(dest));
+    check_plain_endpoints(endpoints, security, fmt::format("rank {}", rank));
   }
+  auto t = std::make_unique<transport::ZmqTransport>(
+      rank, schedule.endpoint(rank), push_sum_receive_limits(chunking, mode, schedule.num_peers()),
+      std::move(options));
+  for (int dest : out) t->connect(dest, schedule.endpoint(dest));
   return t;
+}
+
+std::optional<transport::CurveServer> monitor_curve(const topology::Schedule& schedule,
+                                                    const Security& security,
+                                                    const std::string& bind_endpoint) {
+  check_keys_flag(schedule, security);
+  if (!schedule.has_public_keys()) {
+    check_plain_endpoints({bind_endpoint}, security, "monitor");
+    return std::nullopt;
+  }
+  if (schedule.monitor_public_key().empty()) {
+    throw InputError(
+        "the topology has peer keys but no monitor_public_key graph attribute (`sgp keygen` "
+        "writes one): the monitor cannot authenticate itself to the peers");
+  }
+  transport::CurveServer server{transport::read_curve_keypair(security.keys_dir, "monitor"), {}};
+  if (server.own.public_key != schedule.monitor_public_key()) {
+    throw InputError(fmt::format(
+        "{}/monitor.key does not match the topology's monitor_public_key (keys and topology from "
+        "different `sgp keygen` runs?)",
+        security.keys_dir));
+  }
+  for (int r = 0; r < schedule.num_peers(); ++r) server.admitted.emplace(schedule.public_key(r), r);
+  return server;
+}
+
+std::optional<transport::CurveClient> snapshot_curve(const topology::Schedule& schedule, int rank,
+                                                     const Security& security) {
+  check_keys_flag(schedule, security);
+  if (!schedule.has_public_keys()) return std::nullopt;
+  if (schedule.monitor_public_key().empty()) {
+    throw InputError(
+        "--monitor: the topology has peer keys but no monitor_public_key graph attribute, so "
+        "snapshots cannot go to an authenticated monitor (run `sgp keygen` again)");
+  }
+  return transport::CurveClient{own_keys(schedule, rank, security), schedule.monitor_public_key()};
 }
 
 }  // namespace sgp::gossip

@@ -21,6 +21,7 @@
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/log.hpp"
 #include "sgp/named_values.hpp"
+#include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/topology/dot_file.hpp"
@@ -150,7 +151,10 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
   zmq.linger = std::chrono::milliseconds(c.timeout_ms);
   if (o.mode == gossip::Mode::async)
     zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));
-  auto zmq_transport = gossip::open_zmq_transport(schedule, rank, zmq, o.dim, o.mode);
+  gossip::PushSumConfig config;
+  auto zmq_transport =
+      gossip::open_zmq_transport(schedule, rank, gossip::Chunking(o.dim, config.chunk_elements),
+                                 peer::security(c), zmq, o.mode);
   transport::Transport* transport = zmq_transport.get();
   std::unique_ptr<transport::FaultyTransport> faulty;
   if (const auto faults = transport::parse_fault_spec(c.inject); faults.any()) {
@@ -158,7 +162,6 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
                                                           gossip::is_control_header);
     transport = faulty.get();
   }
-  gossip::PushSumConfig config;
   config.mode = o.mode;
   config.tau = c.tau;
   config.timeout = std::chrono::milliseconds(c.timeout_ms);

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/error.hpp"
+#include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
@@ -92,9 +93,10 @@ std::vector<int> ranks_to_start(const LaunchOptions& o, const topology::Schedule
 // The consensus monitor on its own thread, for runs whose peers are all on this host.
 class LocalMonitor {
  public:
-  LocalMonitor(const peer::TrainConfig& c, int peers, const std::filesystem::path& run_dir)
-      : monitor_(c.model, c.data_dir, peers, run_dir / "monitor.jsonl"),
-        receiver_("tcp://127.0.0.1:*") {}
+  LocalMonitor(const peer::TrainConfig& c, const topology::Schedule& schedule,
+               const std::filesystem::path& run_dir)
+      : monitor_(c.model, c.data_dir, schedule.num_peers(), run_dir / "monitor.jsonl"),
+        receiver_(kBind, gossip::monitor_curve(schedule, peer::security(c), kBind)) {}
   std::string endpoint() const { return receiver_.endpoint(); }
   // Call after LocalProcesses blocked SIGINT/SIGTERM, so that the thread inherits the mask.
   void start() {
@@ -108,6 +110,7 @@ class LocalMonitor {
   ~LocalMonitor() { stop(); }
 
  private:
+  static constexpr const char* kBind = "tcp://127.0.0.1:*";
   monitor::ConsensusMonitor monitor_;
   transport::SnapshotReceiver receiver_;
   std::atomic<bool> stop_{false};
@@ -150,7 +153,7 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   // Bound before the peers start, so that they can be told where it is.
   std::unique_ptr<LocalMonitor> monitor;
   if (!o.no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n) {
-    monitor = std::make_unique<LocalMonitor>(c, n, run.path());
+    monitor = std::make_unique<LocalMonitor>(c, schedule, run.path());
     c.monitor = monitor->endpoint();
   }
   peer::write_run_config(run, c, "launch", n);

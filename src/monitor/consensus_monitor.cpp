@@ -25,6 +25,17 @@ constexpr std::size_t kMaxPendingIterations = 8;
 // the snapshots it has: the missing peers died or left (asgp goes on without them), or are far
 // behind.
 constexpr std::size_t kPartialAfter = 4;
+// A snapshot this many iterations beyond the newest record (before the first record: beyond the
+// oldest pending iteration) is refused: no genuine run evaluates that rarely, and such snapshots
+// would take the pending slots of the real iterations.
+constexpr std::int64_t kMaxIterationsAhead = 1'000'000;
+
+// Warnings for the count-th problem of a kind only when count is a power of two: a flood of
+// snapshots costs a few log lines, each with the count so far.
+void warn(std::uint64_t count, const std::string& what) {
+  if ((count & (count - 1)) != 0) return;
+  spdlog::warn("monitor: {} ({} so far; only the 2^k-th are logged)", what, count);
+}
 
 }  // namespace
 
@@ -66,20 +77,30 @@ std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
                                         num_peers_ + 1, num_peers_);
   if (auto* cause = std::get_if<gossip::RejectCause>(&decoded)) {
     ++rejected_;
-    spdlog::warn("monitor: rejected a snapshot: {}", gossip::reject_cause_name(*cause));
+    warn(rejected_, fmt::format("rejected a snapshot: {}", gossip::reject_cause_name(*cause)));
     return std::nullopt;
   }
   const auto& m = std::get<gossip::DecodedMessage>(decoded);
   const int rank = m.header.sender;
   const std::int64_t iteration = m.header.round;
-  if (rank >= num_peers_ || (!records_.empty() && iteration <= records_.back().iteration)) {
+  if (rank >= num_peers_ || (!records_.empty() && iteration <= records_.back().iteration) ||
+      far_ahead(iteration)) {
     ++rejected_;
-    spdlog::warn("monitor: rejected a snapshot of rank {} iteration {}", rank, iteration);
+    warn(rejected_, fmt::format("rejected a snapshot of rank {} iteration {}", rank, iteration));
     return std::nullopt;
   }
-  // Bounded memory whatever arrives: only the newest few incomplete iterations are kept.
+  // Bounded memory whatever arrives: only the newest few incomplete iterations are kept; every
+  // snapshot given up is counted.
   pending_[iteration];
-  while (pending_.size() > kMaxPendingIterations) pending_.erase(pending_.begin());
+  while (pending_.size() > kMaxPendingIterations) {
+    const auto oldest = pending_.begin();
+    dropped_ += std::max<std::size_t>(oldest->second.size(), oldest->first == iteration ? 1 : 0);
+    warn(dropped_,
+         fmt::format("gave up iteration {} with {} of {} snapshots: {} newer ones are "
+                     "incomplete",
+                     oldest->first, oldest->second.size(), num_peers_, kMaxPendingIterations));
+    pending_.erase(oldest);
+  }
   const auto slot = pending_.find(iteration);
   if (slot == pending_.end()) return std::nullopt;  // older than every iteration kept
   auto& z = slot->second[rank];
@@ -89,6 +110,16 @@ std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
   if (pending_.size() > kPartialAfter) return complete(pending_.begin()->first);
   if (pending_[iteration].size() < static_cast<std::size_t>(num_peers_)) return std::nullopt;
   return complete(iteration);
+}
+
+bool ConsensusMonitor::far_ahead(std::int64_t iteration) const {
+  std::optional<std::int64_t> anchor;
+  if (!records_.empty()) {
+    anchor = records_.back().iteration;
+  } else if (!pending_.empty()) {
+    anchor = pending_.begin()->first;
+  }
+  return anchor && iteration - *anchor > kMaxIterationsAhead;
 }
 
 void ConsensusMonitor::flush() {
@@ -104,12 +135,16 @@ void ConsensusMonitor::flush() {
 MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
   std::vector<std::vector<float>> z;
   for (auto& [rank, v] : pending_[iteration]) z.push_back(std::move(v));
+  // Older iterations can no longer complete in order (a snapshot was dropped): give them up.
+  for (auto it = pending_.begin(); it != pending_.end() && it->first < iteration; ++it) {
+    dropped_ += it->second.size();
+  }
+  pending_.erase(pending_.begin(), pending_.upper_bound(iteration));
+
   MonitorRecord record;
   record.iteration = iteration;
   record.peers = static_cast<int>(z.size());
   for (const auto& [rank, w] : weights_[iteration]) record.sum_of_weights += w;
-  // Older iterations can no longer complete in order (a snapshot was dropped): give them up.
-  pending_.erase(pending_.begin(), pending_.upper_bound(iteration));
   weights_.erase(weights_.begin(), weights_.upper_bound(iteration));
 
   record.consensus_error = relative_consensus_error(z);
@@ -172,6 +207,7 @@ peer::MonitorSummary ConsensusMonitor::summary() const {
   peer::MonitorSummary s;
   s.evaluations = static_cast<std::int64_t>(records_.size());
   s.rejected_snapshots = rejected_;
+  s.dropped_snapshots = dropped_;
   if (!records_.empty()) {
     const auto& last = records_.back();
     s.final_iteration = last.iteration;

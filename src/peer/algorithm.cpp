@@ -61,7 +61,9 @@ topology::Schedule metropolis(const topology::Schedule& s, const std::string& so
       selves[p][i] = kept;
     }
   }
-  return topology::Schedule(n, std::move(edges), std::move(selves), s.endpoints());
+  topology::Schedule result(n, std::move(edges), std::move(selves), s.endpoints());
+  result.set_public_keys(s.public_keys(), s.monitor_public_key());  // CURVE keys stay with ranks
+  return result;
 }
 
 topology::Schedule uniform_complete(const topology::Schedule& s, std::string_view algo,

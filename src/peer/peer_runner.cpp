@@ -13,13 +13,18 @@
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/control_message.hpp"
+#include "sgp/gossip/push_sum_config.hpp"
 #include "sgp/gossip/snapshot_publisher.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/model/mlp.hpp"
+#include "sgp/model/model_spec.hpp"
 #include "sgp/peer/algorithm.hpp"
+#include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/faulty_transport.hpp"
@@ -48,11 +53,15 @@ std::atomic<bool> g_leave_requested{false};
 extern "C" void request_leave(int) { g_leave_requested.store(true); }
 }  // namespace
 
+gossip::Security security(const TrainConfig& config) { return {config.keys_dir, config.insecure}; }
+
 topology::Schedule load_topology(const TrainConfig& config) {
   if (config.topology.empty()) throw InputError("--topology: a topology file is required");
   topology::DotReadOptions options;
   options.require_endpoints = true;
-  return topology::read_dot_file(config.topology, options);
+  auto schedule = topology::read_dot_file(config.topology, options);
+  topology::require_strongly_connected(schedule, config.topology);
+  return schedule;
 }
 
 PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, bool join) {
@@ -73,8 +82,7 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
 
   auto backend = compute::make_backend({config.device, config.blas_threads, config.tf32});
   const auto data_dir = data::resolve_data_dir(config.data_dir);
-  const auto train = data::load_fashion_mnist(data_dir, "train");
-  const auto test = data::load_fashion_mnist(data_dir, "t10k");
+  const auto [train, test] = data::load_fashion_mnist_train_test(data_dir);
 
   RunDirectory run(
       config.run_dir.empty() ? default_run_dir("peer") : std::filesystem::path(config.run_dir),
@@ -93,7 +101,12 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
     if (mode == gossip::Mode::async) {
       zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));
     }
-    transport = gossip::open_zmq_transport(schedule, rank, zmq, 0, mode);
+    // Frames are capped at what this model's push-sum messages need (ZMQ_MAXMSGSIZE).
+    const std::size_t parameters = model::parameter_count(model::parse_model_spec(config.model),
+                                                          input_shape(train), train.num_classes);
+    transport = gossip::open_zmq_transport(
+        schedule, rank, gossip::Chunking(parameters, gossip::PushSumConfig{}.chunk_elements),
+        security(config), zmq, mode);
     comm.schedule = &schedule;
     comm.transport = transport.get();
     if (const auto faults = transport::parse_fault_spec(config.inject); faults.any()) {
@@ -111,7 +124,8 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   }
   std::unique_ptr<gossip::SnapshotPublisher> publisher;
   if (!config.monitor.empty()) {
-    publisher = std::make_unique<gossip::SnapshotPublisher>(config.monitor, rank);
+    publisher = std::make_unique<gossip::SnapshotPublisher>(
+        config.monitor, rank, gossip::snapshot_curve(schedule, rank, security(config)));
     comm.snapshot = [&publisher](std::int64_t iteration, bool, const std::vector<float>& z,
                                  double w) {
       if (!publisher->publish(iteration, z, w)) {

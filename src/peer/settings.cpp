@@ -233,6 +233,14 @@ std::vector<std::unique_ptr<Setting>> make_table() {
   add<std::string>(r, "monitor", kPeers,
                    "endpoint of the consensus monitor to hand snapshots to (best effort)", S::peers,
                    false, &C::monitor);
+  add<std::string>(r, "keys", kPeers,
+                   "directory with this process's CURVE secret key (`sgp keygen`); needed when "
+                   "the topology has public keys",
+                   S::peers, true, &C::keys_dir);
+  add<bool>(r, "insecure", kPeers,
+            "without keys, allow endpoints other than loopback (unauthenticated, unencrypted: "
+            "anyone who can reach a port can pose as a peer)",
+            S::peers, true, &C::insecure);
 
   add<bool>(r, "running_sums", kPeers,
             "asgp: each edge carries the running total of the mass pushed on it, so lost, "

@@ -78,6 +78,7 @@ requires std::same_as<std::remove_const_t<S>, MonitorSummary>
 void fields(S& s, V& v) {
   v("evaluations", s.evaluations);
   v("rejected_snapshots", s.rejected_snapshots);
+  v("dropped_snapshots", s.dropped_snapshots);
   v("final_iteration", s.final_iteration);
   v("final_consensus_error", s.final_consensus_error);
   v("final_average_model_accuracy", s.final_average_model_accuracy);

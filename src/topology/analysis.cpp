@@ -73,6 +73,15 @@ int union_strong_components(const Schedule& schedule) {
   return static_cast<int>(union_components(schedule).size());
 }
 
+void require_strongly_connected(const Schedule& schedule, const std::string& source) {
+  const int components = union_strong_components(schedule);
+  if (schedule.num_peers() <= 1 || components == 1) return;
+  throw InputError(fmt::format(
+      "{}: the topology is not strongly connected ({} strongly connected components over its "
+      "period), so push-sum cannot reach the average; `sgp topology check {}` says more",
+      source, components, source));
+}
+
 std::optional<int> union_diameter(const Schedule& schedule) {
   const UnionGraph g = union_graph(schedule);
   const int n = schedule.num_peers();

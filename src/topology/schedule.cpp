@@ -98,6 +98,20 @@ void Schedule::set_endpoints(std::vector<std::string> endpoints) {
   endpoints_ = std::move(endpoints);
 }
 
+const std::string& Schedule::public_key(int rank) const {
+  SGP_ENFORCE(has_public_keys(), "this topology has no public keys");
+  SGP_ENFORCE(rank >= 0 && rank < num_peers_, "rank {} outside 0..{}", rank, num_peers_ - 1);
+  return public_keys_[rank];
+}
+
+void Schedule::set_public_keys(std::vector<std::string> keys, std::string monitor_key) {
+  SGP_ENFORCE(keys.empty() || keys.size() == static_cast<std::size_t>(num_peers_),
+              "{} public keys for {} peers", keys.size(), num_peers_);
+  SGP_ENFORCE(monitor_key.empty() || !keys.empty(), "a monitor key without peer keys");
+  public_keys_ = std::move(keys);
+  monitor_public_key_ = std::move(monitor_key);
+}
+
 Schedule Schedule::with_self_weight(double a) const {
   SGP_ENFORCE(a > 0.0 && a <= 1.0, "self weight must be in (0, 1], got {}", a);
   auto edges = out_edges_;
@@ -109,7 +123,9 @@ Schedule Schedule::with_self_weight(double a) const {
       for (Push& push : out) push.weight = (1.0 - a) / static_cast<double>(out.size());
     }
   }
-  return Schedule(num_peers_, std::move(edges), std::move(selves), endpoints_);
+  Schedule result(num_peers_, std::move(edges), std::move(selves), endpoints_);
+  result.set_public_keys(public_keys_, monitor_public_key_);
+  return result;
 }
 
 }  // namespace sgp::topology

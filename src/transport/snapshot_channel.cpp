@@ -1,11 +1,14 @@
 #include "sgp/transport/snapshot_channel.hpp"
 
+#include <cerrno>
+
 #include <vector>
 #include <zmq.hpp>
 
 #include <fmt/format.h>
 
 #include "sgp/error.hpp"
+#include "zap_handler.hpp"
 
 namespace sgp::transport {
 
@@ -21,7 +24,13 @@ struct SnapshotSender::Socket {
   zmq::socket_t socket{context, zmq::socket_type::push};
 };
 
-SnapshotSender::SnapshotSender(const std::string& endpoint) : socket_(std::make_unique<Socket>()) {
+SnapshotSender::SnapshotSender(const std::string& endpoint, const std::optional<CurveClient>& curve)
+    : socket_(std::make_unique<Socket>()) {
+  if (curve) {
+    socket_->socket.set(zmq::sockopt::curve_serverkey, curve->server_public_key);
+    socket_->socket.set(zmq::sockopt::curve_publickey, curve->own.public_key);
+    socket_->socket.set(zmq::sockopt::curve_secretkey, curve->own.secret_key);
+  }
   socket_->socket.set(zmq::sockopt::sndhwm, kSnapshotHwm);
   socket_->socket.set(zmq::sockopt::linger, kSnapshotLingerMs);
   // Queue only to a monitor that is actually connected; with none, drop at once.
@@ -53,14 +62,23 @@ bool SnapshotSender::try_send(std::span<const std::byte> header,
   }
 }
 
+// As in ZmqTransport: the socket closes before its ZAP handler stops.
 struct SnapshotReceiver::Socket {
   zmq::context_t context{1};
+  std::unique_ptr<ZapHandler> zap;
   zmq::socket_t socket{context, zmq::socket_type::pull};
 };
 
-SnapshotReceiver::SnapshotReceiver(const std::string& endpoint)
-    : socket_(std::make_unique<Socket>()) {
+SnapshotReceiver::SnapshotReceiver(const std::string& endpoint,
+                                   const std::optional<CurveServer>& curve)
+    : socket_(std::make_unique<Socket>()), authenticated_(curve.has_value()) {
   socket_->socket.set(zmq::sockopt::linger, 0);
+  if (curve) {
+    socket_->zap = std::make_unique<ZapHandler>(socket_->context, curve->admitted, "monitor");
+    socket_->socket.set(zmq::sockopt::curve_server, true);
+    socket_->socket.set(zmq::sockopt::curve_secretkey, curve->own.secret_key);
+    socket_->socket.set(zmq::sockopt::zap_domain, "sgp");
+  }
   try {
     socket_->socket.bind(endpoint);
   } catch (const zmq::error_t& e) {
@@ -73,17 +91,25 @@ SnapshotReceiver::~SnapshotReceiver() = default;
 
 std::optional<Message> SnapshotReceiver::receive(std::chrono::milliseconds timeout) {
   zmq::pollitem_t item{socket_->socket.handle(), 0, ZMQ_POLLIN, 0};
-  if (zmq::poll(&item, 1, timeout) == 0) return std::nullopt;
+  try {
+    if (zmq::poll(&item, 1, timeout) == 0) return std::nullopt;
+  } catch (const zmq::error_t& e) {
+    // A signal (Ctrl-C) interrupted the wait: nothing arrived; the caller decides whether to stop.
+    if (e.num() == EINTR) return std::nullopt;
+    throw;
+  }
   auto parts = std::make_shared<std::vector<zmq::message_t>>();
   do {
     parts->emplace_back();
     (void)socket_->socket.recv(parts->back(), zmq::recv_flags::none);
   } while (parts->back().more());
+  const std::optional<int> sender =
+      authenticated_ ? std::optional<int>(authenticated_rank(parts->front())) : std::nullopt;
   std::vector<std::span<const std::byte>> frames;
   for (auto& part : *parts) {
     frames.emplace_back(static_cast<const std::byte*>(part.data()), part.size());
   }
-  return Message(std::move(frames), std::move(parts));
+  return Message(std::move(frames), std::move(parts), sender);
 }
 
 }  // namespace sgp::transport

@@ -3,17 +3,22 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
 #include <zmq.hpp>
 
 #include "sgp/error.hpp"
+#include "zap_handler.hpp"
 
 namespace sgp::transport {
 
+// Members are destroyed bottom-up: the sockets close before the ZAP handler stops (a server socket
+// without its handler would admit anyone), and the context goes last.
 struct ZmqTransport::Sockets {
   zmq::context_t context;
+  std::unique_ptr<ZapHandler> zap;
   zmq::socket_t pull;
   std::map<int, zmq::socket_t> push;
   explicit Sockets(int io_threads) : context(io_threads), pull(context, zmq::socket_type::pull) {}
@@ -36,14 +41,32 @@ int ms(std::chrono::milliseconds d) { return static_cast<int>(d.count()); }
 
 }  // namespace
 
-ZmqTransport::ZmqTransport(int rank, const std::string& bind_endpoint, ZmqOptions options)
-    : rank_(rank), options_(options) {
-  SGP_ENFORCE(options.io_threads >= 1, "ZeroMQ needs at least one I/O thread");
-  sockets_ = std::make_unique<Sockets>(options.io_threads);
+ZmqTransport::ZmqTransport(int rank, const std::string& bind_endpoint, ReceiveLimits limits,
+                           ZmqOptions options)
+    : rank_(rank), options_(std::move(options)) {
+  SGP_ENFORCE(options_.io_threads >= 1, "ZeroMQ needs at least one I/O thread");
+  SGP_ENFORCE(limits.max_frame_bytes > 0 && limits.max_queued_messages > 0,
+              "receive limits must be positive, got {} bytes and {} messages",
+              limits.max_frame_bytes, limits.max_queued_messages);
+  sockets_ = std::make_unique<Sockets>(options_.io_threads);
   auto& pull = sockets_->pull;
-  pull.set(zmq::sockopt::rcvhwm, options.receive_hwm);
+  pull.set(zmq::sockopt::rcvhwm, limits.max_queued_messages);
+  // With CURVE, ZeroMQ checks the size of the encrypted frame, which carries a MESSAGE command,
+  // a nonce and an authenticator (33 bytes) besides the data, and of the handshake's commands
+  // (INITIATE: 257 bytes and metadata).
+  constexpr std::int64_t kCurveFrameOverhead = 64, kCurveHandshakeBytes = 1024;
+  pull.set(zmq::sockopt::maxmsgsize,
+           options_.curve
+               ? std::max(limits.max_frame_bytes + kCurveFrameOverhead, kCurveHandshakeBytes)
+               : limits.max_frame_bytes);
   pull.set(zmq::sockopt::linger, 0);  // nothing is ever sent on it
-  if (options.max_frame_bytes > 0) pull.set(zmq::sockopt::maxmsgsize, options.max_frame_bytes);
+  if (options_.curve) {
+    sockets_->zap = std::make_unique<ZapHandler>(sockets_->context, options_.curve->admitted,
+                                                 fmt::format("rank {}", rank));
+    pull.set(zmq::sockopt::curve_server, true);
+    pull.set(zmq::sockopt::curve_secretkey, options_.curve->own.secret_key);
+    pull.set(zmq::sockopt::zap_domain, "sgp");
+  }
   try {
     pull.bind(bind_endpoint);
   } catch (const zmq::error_t& e) {
@@ -68,6 +91,14 @@ void ZmqTransport::connect(int dest, const std::string& endpoint) {
   socket.set(zmq::sockopt::sndhwm, options_.send_hwm);
   socket.set(zmq::sockopt::sndtimeo, ms(options_.send_timeout));
   socket.set(zmq::sockopt::linger, ms(options_.linger));
+  if (options_.curve) {
+    const auto key = options_.curve->server_keys.find(dest);
+    SGP_ENFORCE(key != options_.curve->server_keys.end(), "rank {}: no CURVE key for rank {}",
+                rank_, dest);
+    socket.set(zmq::sockopt::curve_serverkey, key->second);
+    socket.set(zmq::sockopt::curve_publickey, options_.curve->own.public_key);
+    socket.set(zmq::sockopt::curve_secretkey, options_.curve->own.secret_key);
+  }
   try {
     socket.connect(endpoint);
   } catch (const zmq::error_t& e) {
@@ -109,38 +140,55 @@ void ZmqTransport::send(int dest, std::span<const std::byte> header,
 }
 
 std::optional<Message> ZmqTransport::receive(std::chrono::milliseconds timeout) {
-  auto& pull = sockets_->pull;
-  zmq::pollitem_t items[] = {{pull.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+  // The socket may signal readable while nothing whole is there yet (e.g. during a CURVE
+  // handshake): wait again until the deadline.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (auto left = timeout; wait_readable(left);) {
+    if (auto message = read_message()) return message;
+    left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+  }
+  return std::nullopt;
+}
+
+bool ZmqTransport::wait_readable(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t items[] = {{sockets_->pull.handle(), 0, ZMQ_POLLIN, 0},
+                             {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
   try {
     zmq::poll(items, 2, timeout);
   } catch (const zmq::error_t& e) {
-    if (e.num() == EINTR) return std::nullopt;
+    if (e.num() == EINTR) return false;
     throw IoError(fmt::format("rank {}: poll failed: {}", rank_, e.what()));
   }
   if (items[1].revents & ZMQ_POLLIN) {
     std::uint64_t count = 0;
     [[maybe_unused]] auto n = ::read(wake_fd_, &count, sizeof count);
   }
-  if (!(items[0].revents & ZMQ_POLLIN)) return std::nullopt;
+  return (items[0].revents & ZMQ_POLLIN) != 0;
+}
 
+std::optional<Message> ZmqTransport::read_message() {
   auto parts = std::make_shared<std::vector<zmq::message_t>>();
   try {
     do {
       zmq::message_t part;
-      if (!pull.recv(part, zmq::recv_flags::dontwait)) break;
+      if (!sockets_->pull.recv(part, zmq::recv_flags::dontwait)) break;
       parts->push_back(std::move(part));
     } while (parts->back().more());
   } catch (const zmq::error_t& e) {
     throw IoError(fmt::format("rank {}: receive failed: {}", rank_, e.what()));
   }
   if (parts->empty()) return std::nullopt;
+  const std::optional<int> sender =
+      options_.curve ? std::optional<int>(authenticated_rank(parts->front())) : std::nullopt;
   // Spans are taken only now: a small message keeps its bytes inside message_t, which moves.
   std::vector<std::span<const std::byte>> frames;
   frames.reserve(parts->size());
   for (const auto& p : *parts) {
     frames.emplace_back(static_cast<const std::byte*>(p.data()), p.size());
   }
-  return Message(std::move(frames), std::move(parts));
+  return Message(std::move(frames), std::move(parts), sender);
 }
 
 void ZmqTransport::wake() {

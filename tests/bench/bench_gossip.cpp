@@ -6,7 +6,8 @@
 //             header, no hashing, no mixing: what ZeroMQ alone achieves; once as one message,
 //             once cut into the same chunks the engine uses;
 //   push-sum  PushSumEngine::mix() over ZmqTransport (chunked; header, XXH3 on both sides,
-//             scale and axpy).
+//             scale and axpy), plain TCP and with CURVE (keys in the topology: every byte
+//             encrypted and authenticated by libsodium on both sides).
 // Figures: median wall time of one round and "algorithm bandwidth" = message bytes / round time
 // (the bytes each peer sends in a round, divided by the round's time). ratio = push-sum GB/s /
 // raw zmq GB/s (goal >= 0.70), against both raw figures.
@@ -27,7 +28,9 @@
 
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
+#include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/topology/schedule.hpp"
+#include "sgp/transport/curve.hpp"
 #include "sgp/transport/zmq_transport.hpp"
 
 using Clock = std::chrono::steady_clock;
@@ -116,7 +119,7 @@ double raw_zmq_seconds(int peers, std::size_t bytes, int reps, std::size_t chunk
   return median(times);
 }
 
-double push_sum_seconds(int peers, std::size_t n, int reps) {
+double push_sum_seconds(int peers, std::size_t n, int reps, bool curve) {
   std::vector<std::vector<sgp::topology::Push>> edges(peers);
   std::vector<double> self(peers, 1.0);
   if (peers > 1) {
@@ -126,9 +129,20 @@ double push_sum_seconds(int peers, std::size_t n, int reps) {
     }
   }
   sgp::topology::Schedule schedule(peers, {edges}, {self});
+  const auto limits = sgp::gossip::push_sum_receive_limits(
+      sgp::gossip::Chunking(n, sgp::gossip::PushSumConfig{}.chunk_elements));
+  std::vector<sgp::transport::CurveKeyPair> keys;
+  for (int r = 0; r < peers; ++r) keys.push_back(sgp::transport::generate_curve_keypair());
   std::vector<std::unique_ptr<sgp::transport::ZmqTransport>> ts;
   for (int r = 0; r < peers; ++r) {
-    ts.push_back(std::make_unique<sgp::transport::ZmqTransport>(r, "tcp://127.0.0.1:*"));
+    sgp::transport::ZmqOptions options;
+    if (curve) {  // ring: r receives from r - 1 and pushes to r + 1
+      const int from = (r + peers - 1) % peers, to = (r + 1) % peers;
+      options.curve = sgp::transport::ZmqCurve{
+          keys[r], {{keys[from].public_key, from}}, {{to, keys[to].public_key}}};
+    }
+    ts.push_back(
+        std::make_unique<sgp::transport::ZmqTransport>(r, "tcp://127.0.0.1:*", limits, options));
   }
   for (int r = 0; r < peers; ++r) {
     for (int d : schedule.all_out_neighbors(r)) ts[r]->connect(d, ts[d]->endpoint());
@@ -188,16 +202,20 @@ int main(int argc, char** argv) {
     const std::size_t chunk_bytes = chunking.per_chunk * sizeof(float);
     const double t_raw = raw_zmq_seconds(peers, bytes, reps);
     const double t_raw_chunked = raw_zmq_seconds(peers, bytes, reps, chunk_bytes);
-    const double t_ps = push_sum_seconds(peers, n, reps);
+    const double t_ps = push_sum_seconds(peers, n, reps, false);
+    const double t_curve = push_sum_seconds(peers, n, reps, true);
     std::printf("  memcpy                  %9.3f ms  %7.2f GB/s\n", t_copy * 1e3, gb / t_copy);
     std::printf("  raw zmq, 1 message      %9.3f ms  %7.2f GB/s\n", t_raw * 1e3, gb / t_raw);
     std::printf("  raw zmq, %3u x %5.2f MB %9.3f ms  %7.2f GB/s\n", chunking.chunks(),
                 chunk_bytes / 1e6, t_raw_chunked * 1e3, gb / t_raw_chunked);
     std::printf("  push-sum, %3u chunks    %9.3f ms  %7.2f GB/s\n", chunking.chunks(), t_ps * 1e3,
                 gb / t_ps);
+    std::printf("  push-sum CURVE, %3u ch. %9.3f ms  %7.2f GB/s\n", chunking.chunks(),
+                t_curve * 1e3, gb / t_curve);
     std::printf(
         "  ratio push-sum / raw zmq: %.2f (raw as 1 message), %.2f (raw in the same chunks)\n",
         t_raw / t_ps, t_raw_chunked / t_ps);
+    std::printf("  CURVE round time / plain round time: %.2f\n", t_curve / t_ps);
   }
   return 0;
 }

@@ -38,15 +38,21 @@ inline std::vector<PeerResult> run_peers(const topology::Schedule& s,
     if (transports[rank] == nullptr) continue;
     threads.emplace_back([&, rank] {
       PeerResult& out = results[rank];
+      // Declared outside the try block, in the order they depend on each other, so that the
+      // metrics of an engine that failed can still be read.
+      std::unique_ptr<compute::Backend> backend;
+      std::vector<float> x;
+      std::unique_ptr<gossip::PushSumEngine> engine_owner;
       try {
-        std::unique_ptr<compute::Backend> backend;
         if (staged) {
           backend = std::make_unique<StagedCpuBackend>();
         } else {
           backend = std::make_unique<compute::CpuBackend>(1);
         }
-        auto x = initial_vector(rank, n, dim);
-        gossip::PushSumEngine engine(*backend, s, *transports[rank], x.data(), dim, cfg);
+        x = initial_vector(rank, n, dim);
+        engine_owner = std::make_unique<gossip::PushSumEngine>(*backend, s, *transports[rank],
+                                                               x.data(), dim, cfg);
+        auto& engine = *engine_owner;
         for (int k = 0; k < rounds; ++k) {
           engine.step(k);
           out.w_after_round.push_back(engine.weight());
@@ -59,6 +65,7 @@ inline std::vector<PeerResult> run_peers(const topology::Schedule& s,
         out.metrics = engine.metrics();
       } catch (const std::exception& e) {
         out.error = e.what();
+        if (engine_owner) out.metrics = engine_owner->metrics();
       }
     });
   }

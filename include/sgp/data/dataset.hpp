@@ -42,6 +42,17 @@ std::filesystem::path resolve_data_dir(const std::string& flag_value);
 // split = "train" or "t10k". Checks that counts match and labels are in 0..9.
 Dataset load_fashion_mnist(const std::filesystem::path& dir, const std::string& split);
 
+// The training and test splits, checked to have images of one size: a model is built for the
+// training images' size, so test images of another size cannot be evaluated (they used to be read
+// out of bounds).
+struct TrainTestSets {
+  Dataset train;
+  Dataset test;
+};
+TrainTestSets load_fashion_mnist_train_test(const std::filesystem::path& dir);
+// InputError naming `where` unless both sets have images of the same rows x cols.
+void check_same_image_size(const Dataset& train, const Dataset& test, const std::string& where);
+
 // Builds a Dataset from IDX arrays, validating shapes and label range; `where` names the files.
 Dataset make_dataset(const std::vector<std::uint32_t>& image_dims,
                      const std::vector<std::uint8_t>& pixels,

@@ -9,6 +9,10 @@
 
 #include "sgp/gossip/wire_format.hpp"
 
+namespace sgp::topology {
+class Schedule;
+}
+
 namespace sgp::gossip {
 
 enum class Mode {
@@ -35,13 +39,28 @@ struct PushSumConfig {
   // large enough to amortise per-message costs, small enough to pipeline the checksum and axpy of
   // one chunk with the transfer of the next and to stay in cache between the two.
   std::uint64_t chunk_elements = 262144;
-  // Messages for a round more than this far ahead of ours are rejected (future_round).
-  std::int64_t max_rounds_ahead = 1024;
+  // Messages for a round more than this far ahead of ours are rejected (future_round). 0: as
+  // far as an in-neighbour can legitimately be ahead (rounds_ahead_bound).
+  std::int64_t max_rounds_ahead = 0;
+  // Payload bytes held for later rounds; a message for a future round beyond it is rejected
+  // (future_round). Raised to what (tau + 2) rounds of every in-neighbour's messages need.
+  std::uint64_t max_held_bytes = std::uint64_t{1} << 30;
   // asgp: each edge carries the running total of the mass ever pushed on it, so that a lost,
   // duplicated or reordered message costs nothing (false: each message carries one round's
   // mass, as plain push-sum; kept to show what faults do to it).
   bool running_sums = true;
 };
+
+// How many rounds ahead of a peer an in-neighbour can legitimately be: each hop of a path lets a
+// peer run one round (overlap: tau + 1) ahead of its in-neighbour, paths in a strongly connected
+// schedule have at most N - 1 hops, and a time-varying one may need `period` rounds per hop. Plus
+// one round of margin. config.max_rounds_ahead when that is set.
+std::int64_t rounds_ahead_bound(const topology::Schedule& schedule, const PushSumConfig& config);
+
+// InputError "--tau T: ..." when, with this topology, `rank`'s x could shrink below float32's
+// range while its in-neighbours are late: overlap mode mixes up to tau + 1 rounds without their
+// messages, each scaling x by the rank's self-weight.
+void check_tau(const topology::Schedule& schedule, int rank, const PushSumConfig& config);
 
 // Counters since construction. Messages are transport messages (one per chunk); bytes count
 // payload plus header.

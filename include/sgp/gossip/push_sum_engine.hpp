@@ -103,7 +103,11 @@ class PushSumEngine final : public Mixer {
   void wait_released(const void* buffer, std::int64_t round);
   void add_wait(Clock::time_point start);
   [[noreturn]] void fail_missing(std::int64_t round);
-  void reject(RejectCause cause, const std::string& detail);
+  // `sender`, `round`: who the message says it is from, when its header is well-formed (-1: not).
+  void reject(RejectCause cause, const std::string& detail, int sender = -1,
+              std::int64_t round = -1);
+  // What was rejected from each of `ranks`, for the time-out message ("" when nothing).
+  std::string rejects_from(const std::vector<int>& ranks) const;
   void comm_loop();
   void rethrow_comm_error();
 
@@ -130,10 +134,17 @@ class PushSumEngine final : public Mixer {
   float* scratch_device_ = nullptr;      // GPU: upload target of a received payload
   std::unique_ptr<RoundTracker> tracker_;
   std::map<std::int64_t, std::vector<DecodedMessage>> held_;  // accepted, not yet applied
+  std::uint64_t held_bytes_ = 0;                              // their payloads
+  std::uint64_t max_held_bytes_ = 0;
 
   mutable std::mutex metrics_mutex_;
   PushSumMetrics metrics_;
   std::array<bool, kNumRejectCauses> logged_{};
+  struct SenderRejects {
+    std::array<std::uint64_t, kNumRejectCauses> count{};
+    std::int64_t latest_round = -1;
+  };
+  std::map<int, SenderRejects> sender_rejects_;  // by the rank a message claimed
 
   // Overlap mode: the communication thread and its queues.
   struct SendJob {

@@ -8,10 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sgp/gossip/wire_format.hpp"
+#include "sgp/transport/curve.hpp"
 
 namespace sgp::transport {
 class SnapshotSender;
@@ -26,7 +28,9 @@ std::array<std::byte, kHeaderBytes> snapshot_header(int rank, std::int64_t itera
 
 class SnapshotPublisher {
  public:
-  SnapshotPublisher(const std::string& endpoint, int rank);
+  // `curve`: authenticate to a keyed monitor (gossip::snapshot_curve).
+  SnapshotPublisher(const std::string& endpoint, int rank,
+                    const std::optional<transport::CurveClient>& curve = std::nullopt);
   ~SnapshotPublisher();
   // Never blocks; returns whether the snapshot was queued.
   bool publish(std::int64_t iteration, const std::vector<float>& z, double weight = 1.0);

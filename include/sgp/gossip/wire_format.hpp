@@ -44,6 +44,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <variant>
@@ -106,16 +107,17 @@ enum class RejectCause : int {
   bad_size,  // count differs from the local vector, or payload bytes != count * 4
   payload_checksum,
   unknown_sender,     // rank outside 0..N-1, or our own rank
-  bad_weight,         // weight or coefficient not finite and positive
+  bad_weight,         // weight not in (0, N], or coefficient not in (0, 1]
   unexpected_sender,  // sender does not push to us in that round
   bad_coefficient,    // coefficient differs from the schedule's p_ji
   stale_round,        // round already completed (beyond the staleness bound)
   duplicate_round,    // a second message from the same sender for the same round
   future_round,       // round too far ahead of ours
-  non_finite,         // the payload holds a NaN or an infinity
+  sender_mismatch,    // sender differs from the rank the transport authenticated (CURVE)
+  non_finite,         // a payload value is NaN or infinite (the sender diverged, or is faulty)
   stale_epoch,        // running totals of an older incarnation of the sender or of us
 };
-inline constexpr int kNumRejectCauses = 17;
+inline constexpr int kNumRejectCauses = 18;
 std::string_view reject_cause_name(RejectCause cause);
 
 // The header bytes for `header` (magic, version and header hash filled in).
@@ -124,10 +126,20 @@ std::array<std::byte, kHeaderBytes> encode_header(const WireHeader& header);
 // XXH3_64bits over a payload.
 std::uint64_t payload_hash(std::span<const std::byte> payload);
 
+// Whether every element (float32, or float64 for dtype 2) of a payload is finite (one pass,
+// while the chunk is in cache after its hash).
+bool all_finite(std::span<const std::byte> payload, std::uint16_t dtype = kDtypeFloat32);
+
+// The fields of a header frame whose size, magic, version, hash and dtype (one of the two
+// known) are right; nothing otherwise. What a rejected message claims (sender, round) for naming it
+// in messages.
+std::optional<WireHeader> parse_header(std::span<const std::byte> head);
+
 // A message whose frames passed every check that needs no state beyond the vector's chunking and
 // the number of peers: frame layout, magic, version, header hash, dtype (the one expected),
-// sizes, sender range, finite positive weight/coefficient (dtype 2: weight finite and >= 0),
-// payload hash.
+// sizes, sender range, weight in (0, N] (push-sum weights sum to N) and coefficient in (0, 1]
+// (dtype 2: a running total, so only finite and >= 0), payload hash, finite payload values,
+// and, when the transport authenticated the connection, sender == that rank.
 struct DecodedMessage {
   WireHeader header;
   std::span<const std::byte> payload;  // points into `message`

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sgp/gossip/push_sum_config.hpp"
@@ -24,16 +25,18 @@ class Schedule;
 
 namespace sgp::launch {
 
-// The training settings sgp consensus takes too.
-inline constexpr std::array<std::string_view, 8> kConsensusSettings = {
-    "tau", "timeout_ms", "seed", "device", "run_dir", "log_level", "running_sums", "inject"};
+// The training settings sgp consensus shares (sgp/peer/settings.hpp): its flags, and what
+// --local passes to each peer it starts.
+inline constexpr std::array<std::string_view, 10> kConsensusSettings = {
+    "tau",       "timeout_ms", "seed",     "device",       "run_dir",
+    "log_level", "keys",       "insecure", "running_sums", "inject"};
 
 struct ConsensusOptions {
   std::string topology;
   int rounds = 50;
   gossip::Mode mode = gossip::Mode::sync;
   std::size_t dim = 1000;
-  // kConsensusSettings, as for training runs.
+  // The kConsensusSettings, as for training runs.
   peer::TrainConfig shared;
 };
 

@@ -63,10 +63,13 @@ class ConsensusMonitor {
   void flush();
   const std::vector<MonitorRecord>& records() const { return records_; }
   std::uint64_t rejected() const { return rejected_; }
+  // Valid snapshots given up: their iteration could no longer complete.
+  std::uint64_t dropped() const { return dropped_; }
   peer::MonitorSummary summary() const;
 
  private:
   MonitorRecord complete(std::int64_t iteration);
+  bool far_ahead(std::int64_t iteration) const;  // beyond any genuine next evaluation
 
   std::unique_ptr<compute::Backend> backend_;
   data::Dataset test_;
@@ -78,6 +81,7 @@ class ConsensusMonitor {
   std::map<std::int64_t, std::map<int, double>> weights_;              // iteration -> rank -> w
   std::vector<MonitorRecord> records_;
   std::uint64_t rejected_ = 0;
+  std::uint64_t dropped_ = 0;
 };
 
 // Receives snapshots into `monitor` until `stop` is set, then drains what is still queued

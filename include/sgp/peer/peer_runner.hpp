@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/peer/summaries.hpp"
 #include "sgp/peer/train_config.hpp"
 
@@ -17,6 +18,9 @@ namespace sgp::peer {
 // The rank of this process: `flag` when given, else $RANK, else $SLURM_PROCID. InputError when
 // none is set or one is not a number.
 int resolve_rank(std::optional<int> flag);
+
+// The --keys / --insecure settings of a peer or launch.
+gossip::Security security(const TrainConfig& config);
 
 // Reads config.topology (InputError naming the file and every problem in it).
 topology::Schedule load_topology(const TrainConfig& config);

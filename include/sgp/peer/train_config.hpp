@@ -57,6 +57,8 @@ struct TrainConfig {
   std::int64_t checkpoint_every = 0;  // iterations; 0: no checkpoints
   bool resume = false;                // continue from the newest complete checkpoint set
   std::string monitor;                // endpoint of the consensus monitor; empty: none
+  std::string keys_dir;               // CURVE secret keys (`sgp keygen`); empty: none
+  bool insecure = false;              // allow plain TCP on non-loopback endpoints
   // fault tolerance (asgp)
   bool running_sums = true;  // asgp: lost messages cost no mass (false: plain push-sum)
   std::string inject;  // transport faults, e.g. "drop=0.05,seed=1" (transport/faulty_transport)

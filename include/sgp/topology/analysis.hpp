@@ -40,6 +40,10 @@ Matrix period_product(const Schedule& schedule);
 // The number of strongly connected components of the union of the phases' graphs (Boost
 // strong_components); 1 means every peer's value can reach every other peer.
 int union_strong_components(const Schedule& schedule);
+
+// InputError "<source>: not strongly connected ..." unless it is (a single peer is): push-sum
+// cannot reach the average, and a peer nobody pushes to would run alone to the end.
+void require_strongly_connected(const Schedule& schedule, const std::string& source);
 // The same components as groups of ranks: each group ascending, groups ordered by their first rank.
 std::vector<std::vector<int>> union_components(const Schedule& schedule);
 // Longest shortest path (hops) in the union graph, or nullopt when it is not strongly connected.

@@ -5,6 +5,7 @@
 //   digraph topology {
 //     period=3;                                   // graph: number of phases (absent: static)
 //     0 [endpoint="tcp://127.0.0.1:29500"];       // node ids are the ranks 0..N-1
+//     1 [public_key="<40 Z85 chars>"];            // optional CURVE key (`sgp keygen`)
 //     0 -> 1 [phase=0, weight=0.5];               // edge: active when k % period == phase
 //     0 -> 0 [phase=0, weight=0.5];               // self-edge: the weight a rank keeps
 //     1 -> 2 [phase=0];                           // no weight: see the rules below
@@ -17,6 +18,13 @@
 //     is left (1 - sum), which must not be negative.
 //   - Without out-edge weights: p_ii is the self-edge's weight when there is one, else the
 //     requested self weight a, else 1/(d+1); the rest is spread evenly over the d out-edges.
+//   - An edge between two ranks needs a positive weight (given or inferred): a weight-0 edge
+//     pushes nothing while its receiver waits for it every round.
+//   - public_key (node) and monitor_public_key (graph): all nodes or none, each 40 Z85
+//     characters, distinct. With keys, every peer and monitor socket uses CURVE (README).
+//   - Limits against hostile files, checked before the memory is spent: nesting of braces and
+//     brackets at most 100 deep (Boost's parser recurses), period <= 1024, period x N <= 2^18
+//     and (edge, phase) pairs <= 2^20.
 //   - Numbers written in exponent notation must be quoted ("1e-3"): Graphviz's grammar reads an
 //     unquoted 1e-3 as 1 and drops the rest, so the reader rejects it.
 // Every problem in a file is collected and reported together in one InputError, each line naming

@@ -48,11 +48,19 @@ class Schedule {
   const std::vector<std::string>& endpoints() const { return endpoints_; }
   void set_endpoints(std::vector<std::string> endpoints);
 
+  // CURVE public keys (Z85, 40 characters, `sgp keygen`): one per rank, or none. The monitor's
+  // key may be empty even when the ranks have keys (then no keyed monitor can be used).
+  bool has_public_keys() const { return !public_keys_.empty(); }
+  const std::string& public_key(int rank) const;
+  const std::vector<std::string>& public_keys() const { return public_keys_; }
+  const std::string& monitor_public_key() const { return monitor_public_key_; }
+  void set_public_keys(std::vector<std::string> keys, std::string monitor_key = {});
+
   // The same graphs with self weight `a` in every phase and 1 - a spread evenly over each rank's
   // out-edges (the --self-weight mixing rate). a in (0, 1]; a rank with no out-edges keeps 1.
   Schedule with_self_weight(double a) const;
 
-  // Same peers, phases, weights (exactly), edge order and endpoints.
+  // Same peers, phases, weights (exactly), edge order, endpoints and keys.
   friend bool operator==(const Schedule&, const Schedule&) = default;
 
  private:
@@ -61,6 +69,8 @@ class Schedule {
   std::vector<std::vector<double>> self_weights_;
   std::vector<std::vector<std::vector<int>>> in_neighbors_;  // [phase][rank]
   std::vector<std::string> endpoints_;
+  std::vector<std::string> public_keys_;
+  std::string monitor_public_key_;
 };
 
 }  // namespace sgp::topology

@@ -11,15 +11,17 @@
 #include <span>
 #include <string>
 
+#include "sgp/transport/curve.hpp"
 #include "sgp/transport/message.hpp"
 
 namespace sgp::transport {
 
 class SnapshotSender {
  public:
-  // Connects (lazily, as ZeroMQ does) to the monitor at `endpoint`. Throws InputError when the
-  // endpoint is malformed.
-  explicit SnapshotSender(const std::string& endpoint);
+  // Connects (lazily, as ZeroMQ does) to the monitor at `endpoint`, as a CURVE client when
+  // `curve` is given. Throws InputError when the endpoint is malformed.
+  explicit SnapshotSender(const std::string& endpoint,
+                          const std::optional<CurveClient>& curve = std::nullopt);
   ~SnapshotSender();
   SnapshotSender(const SnapshotSender&) = delete;
   SnapshotSender& operator=(const SnapshotSender&) = delete;
@@ -36,9 +38,11 @@ class SnapshotSender {
 
 class SnapshotReceiver {
  public:
-  // Binds at `endpoint` ("tcp://127.0.0.1:*" lets the OS choose the port; endpoint() tells).
-  // Throws IoError when it cannot bind.
-  explicit SnapshotReceiver(const std::string& endpoint);
+  // Binds at `endpoint` ("tcp://127.0.0.1:*" lets the OS choose the port; endpoint() tells), as
+  // a CURVE server admitting only curve->admitted when `curve` is given (received messages then
+  // carry the sender's authenticated rank). Throws IoError when it cannot bind.
+  explicit SnapshotReceiver(const std::string& endpoint,
+                            const std::optional<CurveServer>& curve = std::nullopt);
   ~SnapshotReceiver();
   SnapshotReceiver(const SnapshotReceiver&) = delete;
   SnapshotReceiver& operator=(const SnapshotReceiver&) = delete;
@@ -51,6 +55,7 @@ class SnapshotReceiver {
   struct Socket;
   std::unique_ptr<Socket> socket_;
   std::string endpoint_;
+  bool authenticated_ = false;
 };
 
 }  // namespace sgp::transport

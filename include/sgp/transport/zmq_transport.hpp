@@ -15,48 +15,75 @@
 // kernel, and the callback (run by ZeroMQ's I/O thread once the bytes are written, or when the
 // message is dropped) is the caller's on_release. Received frames are not copied either.
 //
-// Settings, chosen on purpose (ZmqOptions):
-//   SNDHWM / RCVHWM  bound the messages queued per link (memory: HWM x frame size). A push-sum
-//                    round is at most 256 chunk messages per link and a peer is at most tau + 1
-//                    rounds ahead; a round must fit in SNDHWM + RCVHWM or two peers that push to
-//                    each other could both block in send(). 1024 each leaves room.
+// Settings, chosen on purpose (ReceiveLimits: required, since only the caller knows the sizes;
+// ZmqOptions):
+//   MAXMSGSIZE       on the PULL socket: a frame bigger than the largest the caller expects
+//                    drops the sender's connection before ZeroMQ allocates it (a 400 MB frame
+//                    used to cost the receiver 400 MB).
+//   RCVHWM           messages queued per incoming connection before ZeroMQ stops reading it:
+//                    memory per connection is about RCVHWM x the largest frame, so the caller
+//                    sizes it to one round of messages (the senders' queues hold the rest).
+//   SNDHWM           messages queued per outgoing link. A push-sum round is at most 256 chunk
+//                    messages per link and a peer is at most tau + 1 rounds ahead; a round must
+//                    fit in SNDHWM + RCVHWM or two peers that push to each other could both block
+//                    in send(). The sender's queue holds pointers to its own buffers (zero copy).
 //   SNDTIMEO         how long send() may block on a full queue before IoError (peer not reading).
 //   LINGER           on close, how long queued messages still get to be delivered: a peer that
 //                    finishes must still deliver its last round to neighbours that need it.
-//   MAXMSGSIZE       on the PULL socket: a frame bigger than this drops the sender's connection
-//                    before ZeroMQ allocates it (a hostile peer cannot exhaust memory).
+//   CURVE            with ZmqOptions::curve (keys in the topology), the PULL socket is a CURVE
+//                    server admitting only the configured client keys (ZapHandler) and every
+//                    PUSH a CURVE client; received messages carry the authenticated rank.
 //   IMMEDIATE = 0    (the default, kept) messages to a peer that has not started yet are queued
 //                    and delivered when it comes up; peers may start in any order.
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
+#include "sgp/transport/curve.hpp"
 #include "sgp/transport/transport.hpp"
 
 namespace sgp::transport {
 
+// What the receiving socket accepts. No defaults: every receiver must say (sgp peer once had
+// no frame limit because nobody passed one).
+struct ReceiveLimits {
+  std::int64_t max_frame_bytes;  // ZMQ_MAXMSGSIZE, > 0
+  int max_queued_messages;       // ZMQ_RCVHWM per connection, > 0
+};
+
+// CURVE for a peer's transport: this peer's keypair (its PULL is a server with it, each PUSH a
+// client with it), the in-neighbours it admits (public key -> rank), and each destination's
+// public key.
+struct ZmqCurve {
+  CurveKeyPair own;
+  std::map<std::string, int> admitted;
+  std::map<int, std::string> server_keys;
+};
+
 struct ZmqOptions {
   int io_threads = 1;
   int send_hwm = 1024;
-  int receive_hwm = 1024;
   std::chrono::milliseconds send_timeout{30000};
   std::chrono::milliseconds linger{5000};
-  std::int64_t max_frame_bytes = -1;  // -1: unlimited
+  std::optional<ZmqCurve> curve;  // none: plain TCP (the caller decides whether that is allowed)
 };
 
 class ZmqTransport final : public Transport {
  public:
   // Binds the PULL socket at `bind_endpoint` (e.g. "tcp://127.0.0.1:5600", or ":*" for a port
   // chosen by the OS; endpoint() tells which). Throws IoError if the endpoint cannot be bound.
-  ZmqTransport(int rank, const std::string& bind_endpoint, ZmqOptions options = {});
+  ZmqTransport(int rank, const std::string& bind_endpoint, ReceiveLimits limits,
+               ZmqOptions options = {});
   ~ZmqTransport() override;
 
   // The endpoint actually bound (ZMQ_LAST_ENDPOINT), e.g. "tcp://127.0.0.1:41233".
   const std::string& endpoint() const { return endpoint_; }
-  // Connects a PUSH socket to `dest`'s endpoint (once per destination).
+  // Connects a PUSH socket to `dest`'s endpoint (once per destination). With CURVE, `dest` must
+  // have a server key in the options.
   void connect(int dest, const std::string& endpoint);
 
   int rank() const override { return rank_; }
@@ -67,7 +94,10 @@ class ZmqTransport final : public Transport {
   void discard_pending(int dest) override;
 
  private:
-  struct Sockets;  // zmq context and sockets, kept out of this header
+  bool wait_readable(std::chrono::milliseconds timeout);  // false: woken or timed out
+  std::optional<Message> read_message();                  // a whole message, if one is there
+
+  struct Sockets;  // zmq context, ZAP handler and sockets, kept out of this header
   int rank_;
   ZmqOptions options_;
   std::unique_ptr<Sockets> sockets_;
