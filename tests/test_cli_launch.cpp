@@ -23,10 +23,12 @@
 
 using nlohmann::json;
 using sgp::testing::contains;
+using sgp::testing::processes_mentioning;
 using sgp::testing::read_json;
 using sgp::testing::read_jsonl;
 using sgp::testing::run_sgp;
 using sgp::testing::slurp;
+using sgp::testing::start_sgp;
 
 namespace {
 
@@ -36,32 +38,6 @@ std::string short_run(const std::filesystem::path& topology, const std::filesyst
   return "launch --device cpu --topology " + topology.string() + " --run-dir " + run.string() +
          " --max-iterations " + std::to_string(iterations) +
          " --eval-every 0.1 --log-every 10 --timeout-ms " + std::to_string(timeout_ms);
-}
-
-// Starts `sgp <args>` in the background with its output in `log`; returns its pid (exec, so
-// signals sent to the pid reach sgp itself).
-pid_t start_sgp(const std::string& args, const std::filesystem::path& log) {
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    const std::string command =
-        "exec " + sgp::testing::sgp_binary().string() + " " + args + " >" + log.string() + " 2>&1";
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// A pgrep/pkill pattern for `text` that does not match the shell running pgrep itself (whose
-// command line holds the pattern, "[x]yz", not the text "xyz").
-std::string self_proof(const std::string& text) {
-  return "[" + text.substr(0, 1) + "]" + text.substr(1);
-}
-
-// Processes whose command line mentions `marker` (our run directory).
-int processes_mentioning(const std::string& marker) {
-  const auto r = sgp::testing::run_command("pgrep -f -- '" + self_proof(marker) + "' | wc -l");
-  return std::stoi(r.output);
 }
 
 }  // namespace
@@ -209,10 +185,7 @@ TEST_CASE("a peer killed mid-run is reported by rank and signal, and the others 
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   REQUIRE(std::filesystem::exists(run / "peer-2.jsonl"));
-  const auto killed = sgp::testing::run_command(
-      "pkill -9 -f -- '" + self_proof("peer --config " + run.string() + "/config.json --rank 2") +
-      "'");
-  REQUIRE(killed.exit_code == 0);
+  REQUIRE(sgp::testing::signal_launched_peer(run, 2, "9"));
   const auto started = std::chrono::steady_clock::now();
   int status = 0;
   ::waitpid(launcher, &status, 0);

@@ -29,19 +29,6 @@ using namespace std::chrono_literals;
 
 constexpr std::size_t kModelBytes = 669706 * sizeof(float);  // W1: MLP 784-512-512-10
 
-// `sgp ARGS` in the background, output to `log`.
-pid_t start_sgp(const std::string& args, const std::filesystem::path& log) {
-  const std::string command =
-      "exec " + sgp::testing::sgp_binary().string() + " " + args + " >" + log.string() + " 2>&1";
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
-    ::_exit(127);
-  }
-  return pid;
-}
-
 // The peak RSS of `pid` once it has stopped growing for 2 s (it is then blocked waiting for its
 // neighbour), or -1 if it exited.
 std::int64_t settled_peak(pid_t pid) {
@@ -87,9 +74,10 @@ TEST_CASE("sgp peer: 400 MB frames and a flood of oversized ones cost it no memo
   const auto endpoint =
       sgp::topology::read_dot_file(topology, {.require_endpoints = true, .self_weight = {}})
           .endpoint(0);
-  const pid_t peer = start_sgp("peer --rank 0 --device cpu --timeout-ms 120000 --topology " +
-                                   topology.string() + " --run-dir " + (dir / "run").string(),
-                               dir / "peer.log");
+  const pid_t peer =
+      sgp::testing::start_sgp("peer --rank 0 --device cpu --timeout-ms 120000 --topology " +
+                                  topology.string() + " --run-dir " + (dir / "run").string(),
+                              dir / "peer.log");
   const auto before = settled_peak(peer);
   REQUIRE(before > 0);
   flood(endpoint, 400u << 20, 3);
@@ -125,9 +113,9 @@ TEST_CASE("sgp monitor: Ctrl-C stops it cleanly (exit 0, summary written, no err
   sgp::testing::TempDir dir;
   const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 2);
   const pid_t monitor =
-      start_sgp("monitor --topology " + topology.string() +
-                    " --bind 'tcp://127.0.0.1:*' --run-dir " + (dir / "m").string(),
-                dir / "monitor.log");
+      sgp::testing::start_sgp("monitor --topology " + topology.string() +
+                                  " --bind 'tcp://127.0.0.1:*' --run-dir " + (dir / "m").string(),
+                              dir / "monitor.log");
   // Wait until it listens, then interrupt it as Ctrl-C would.
   for (int i = 0; i < 300; ++i) {
     std::ifstream log(dir / "monitor.log");

@@ -52,16 +52,6 @@ class TwoHosts {
   bool ok_ = false;
 };
 
-pid_t start(const std::string& command, const std::filesystem::path& log) {
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", (command + " >" + log.string() + " 2>&1").c_str(), nullptr);
-    ::_exit(127);
-  }
-  return pid;
-}
-
 // Waits for `pid`; after `patience` it is asked to stop (SIGTERM), so a test never hangs.
 int wait_exit(pid_t pid, std::chrono::seconds patience = std::chrono::seconds(120)) {
   int status = 0;
@@ -106,15 +96,15 @@ TEST_CASE("four peers on two hosts (network namespaces) train together over TCP"
                              " --max-iterations 60 --eval-every 0.1 --timeout-ms 20000"
                              " --insecure --monitor " +
                              monitor_endpoint;
-  const pid_t monitor =
-      start(hosts.on('a', sgp + " monitor --topology " + topology.string() + " --insecure --bind " +
-                              monitor_endpoint + " --run-dir " + (dir / "m").string() +
-                              " --until-iteration 60"),
-            dir / "m.log");
-  const pid_t a = start(hosts.on('a', sgp + " launch --run-dir " + (dir / "a").string() + common),
-                        dir / "a.log");
-  const pid_t b = start(hosts.on('b', sgp + " launch --run-dir " + (dir / "b").string() + common),
-                        dir / "b.log");
+  const pid_t monitor = sgp::testing::start_command(
+      hosts.on('a', sgp + " monitor --topology " + topology.string() + " --insecure --bind " +
+                        monitor_endpoint + " --run-dir " + (dir / "m").string() +
+                        " --until-iteration 60"),
+      dir / "m.log");
+  const pid_t a = sgp::testing::start_command(
+      hosts.on('a', sgp + " launch --run-dir " + (dir / "a").string() + common), dir / "a.log");
+  const pid_t b = sgp::testing::start_command(
+      hosts.on('b', sgp + " launch --run-dir " + (dir / "b").string() + common), dir / "b.log");
   const int a_exit = wait_exit(a), b_exit = wait_exit(b);
   INFO(slurp(dir / "a.log") << slurp(dir / "b.log"));
   CHECK(a_exit == 0);
