@@ -81,6 +81,8 @@ double max_relative_distance(const std::vector<float>& z, const std::vector<doub
   return worst;
 }
 
+std::vector<double> as_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
 struct Peers {
   explicit Peers(int n) : network(n) {
     for (int r = 0; r < n; ++r)
@@ -131,11 +133,9 @@ TEST_CASE("running sums reach the exact mean under drops, duplicates and reorder
   CHECK(plain_worst > 1e-4);  // the bias lost and doubled mass leaves
 }
 
-// Known limitation (issue 12 left open): until the dead peer is excluded, pushes to it drain
-// the survivors' mass geometrically; once w is far below the running totals' magnitude, the
-// totals cannot carry it (double rounding) and the survivors no longer agree exactly. This test
-// checks what holds today: every survivor excludes it and finishes without error.
-TEST_CASE("a dead peer is excluded by every survivor, who all finish") {
+// Until the dead peer is excluded, pushes to it drain the survivors' mass; after the exclusion
+// each survivor restarts from its z with w = 1 and fresh totals, so they agree again exactly.
+TEST_CASE("a dead peer is excluded by every survivor, who all finish in agreement") {
   const int n = 5;
   const std::size_t dim = 16;
   const auto s = testing::make_schedule(testing::Graph::exponential, n);
@@ -152,7 +152,10 @@ TEST_CASE("a dead peer is excluded by every survivor, who all finish") {
     bool excluded_2 = false;
     for (const auto& e : out[r].events) excluded_2 |= e.what == "excluded" && e.rank == 2;
     CHECK(excluded_2);
-    CHECK(out[r].z.size() == dim);
+    REQUIRE(out[r].z.size() == dim);
+    // w restarted at 1 after the exclusion: no survivor is left with a vanishing share.
+    CHECK(out[r].weight > 0.1);
+    CHECK(max_relative_distance(out[r].z, as_double(out[0].z)) < 1e-6);
   }
 }
 
@@ -169,10 +172,15 @@ TEST_CASE("join takes half a sponsor's mass and leave hands all of it on: the to
   for (int r = 0; r < n; ++r) {
     x.push_back(testing::initial_vector(r, n, dim));
     e.push_back(std::make_unique<gossip::AsyncPushSum>(backend, s, *t[r], x[r].data(), dim,
-                                                       async_config(true)));
+                                                       async_config(true, 300ms)));
   }
-  for (int k = 0; k < 5; ++k)
-    for (int r = 0; r < 2; ++r) e[r]->mix();     // rank 2 has not started yet
+  // The first round is a rendezvous: ranks 0 and 1 meet there, and exclude rank 2, which has
+  // not started, after the time-out. It will join instead.
+  std::thread first_round([&] { e[1]->mix(); });
+  e[0]->mix();
+  first_round.join();
+  for (int k = 1; k < 5; ++k)
+    for (int r = 0; r < 2; ++r) e[r]->mix();
   for (int r = 0; r < 2; ++r) e[r]->idle(5ms);   // everything between 0 and 1 applied
   const double sponsor_before = e[0]->weight();  // rank 0 is the first live rank after 2
   std::atomic<bool> joined{false};
@@ -190,6 +198,16 @@ TEST_CASE("join takes half a sponsor's mass and leave hands all of it on: the to
   CHECK(e[0]->membership().incarnation(2) == 1);
   CHECK(e[0]->weight() == doctest::Approx(sponsor_before / 2).epsilon(1e-15));
   CHECK(e[2]->weight() >= sponsor_before / 2);  // its half, and what was pushed to it before
+  // The caller's x holds z: an SGD step of 0.25 there moves z by 0.25, not by 0.25 / w (rank 0's
+  // w is below 1 now; a step added to the mass unscaled made fast peers diverge).
+  REQUIRE(e[0]->weight() < 0.75);
+  std::vector<float> z(dim);
+  e[0]->debias(z.data());
+  CHECK(z == x[0]);
+  const float before_step = z[3];
+  x[0][3] += 0.25f;
+  e[0]->debias(z.data());
+  CHECK(z[3] == doctest::Approx(before_step + 0.25f).epsilon(1e-6));
   // Leaving hands everything on: what ranks 0 and 1 hold grows by exactly rank 2's weight.
   for (int r = 0; r < 2; ++r) e[r]->idle(5ms);
   const double before = e[0]->weight() + e[1]->weight(), handed = e[2]->weight();

@@ -83,6 +83,7 @@ void AsyncPushSum::mix() {
   if (!left_) push_round();
   ++round_;
   ++metrics_.rounds;
+  if (metrics_.rounds == 1 && !admitted_round_) await_in_neighbours();
   give_to_caller();
   metrics_.apply_seconds += std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -99,18 +100,38 @@ void AsyncPushSum::idle(milliseconds duration) {
   metrics_.wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// What the caller did to x since we last wrote it (the SGD step) goes into x64 too.
+// Peers start at different times. A peer that mixed on alone would push half its mass away
+// every round and take nothing in: its w would fall geometrically, and its SGD steps (on x, so
+// 1 / w times larger in z) would blow up. So the first round waits, as a synchronous round does,
+// until every peer that pushes to it in that round has been heard from or excluded (the
+// failure detector's cap). It sends its totals again meanwhile (running sums: a repeat costs
+// nothing), so that a lost first message does not get a live peer excluded.
+void AsyncPushSum::await_in_neighbours() {
+  const std::int64_t pushed = round_ - 1;
+  while (detector_->waiting_for_first_message(mixing_.in_neighbors(rank_, pushed))) {
+    idle(milliseconds(5));
+    if (left_) continue;
+    for (const auto& e : mixing_.out_edges(rank_, pushed)) send_total(e.peer, out_edge(e.peer));
+  }
+}
+
+// The caller's x holds z = x64 / w, and what it changed there since we last wrote it (the SGD
+// step, taken at z) goes into x64 scaled by w: a step moves z by the same amount whatever w is.
+// (Adding it unscaled, as synchronous SGP does, moves z by step / w; a peer whose mass is mostly
+// in flight, w << 1, then diverges: a fast peer with 0.3 ms iterations reached w = 1e-5 in ten
+// rounds before its neighbours' totals came back.)
 void AsyncPushSum::take_caller_changes() {
   thread_local std::vector<float> now;
   now.resize(n_);
   backend_.download(now.data(), x_, n_ * sizeof(float));
   for (std::size_t k = 0; k < n_; ++k) {
-    x64_[k] += static_cast<double>(now[k]) - static_cast<double>(x_seen_[k]);
+    x64_[k] += w_ * (static_cast<double>(now[k]) - static_cast<double>(x_seen_[k]));
   }
 }
 
 void AsyncPushSum::give_to_caller() {
-  for (std::size_t k = 0; k < n_; ++k) x_seen_[k] = static_cast<float>(x64_[k]);
+  const double inverse = w_ > 0.0 ? 1.0 / w_ : 0.0;
+  for (std::size_t k = 0; k < n_; ++k) x_seen_[k] = static_cast<float>(x64_[k] * inverse);
   backend_.upload(x_, x_seen_.data(), n_ * sizeof(float));
 }
 
@@ -124,14 +145,15 @@ void AsyncPushSum::push_round() {
 }
 
 OutEdge& AsyncPushSum::out_edge(int dest) {
-  const std::uint64_t epoch = edge_epoch(rank_, dest);
+  const std::uint64_t epoch = out_epoch(dest);
   auto& edge = out_[dest];
   if (!edge || edge->epoch() != epoch) edge = std::make_unique<OutEdge>(n_, epoch);
   return *edge;
 }
 
-std::uint64_t AsyncPushSum::edge_epoch(int sender, int receiver) const {
-  return (std::uint64_t{membership_.incarnation(sender)} << 32) | membership_.incarnation(receiver);
+std::uint64_t AsyncPushSum::out_epoch(int dest) const {
+  return EdgeEpoch{membership_.incarnation(rank_), membership_.incarnation(dest), generation_}
+      .pack();
 }
 
 void AsyncPushSum::send_total(int dest, OutEdge& edge) {
@@ -187,16 +209,19 @@ void AsyncPushSum::handle(transport::Message message) {
 void AsyncPushSum::handle_data(DecodedMessage m) {
   const WireHeader& h = m.header;
   const int s = h.sender;
-  const auto sender_incarnation = static_cast<std::uint32_t>(h.epoch >> 32);
+  const auto epoch = EdgeEpoch::unpack(h.epoch);
   // A newer incarnation of the sender than we know: it rejoined, and this is how we learn it.
-  if (sender_incarnation > membership_.incarnation(s) &&
-      membership_.apply(s, PeerState::live, sender_incarnation)) {
+  if (epoch.sender_incarnation > membership_.incarnation(s) &&
+      membership_.apply(s, PeerState::live, epoch.sender_incarnation)) {
     membership_changed("joined", s);
   }
-  if (h.epoch != edge_epoch(s, rank_)) {
+  if (epoch.sender_incarnation != membership_.incarnation(s) ||
+      epoch.receiver_incarnation != membership_.incarnation(rank_) ||
+      epoch.generation < sender_generation_[s]) {
     reject(RejectCause::stale_epoch, fmt::format("from rank {}", s));
     return;
   }
+  sender_generation_[s] = epoch.generation;  // a newer one restarts the in-edge below
   if (!membership_.live(s)) {
     reject(RejectCause::unexpected_sender,
            fmt::format("rank {} is {}", s, state_name(membership_.state(s))));
@@ -410,6 +435,7 @@ void AsyncPushSum::exclude(int rank, std::uint32_t incarnation, const std::strin
 // Repairs the schedule over the live peers and watches the ones that now push to us.
 void AsyncPushSum::membership_changed(const std::string& what, int rank) {
   events_.push_back({what, rank, round_});
+  if (what == "excluded") renormalise();
   try {
     mixing_ = topology::repair_schedule(schedule_, membership_.live_flags());
   } catch (const InputError& e) {
@@ -426,6 +452,24 @@ void AsyncPushSum::membership_changed(const std::string& what, int rank) {
       detector_->watch(r, now);
     }
   }
+}
+
+// Until a dead peer is excluded, the mass pushed to it is lost: a survivor's w can fall by
+// orders of magnitude, far below the running totals on its edges, whose rounding then swamps
+// the mass still mixed. So after an exclusion this peer restarts from its z with w = 1 and
+// restarts its out-edges' totals (a new generation; receivers restart theirs when they see it).
+// z is unchanged; the survivors converge to the plain average of their z. What was in flight
+// on the old totals is given up: its scale is the one just discarded.
+void AsyncPushSum::renormalise() {
+  if (w_ > 0.0 && std::isfinite(1.0 / w_)) {
+    const double inverse = 1.0 / w_;
+    for (double& v : x64_) v *= inverse;
+  } else {  // nothing left to scale: z as the caller last saw it
+    std::copy(x_seen_.begin(), x_seen_.end(), x64_.begin());
+  }
+  w_ = 1.0;
+  ++generation_;
+  out_.clear();
 }
 
 void AsyncPushSum::tell(int dest, const ControlMessage& message, std::vector<std::byte> payload) {
@@ -490,15 +534,13 @@ void AsyncPushSum::restore(std::int64_t round, double weight) {
   round_ = round;
   w_ = weight;
   backend_.download(x_seen_.data(), x_, n_ * sizeof(float));
-  std::copy(x_seen_.begin(), x_seen_.end(), x64_.begin());
+  for (std::size_t k = 0; k < n_; ++k) x64_[k] = weight * static_cast<double>(x_seen_[k]);
 }
 
 void AsyncPushSum::debias(float* z) {
-  thread_local std::vector<float> host;
-  host.resize(n_);
-  const double inverse = w_ > 0.0 ? 1.0 / w_ : 0.0;
-  for (std::size_t k = 0; k < n_; ++k) host[k] = static_cast<float>(x64_[k] * inverse);
-  backend_.upload(z, host.data(), n_ * sizeof(float));
+  take_caller_changes();  // a step since the last round counts
+  give_to_caller();
+  if (z != x_) backend_.copy(z, x_, n_ * sizeof(float));
 }
 
 PushSumMetrics AsyncPushSum::metrics() const { return metrics_; }

@@ -46,4 +46,9 @@ std::vector<int> FailureDetector::overdue(Clock::time_point now) const {
   return out;
 }
 
+bool FailureDetector::waiting_for_first_message(const std::vector<int>& ranks) const {
+  return std::any_of(ranks.begin(), ranks.end(),
+                     [this](int r) { return peers_[r].watched && !peers_[r].heard_once; });
+}
+
 }  // namespace sgp::gossip

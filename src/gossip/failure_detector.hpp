@@ -19,6 +19,8 @@ class FailureDetector {
   void watch(int rank, Clock::time_point now);
   void unwatch(int rank);
   bool watched(int rank) const { return peers_[rank].watched; }
+  // Whether some watched peer of `ranks` has not sent anything yet.
+  bool waiting_for_first_message(const std::vector<int>& ranks) const;
   void heard(int rank, Clock::time_point now);
   // The watched ranks silent for longer than their deadline.
   std::vector<int> overdue(Clock::time_point now) const;

@@ -20,6 +20,25 @@
 
 namespace sgp::gossip {
 
+// Which totals an edge carries (the header's 64-bit epoch): the incarnations of its sender and
+// receiver (24 bits each: totals restart when either rejoins) and the sender's mass generation
+// (16 bits: it restarts its totals, renormalised, after each exclusion it learns of).
+struct EdgeEpoch {
+  std::uint32_t sender_incarnation = 0;
+  std::uint32_t receiver_incarnation = 0;
+  std::uint32_t generation = 0;
+
+  std::uint64_t pack() const {
+    return (std::uint64_t{sender_incarnation & 0xffffffu} << 40) |
+           (std::uint64_t{receiver_incarnation & 0xffffffu} << 16) | (generation & 0xffffu);
+  }
+  static EdgeEpoch unpack(std::uint64_t bits) {
+    return {static_cast<std::uint32_t>(bits >> 40),
+            static_cast<std::uint32_t>(bits >> 16) & 0xffffffu,
+            static_cast<std::uint32_t>(bits) & 0xffffu};
+  }
+};
+
 // One send buffer: a snapshot of the edge's total, on the wire until every chunk is released.
 struct SendBuffer {
   std::vector<double> values;

@@ -270,7 +270,11 @@ void Trainer::record(std::int64_t it, double lr, bool eval, bool last, double wa
       {"compute_s", t.compute_seconds},
   };
   if (s.engine) {
-    if (last) s.engine->finish();  // overlap: apply every message still in flight
+    if (last) {  // overlap: apply every message still in flight; asgp: mix until all are done
+      const auto finishing = Clock::now();
+      s.engine->finish();
+      t.comm_seconds += seconds_since(finishing);
+    }
     const auto m = s.engine->metrics();
     const double wait = m.wait_seconds - t.before.wait_seconds;
     record["weight"] = s.engine->weight();

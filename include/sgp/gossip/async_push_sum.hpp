@@ -20,8 +20,10 @@
 //     every live peer is done, then a few rounds more, so that the last peers to finish still
 //     mix with the others and nothing is left half-sent.
 //
-// Values are mixed in double on the host (x64); the caller's float x is refreshed after every
-// round, and what the caller changed in x since (the SGD step) is added to x64 first.
+// Values are mixed in double on the host (x64). Unlike PushSumEngine, the caller's float x holds
+// the de-biased z = x64 / w, rewritten after every round; what the caller changed in it since
+// (the SGD step) is added to x64 scaled by w first, so that a step's size in z does not depend on
+// w (asgp's w can fall far below 1 while a peer's mass is in flight).
 // One thread (the caller's); the transport's release callbacks may run on any thread.
 #include <chrono>
 #include <cstdint>
@@ -87,6 +89,7 @@ class AsyncPushSum final : public Mixer {
  private:
   using Clock = std::chrono::steady_clock;
 
+  void await_in_neighbours();
   void take_caller_changes();
   void give_to_caller();
   void push_round();
@@ -105,7 +108,8 @@ class AsyncPushSum final : public Mixer {
   void tell_everyone(ControlMessage message);
   std::vector<std::byte> mass_payload(double share);
   bool all_live_done() const;
-  std::uint64_t edge_epoch(int sender, int receiver) const;
+  std::uint64_t out_epoch(int dest) const;
+  void renormalise();
   OutEdge& out_edge(int dest);
   void reject(RejectCause cause, const std::string& detail);
   void wait_for_sends(Clock::time_point deadline);
@@ -123,6 +127,8 @@ class AsyncPushSum final : public Mixer {
   std::vector<double> x64_;    // the mixed values, in double
   std::vector<float> x_seen_;  // the caller's x as we last left it
   double w_ = 1.0;
+  std::uint32_t generation_ = 0;                    // exclusions this peer renormalised after
+  std::map<int, std::uint32_t> sender_generation_;  // the newest generation seen per sender
   std::int64_t round_ = 0;
   std::optional<Clock::time_point> last_mix_;
   double mix_interval_s_ = 0.0;  // smoothed time between this peer's rounds

@@ -1,0 +1,113 @@
+// asgp with real peer processes over ZeroMQ on 127.0.0.1, as a user runs them with `sgp launch`:
+// the peers train without waiting for each other and still agree at the end; a peer killed
+// with SIGKILL is excluded and the others finish (exit 0); a peer stopped (SIGSTOP) for a while
+// slows nobody but itself.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/json_files.hpp"
+#include "support/local_topology.hpp"
+#include "support/skip.hpp"
+#include "support/subprocess.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
+
+using nlohmann::json;
+using sgp::testing::contains;
+using sgp::testing::read_json;
+using sgp::testing::read_jsonl;
+using sgp::testing::slurp;
+
+namespace {
+
+std::string asgp_run(const std::filesystem::path& topology, const std::filesystem::path& run,
+                     int iterations, int timeout_ms) {
+  return "launch --algo asgp --device cpu --model mlp:64 --batch-size 32 --topology " +
+         topology.string() + " --run-dir " + run.string() + " --max-iterations " +
+         std::to_string(iterations) + " --eval-every 0.1 --log-every 20 --timeout-ms " +
+         std::to_string(timeout_ms);
+}
+
+// Waits until `jsonl` holds at least `records` lines; false after two minutes.
+bool wait_for_records(const std::filesystem::path& jsonl, std::size_t records) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    // Whole lines only: the peer may be writing the next one.
+    if (std::filesystem::exists(jsonl) &&
+        static_cast<std::size_t>(std::ranges::count(slurp(jsonl), '\n')) >= records) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+int wait_exit_code(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("asgp peers over ZeroMQ train without waiting for each other and end in agreement") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  const auto topology =
+      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const auto run = dir / "run";
+  const auto r = sgp::testing::run_sgp(asgp_run(topology, run, 300, 20000));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto summary = read_json(run / "summary.json");
+  CHECK(summary["peers"] == 4);
+  // finish() mixes until every peer is done: the peers end in agreement. (The sum of w is not
+  // N at the end: what is in flight when the peers stop is not waited for; their z agree.)
+  CHECK(summary["final_consensus_error"].get<double>() < 1e-6);
+  CHECK(summary["final_average_model_accuracy"].get<double>() > 0.6);
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto records = read_jsonl(run / ("peer-" + std::to_string(rank) + ".jsonl"));
+    REQUIRE(!records.empty());
+    CHECK(records.back()["iteration"] == 300);
+    CHECK(records.back()["loss"].get<double>() < records.front()["loss"].get<double>());
+  }
+}
+
+TEST_CASE("asgp: a peer killed with SIGKILL is excluded and the other three finish, exit 0") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  const auto topology =
+      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const auto run = dir / "run";
+  const auto log = dir / "launch.log";
+  const pid_t launcher = sgp::testing::start_sgp(asgp_run(topology, run, 400, 2000), log);
+  REQUIRE(launcher > 0);
+  // Killed once it has trained a while (its neighbours have learnt how often it sends).
+  REQUIRE(wait_for_records(run / "peer-2.jsonl", 3));
+  REQUIRE(sgp::testing::signal_launched_peer(run, 2, "9"));
+  const int code = wait_exit_code(launcher);
+  const std::string output = slurp(log);
+  INFO(output);
+  CHECK(code == 0);
+  CHECK(contains(output, "rank 2 was killed by signal 9"));
+  const auto summary = read_json(run / "summary.json");
+  CHECK(summary["failed_peers"] == json::array({2}));
+  for (int rank : {0, 1, 3}) {
+    CAPTURE(rank);
+    const auto peer = read_json(run / ("peer-" + std::to_string(rank) + "-summary.json"));
+    CHECK(peer["iterations"] == 400);
+    CHECK(peer["excluded_peers"] == json::array({2}));
+  }
+  // The survivors restarted from their z after the exclusion, and agree at the end.
+  CHECK(summary["final_consensus_error"].get<double>() < 1e-6);
+  CHECK(summary["final_average_model_accuracy"].get<double>() > 0.6);
+  CHECK(sgp::testing::processes_mentioning(run.string()) == 0);
+}
