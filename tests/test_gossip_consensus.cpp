@@ -136,8 +136,10 @@ TEST_CASE("the device path (host staging, uploads into device scratch) mixes the
     for (int n : {3, 8}) {
       CAPTURE(sgp::name_of(mode));
       CAPTURE(n);
-      const auto s = topology::generate_topology(topology::TopologyKind::kOnePeerExponential,
-                                                 {.num_peers = n});
+      topology::GeneratorOptions options;
+      options.num_peers = n;
+      const auto s =
+          topology::generate_topology(topology::TopologyKind::kOnePeerExponential, options);
       const int rounds = sgp::testing::reference_rounds(s, kDim, 1e-7, 1) * 11 / 10 + 5;
       transport::InProcNetwork net(n);
       std::vector<std::unique_ptr<transport::InProcTransport>> owned;

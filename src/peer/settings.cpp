@@ -151,9 +151,10 @@ void add(std::vector<std::unique_ptr<Setting>>& rows, Rest&&... rest) {
   rows.push_back(std::make_unique<TypedSetting<T>>(std::forward<Rest>(rest)...));
 }
 
-// The table. Ranges are what the code handles; anything outside them is refused up front.
-std::vector<std::unique_ptr<Setting>> make_table() {
-  std::vector<std::unique_ptr<Setting>> r;
+// The table, one function per group. Ranges are what the code handles; anything outside them
+// is refused up front.
+// What is trained, on what.
+void add_model_rows(std::vector<std::unique_ptr<Setting>>& r) {
   using C = TrainConfig;
   add<std::string>(r, "model", kModel,
                    "mlp:W1,W2,... (ReLU MLP), lenet (LeNet-5 style CNN), lenet-wide, or "
@@ -170,7 +171,11 @@ std::vector<std::unique_ptr<Setting>> make_table() {
                    S::every_run, true, &C::data_dir);
   add<std::uint64_t>(r, "seed", kModel, "seed of the initialisation, shard split and batch order",
                      S::every_run, true, &C::seed);
+}
 
+// The local SGD loop.
+void add_optimiser_rows(std::vector<std::unique_ptr<Setting>>& r) {
+  using C = TrainConfig;
   add<double>(r, "epochs", kOptim, "epochs over each peer's shard (may be fractional)",
               S::every_run, true, &C::epochs, Range{0, 1e4, true, false});
   add<std::int64_t>(r, "max_iterations", kOptim, "stop after this many iterations (0: no limit)",
@@ -197,7 +202,11 @@ std::vector<std::unique_ptr<Setting>> make_table() {
   add<bool>(r, "nesterov", kOptim, "Nesterov momentum", S::every_run, true, &C::nesterov);
   add<float>(r, "weight_decay", kOptim, "L2 weight decay", S::every_run, true, &C::weight_decay,
              between(0, 1));
+}
 
+// Where it runs.
+void add_compute_rows(std::vector<std::unique_ptr<Setting>>& r) {
+  using C = TrainConfig;
   add<std::string>(r, "device", kCompute,
                    "auto (GPU when usable, else CPU), cpu, cuda or cuda:<index>", S::every_run,
                    true, &C::device, Range{}, &check_device);
@@ -205,12 +214,17 @@ std::vector<std::unique_ptr<Setting>> make_table() {
            true, &C::blas_threads, between(1, 1024));
   add<bool>(r, "tf32", kCompute, "allow TF32 tensor-core math in cuBLAS GEMMs", S::every_run, true,
             &C::tf32);
+}
 
+// The peers and their gossip.
+void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
+  using C = TrainConfig;
   add<std::string>(r, "topology", kPeers,
                    "topology file (Graphviz DOT with an endpoint per node; see `sgp topology`)",
                    S::peers, false, &C::topology);
   add<Algorithm>(r, "algo", kPeers,
-                 "sgp (synchronous push-sum), osgp (overlapped, see --tau), local (no "
+                 "sgp (synchronous push-sum), osgp (overlapped, see --tau), asgp (asynchronous: "
+                 "nobody waits; survives failed, joining and leaving peers), local (no "
                  "communication), dpsgd (symmetric gossip, undirected topology), exact (complete "
                  "topology: exact averaging, for comparison)",
                  S::peers, true, &C::algo);
@@ -223,8 +237,9 @@ std::vector<std::unique_ptr<Setting>> make_table() {
               "(overrides the file's weights; 0 = use the file)",
               S::peers, true, &C::self_weight, Range{}, &check_self_weight);
   add<int>(r, "timeout_ms", kPeers,
-           "a neighbour's message missing this long fails the run, naming the neighbour", S::peers,
-           true, &C::timeout_ms, between(1, 86400000));
+           "a neighbour's message missing this long fails the run, naming the neighbour (asgp: "
+           "the neighbour is excluded, at most this long after its last message)",
+           S::peers, true, &C::timeout_ms, between(1, 86400000));
   add<std::int64_t>(r, "checkpoint_every", kPeers,
                     "write a checkpoint every C iterations into <run-dir>/checkpoints (0: never)",
                     S::peers, true, &C::checkpoint_every, at_least(0));
@@ -241,7 +256,11 @@ std::vector<std::unique_ptr<Setting>> make_table() {
             "without keys, allow endpoints other than loopback (unauthenticated, unencrypted: "
             "anyone who can reach a port can pose as a peer)",
             S::peers, true, &C::insecure);
+}
 
+// Faults: tolerating them (asgp) and injecting them.
+void add_fault_rows(std::vector<std::unique_ptr<Setting>>& r) {
+  using C = TrainConfig;
   add<bool>(r, "running_sums", kPeers,
             "asgp: each edge carries the running total of the mass pushed on it, so lost, "
             "duplicated or reordered messages cost nothing (--no-running-sums: plain push-sum)",
@@ -257,7 +276,11 @@ std::vector<std::unique_ptr<Setting>> make_table() {
   add<bool>(r, "leave_on_term", kPeers,
             "asgp: on SIGTERM hand this peer's mass to a neighbour and exit cleanly", S::peers,
             false, &C::leave_on_term);
+}
 
+// What is written where.
+void add_report_rows(std::vector<std::unique_ptr<Setting>>& r) {
+  using C = TrainConfig;
   add<std::string>(r, "run_dir", kReport, "where to write results (default runs/<command>-<time>)",
                    S::every_run, false, &C::run_dir);
   add<std::int64_t>(r, "log_every", kReport, "iterations between records in peer-<rank>.jsonl",
@@ -266,7 +289,15 @@ std::vector<std::unique_ptr<Setting>> make_table() {
               true, &C::eval_every, above(0));
   add<LogLevel>(r, "log_level", kReport, "trace, debug, info, warn, error or off", S::every_run,
                 true, &C::log_level);
-  return r;
+}
+
+std::vector<std::unique_ptr<Setting>> make_table() {
+  std::vector<std::unique_ptr<Setting>> rows;
+  for (auto add_rows : {add_model_rows, add_optimiser_rows, add_compute_rows, add_peer_rows,
+                        add_fault_rows, add_report_rows}) {
+    add_rows(rows);
+  }
+  return rows;
 }
 
 const std::vector<std::unique_ptr<Setting>>& table() {

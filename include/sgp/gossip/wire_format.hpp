@@ -26,8 +26,9 @@
 // dtype 2 (running sums, the asgp algorithm): the payload is float64, the TOTAL mass the sender
 // ever pushed on this edge (sum over its rounds of p_ji x_i), `weight` the total of p_ji w_i,
 // `round` the sender's round when it sent (a sequence number: a newer total supersedes an older
-// one), and offset 32 the edge's epoch (which incarnations of the two peers it connects, so
-// that totals restart from zero when a peer rejoins). The receiver adds the difference from the
+// one), and offset 32 the edge's epoch (which incarnations of the two peers it connects and
+// the sender's mass generation, so that totals restart from zero when a peer rejoins or the
+// sender renormalised after an exclusion). The receiver adds the difference from the
 // last total it applied: a lost, duplicated or reordered message loses and doubles nothing.
 //
 // Why the coefficient travels with the message: the sender pushes its own x buffer as it is
