@@ -31,6 +31,15 @@ std::span<const std::byte> bytes_of(const double* values, std::size_t count) {
 
 // The deadline's floor: long enough for a busy host's scheduling hiccups and a straggler's
 // pauses, short enough to notice a dead peer well before the cap.
+// Generations are 16-bit serial numbers (RFC 1982): `a` is older than `b` when b is less than
+// half the circle ahead, so a long run's renormalisations may wrap around.
+bool older_generation(std::uint32_t a, std::uint32_t b) {
+  return static_cast<std::int16_t>(static_cast<std::uint16_t>(b - a)) > 0;
+}
+
+// Far above denormal numbers, and new pushes still hold 10 of the running totals' 16 digits.
+constexpr double kRenormaliseBelow = 1e-6;
+
 milliseconds detector_floor(milliseconds cap) {
   return std::min(cap, std::max(milliseconds(500), cap / 10));
 }
@@ -81,6 +90,10 @@ void AsyncPushSum::mix() {
   drain();
   check_failures();
   if (!left_) push_round();
+  // Pushing to a peer that does not mix back (dead and not yet excluded, or stopped) halves w
+  // round after round: at 0.24 ms per round, w reached denormal numbers (100 times slower
+  // arithmetic) before a dead peer was excluded. Restart from z before that.
+  if (w_ < kRenormaliseBelow) renormalise();
   ++round_;
   ++metrics_.rounds;
   if (metrics_.rounds == 1 && !admitted_round_) await_in_neighbours();
@@ -217,7 +230,7 @@ void AsyncPushSum::handle_data(DecodedMessage m) {
   }
   if (epoch.sender_incarnation != membership_.incarnation(s) ||
       epoch.receiver_incarnation != membership_.incarnation(rank_) ||
-      epoch.generation < sender_generation_[s]) {
+      older_generation(epoch.generation, sender_generation_[s])) {
     reject(RejectCause::stale_epoch, fmt::format("from rank {}", s));
     return;
   }
@@ -456,10 +469,11 @@ void AsyncPushSum::membership_changed(const std::string& what, int rank) {
 
 // Until a dead peer is excluded, the mass pushed to it is lost: a survivor's w can fall by
 // orders of magnitude, far below the running totals on its edges, whose rounding then swamps
-// the mass still mixed. So after an exclusion this peer restarts from its z with w = 1 and
-// restarts its out-edges' totals (a new generation; receivers restart theirs when they see it).
-// z is unchanged; the survivors converge to the plain average of their z. What was in flight
-// on the old totals is given up: its scale is the one just discarded.
+// the mass still mixed. So after an exclusion (or when w falls below kRenormaliseBelow) this
+// peer restarts from its z with w = 1 and restarts its out-edges' totals (a new generation;
+// receivers restart theirs when they see it). z is unchanged: every z stays a convex
+// combination of the peers' models, and after an exclusion the survivors converge to the plain
+// average of theirs. What was in flight on the old totals is given up.
 void AsyncPushSum::renormalise() {
   if (w_ > 0.0 && std::isfinite(1.0 / w_)) {
     const double inverse = 1.0 / w_;
@@ -468,7 +482,7 @@ void AsyncPushSum::renormalise() {
     std::copy(x_seen_.begin(), x_seen_.end(), x64_.begin());
   }
   w_ = 1.0;
-  ++generation_;
+  generation_ = (generation_ + 1) & 0xffffu;
   out_.clear();
 }
 
