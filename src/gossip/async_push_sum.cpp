@@ -40,8 +40,11 @@ bool older_generation(std::uint32_t a, std::uint32_t b) {
 // Far above denormal numbers, and new pushes still hold 10 of the running totals' 16 digits.
 constexpr double kRenormaliseBelow = 1e-6;
 
+// A live peer can be silent far longer than its usual gap: a test-set evaluation, a page-in,
+// 8 peers sharing 2 cores. With a floor of a tenth of --timeout-ms, 8 W1 peers on 2 cores
+// excluded each other within seconds; half of it leaves the adaptive part for the slow side.
 milliseconds detector_floor(milliseconds cap) {
-  return std::min(cap, std::max(milliseconds(500), cap / 10));
+  return std::min(cap, std::max(milliseconds(500), cap / 2));
 }
 
 }  // namespace
@@ -57,7 +60,11 @@ AsyncPushSum::AsyncPushSum(compute::Backend& backend, topology::Schedule schedul
       n_(n),
       config_(config),
       rank_(transport.rank()),
-      chunking_(n, config.chunk_elements),
+      // One message per total, not chunks: x and w of a total must be applied together. With
+      // chunks, a peer whose w had been drained applied a send's w and first chunk while later
+      // chunks were still on the way: z of those chunks went to ~0 for an iteration, and W1
+      // training diverged. (config.chunk_elements is for the synchronous engine.)
+      chunking_(n, 0),
       x64_(n),
       x_seen_(n),
       membership_(schedule_.num_peers()),
