@@ -7,6 +7,8 @@
 #include <limits>
 #include <memory>
 #include <set>
+#include <span>
+#include <vector>
 
 #include "sgp/error.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
@@ -196,4 +198,21 @@ TEST_CASE("gossip mode names parse, others are an InputError naming the flag") {
   CHECK_THROWS_WITH_AS(
       parse_name<Mode>("asynchronous", "--mode"),
       doctest::Contains("--mode: 'asynchronous' is not one of sync, overlap, async"), InputError);
+}
+
+TEST_CASE("all_finite: NaN and infinities refused in float32 payloads and float64 totals") {
+  auto bytes = [](const auto& values) { return std::as_bytes(std::span(values)); };
+  const float big32 = std::numeric_limits<float>::max();
+  const double big64 = std::numeric_limits<double>::max();
+  CHECK(all_finite(bytes(std::vector<float>{1.0f, -big32, big32})));
+  CHECK(all_finite(bytes(std::vector<double>{1.0, -big64, big64}), kDtypeFloat64Total));
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    CHECK_FALSE(all_finite(bytes(std::vector<float>{1.0f, bad, 2.0f})));
+  }
+  for (double bad :
+       {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+        -std::numeric_limits<double>::infinity()}) {
+    CHECK_FALSE(all_finite(bytes(std::vector<double>{1.0, 2.0, bad}), kDtypeFloat64Total));
+  }
 }

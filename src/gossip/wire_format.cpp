@@ -86,25 +86,28 @@ std::array<std::byte, kHeaderBytes> encode_header(const WireHeader& h) {
   return out;
 }
 
+namespace {
+
+// A value is NaN or infinite iff its exponent bits are all set: the largest magnitude bit
+// pattern decides (a max reduction the compiler vectorises; memcpy: any alignment). `Bits` is
+// the unsigned integer of the float type's width; `infinity` its bit pattern of +inf.
+template <class Bits>
+bool all_finite_bits(std::span<const std::byte> payload, Bits infinity) {
+  constexpr Bits kMagnitude = ~Bits{0} >> 1;  // every bit but the sign
+  Bits largest = 0;
+  for (std::size_t at = 0; at + sizeof(Bits) <= payload.size(); at += sizeof(Bits)) {
+    Bits bits;
+    std::memcpy(&bits, payload.data() + at, sizeof(Bits));
+    largest = std::max<Bits>(largest, bits & kMagnitude);
+  }
+  return largest < infinity;
+}
+
+}  // namespace
+
 bool all_finite(std::span<const std::byte> payload, std::uint16_t dtype) {
-  // A value is NaN or infinite iff its exponent bits are all set: the largest magnitude bit
-  // pattern decides (a max reduction the compiler vectorises; memcpy: any alignment).
-  if (dtype == kDtypeFloat64Total) {
-    std::uint64_t largest = 0;
-    for (std::size_t at = 0; at + 8 <= payload.size(); at += 8) {
-      std::uint64_t bits;
-      std::memcpy(&bits, payload.data() + at, 8);
-      largest = std::max(largest, bits & 0x7fffffffffffffffu);
-    }
-    return largest < 0x7ff0000000000000u;
-  }
-  std::uint32_t largest = 0;
-  for (std::size_t at = 0; at + 4 <= payload.size(); at += 4) {
-    std::uint32_t bits;
-    std::memcpy(&bits, payload.data() + at, 4);
-    largest = std::max(largest, bits & 0x7fffffffu);
-  }
-  return largest < 0x7f800000u;
+  return dtype == kDtypeFloat64Total ? all_finite_bits<std::uint64_t>(payload, 0x7ff0000000000000u)
+                                     : all_finite_bits<std::uint32_t>(payload, 0x7f800000u);
 }
 
 std::optional<WireHeader> parse_header(std::span<const std::byte> head) {
