@@ -17,6 +17,7 @@
 #include "sgp/topology/generator.hpp"
 #include "sgp/transport/inproc_transport.hpp"
 #include "support/gossip_peer_runner.hpp"
+#include "support/staged_cpu_backend.hpp"
 
 using namespace sgp;
 using sgp::testing::Graph;
@@ -152,7 +153,9 @@ TEST_CASE("the device path (host staging, uploads into device scratch) mixes the
       cfg.mode = mode;
       cfg.chunk_elements = 5;
       cfg.timeout = std::chrono::milliseconds(20000);
-      auto results = sgp::testing::run_peers(s, ts, kDim, rounds, cfg, {}, /*staged=*/true);
+      auto results = sgp::testing::run_peers(s, ts, kDim, rounds, cfg, {}, [] {
+        return std::make_unique<sgp::testing::StagedCpuBackend>();
+      });
       check_consensus(results, s, kDim, rounds, mode == gossip::Mode::overlap ? 4e-6 : 1e-6);
     }
   }

@@ -9,8 +9,8 @@
 
 #include "gossip_test_support.hpp"
 #include "sgp/compute/cpu_backend.hpp"
+#include "sgp/compute/device_buffer.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
-#include "staged_cpu_backend.hpp"
 
 namespace sgp::testing {
 
@@ -25,12 +25,15 @@ struct PeerResult {
 // Called on a peer's thread after each of its rounds (round = rounds completed).
 using Hook = std::function<void(int rank, std::int64_t round)>;
 
-// transports[rank] == nullptr: that peer never starts. staged: run on StagedCpuBackend (the
-// engine's device path) instead of CpuBackend.
+// Makes each peer's backend, on that peer's thread.
+using BackendFactory = std::function<std::unique_ptr<compute::Backend>()>;
+
+// transports[rank] == nullptr: that peer never starts. make_backend: the backend each peer runs
+// on (default: a one-thread CpuBackend); x and z live in its memory, as in training.
 inline std::vector<PeerResult> run_peers(const topology::Schedule& s,
                                          const std::vector<transport::Transport*>& transports,
                                          std::size_t dim, int rounds, gossip::PushSumConfig cfg,
-                                         Hook hook = {}, bool staged = false) {
+                                         Hook hook = {}, BackendFactory make_backend = {}) {
   const int n = s.num_peers();
   std::vector<PeerResult> results(n);
   std::vector<std::thread> threads;
@@ -41,15 +44,12 @@ inline std::vector<PeerResult> run_peers(const topology::Schedule& s,
       // Declared outside the try block, in the order they depend on each other, so that the
       // metrics of an engine that failed can still be read.
       std::unique_ptr<compute::Backend> backend;
-      std::vector<float> x;
+      compute::DeviceBuffer<float> x;
       std::unique_ptr<gossip::PushSumEngine> engine_owner;
       try {
-        if (staged) {
-          backend = std::make_unique<StagedCpuBackend>();
-        } else {
-          backend = std::make_unique<compute::CpuBackend>(1);
-        }
-        x = initial_vector(rank, n, dim);
+        backend = make_backend ? make_backend() : std::make_unique<compute::CpuBackend>(1);
+        x = compute::DeviceBuffer<float>(*backend,
+                                         std::span<const float>(initial_vector(rank, n, dim)));
         engine_owner = std::make_unique<gossip::PushSumEngine>(*backend, s, *transports[rank],
                                                                x.data(), dim, cfg);
         auto& engine = *engine_owner;
@@ -59,8 +59,9 @@ inline std::vector<PeerResult> run_peers(const topology::Schedule& s,
           if (hook) hook(rank, engine.round());
         }
         engine.finish();
-        out.z.resize(dim);
-        engine.debias(out.z.data());
+        compute::DeviceBuffer<float> z(*backend, dim);
+        engine.debias(z.data());
+        out.z = z.to_host();
         out.final_weight = engine.weight();
         out.metrics = engine.metrics();
       } catch (const std::exception& e) {
