@@ -55,6 +55,11 @@ struct CudaBackend::State {
   double* partials = nullptr;                       // device, kMaxPartials
   kernels::ReductionResult* result = nullptr;       // device
   kernels::ReductionResult* host_result = nullptr;  // pinned host mirror of *result
+  kernels::ReductionResult* host_loss = nullptr;    // pinned: the queued training loss
+  struct {
+    const std::int32_t* labels = nullptr;
+    int rows = 0, cols = 0;
+  } queued;  // the batch of the queued loss
   kernels::Launch launch;
 
   State() = default;
@@ -73,6 +78,7 @@ struct CudaBackend::State {
     if (partials) (void)cudaFree(partials);
     if (result) (void)cudaFree(result);
     if (host_result) (void)cudaFreeHost(host_result);
+    if (host_loss) (void)cudaFreeHost(host_loss);
     if (compute_mark) (void)cudaEventDestroy(compute_mark);
     if (transfer) (void)cudaStreamDestroy(transfer);
     (void)cudaStreamDestroy(compute);
@@ -154,6 +160,8 @@ CudaBackend::CudaBackend(int device_index, bool allow_tf32) : state_(std::make_u
   SGP_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&s.result), sizeof(kernels::ReductionResult)));
   SGP_CUDA_CHECK(
       cudaMallocHost(reinterpret_cast<void**>(&s.host_result), sizeof(kernels::ReductionResult)));
+  SGP_CUDA_CHECK(
+      cudaMallocHost(reinterpret_cast<void**>(&s.host_loss), sizeof(kernels::ReductionResult)));
   s.launch.stream = s.compute;
   s.launch.max_blocks = std::max(1, s.props.multiProcessorCount * kBlocksPerSm);
 }
@@ -312,8 +320,8 @@ void CudaBackend::bias_backward(const float* dy, int rows, int cols, float* db) 
   SGP_CUDA_CHECK(kernels::column_sums(dy, rows, cols, db, state_->launch));
 }
 
-double CudaBackend::softmax_cross_entropy(const float* logits, const std::int32_t* labels, int rows,
-                                          int cols, float* dlogits) {
+void CudaBackend::enqueue_softmax_cross_entropy(const float* logits, const std::int32_t* labels,
+                                                int rows, int cols, float* dlogits) {
   SGP_ENFORCE(rows >= 1 && cols >= 1, "softmax_cross_entropy of a {} x {} batch", rows, cols);
   State& s = *state_;
   s.activate();
@@ -322,7 +330,11 @@ double CudaBackend::softmax_cross_entropy(const float* logits, const std::int32_
   SGP_CUDA_CHECK(kernels::softmax_cross_entropy(logits, labels, rows, cols,
                                                 1.0f / static_cast<float>(rows), dlogits,
                                                 s.partials, s.result, s.launch));
-  const kernels::ReductionResult& r = s.fetch_result();
+}
+
+double CudaBackend::mean_loss(const void* host_result, const std::int32_t* labels, int rows,
+                              int cols) {
+  const auto& r = *static_cast<const kernels::ReductionResult*>(host_result);
   if (r.first_bad_row != kernels::kNoBadRow) {
     const unsigned int row = r.first_bad_row;
     std::int32_t label = 0;
@@ -331,6 +343,30 @@ double CudaBackend::softmax_cross_entropy(const float* logits, const std::int32_
                 cols - 1);
   }
   return r.value / rows;
+}
+
+double CudaBackend::softmax_cross_entropy(const float* logits, const std::int32_t* labels, int rows,
+                                          int cols, float* dlogits) {
+  enqueue_softmax_cross_entropy(logits, labels, rows, cols, dlogits);
+  return mean_loss(&state_->fetch_result(), labels, rows, cols);
+}
+
+// The copy of the result is queued behind the kernel on the compute stream, into its own pinned
+// slot: reductions enqueued later reuse *result and host_result without touching it.
+void CudaBackend::queue_softmax_cross_entropy(const float* logits, const std::int32_t* labels,
+                                              int rows, int cols, float* dlogits) {
+  enqueue_softmax_cross_entropy(logits, labels, rows, cols, dlogits);
+  State& s = *state_;
+  SGP_CUDA_CHECK(cudaMemcpyAsync(s.host_loss, s.result, sizeof(kernels::ReductionResult),
+                                 cudaMemcpyDeviceToHost, s.compute));
+  s.queued = {labels, rows, cols};
+}
+
+double CudaBackend::queued_loss() {
+  State& s = *state_;
+  SGP_ENFORCE(s.queued.rows > 0, "queued_loss with no queued softmax_cross_entropy");
+  synchronize();
+  return mean_loss(s.host_loss, s.queued.labels, s.queued.rows, s.queued.cols);
 }
 
 std::int64_t CudaBackend::count_correct(const float* logits, const std::int32_t* labels, int rows,

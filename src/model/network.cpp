@@ -121,10 +121,15 @@ const float* Network::forward(const float* params, const float* inputs, int batc
 
 double Network::forward_backward(const float* params, const float* inputs,
                                  const std::int32_t* labels, int batch, float* grads) {
+  queue_forward_backward(params, inputs, labels, batch, grads);
+  return backend_.queued_loss();
+}
+
+void Network::queue_forward_backward(const float* params, const float* inputs,
+                                     const std::int32_t* labels, int batch, float* grads) {
   SGP_ENFORCE(deltas_.back() != nullptr, "forward_backward on a forward-only network");
   const float* logits = forward(params, inputs, batch);
-  const double loss =
-      backend_.softmax_cross_entropy(logits, labels, batch, classes_, deltas_.back());
+  backend_.queue_softmax_cross_entropy(logits, labels, batch, classes_, deltas_.back());
   LayerPass pass;
   pass.batch = batch;
   pass.workspace_kept = true;  // forward_backward needs gradient buffers: workspaces are own
@@ -138,7 +143,6 @@ double Network::forward_backward(const float* params, const float* inputs,
     pass.d_input = needs_input_gradient_[l] ? deltas_[l - 1] : nullptr;
     layers_[l]->backward(pass);
   }
-  return loss;
 }
 
 }  // namespace sgp::model

@@ -235,16 +235,18 @@ double Trainer::step(std::int64_t it, Tally& t) {
   State& s = *state_;
   const auto step_start = Clock::now();
   const int batch = s.loader.load(s.sampler.next());
-  const double loss = s.net.forward_backward(s.debiased(), s.loader.images(), s.loader.labels(),
-                                             batch, s.grads.data());
+  s.net.queue_forward_backward(s.debiased(), s.loader.images(), s.loader.labels(), batch,
+                               s.grads.data());
+  const double lr = s.lr.at(it);
+  s.sgd.step(s.x.data(), s.grads.data(), static_cast<float>(lr));
+  // Read after the whole step is queued (GPU: one wait per step). A non-finite loss stops the run
+  // before x, now stepped with a non-finite gradient, is mixed, logged or saved.
+  const double loss = s.backend.queued_loss();
   if (!std::isfinite(loss)) {
     throw InputError(fmt::format(
         "training diverged at iteration {}: loss is {} (try a smaller --lr or a --warmup-epochs)",
         it, loss));
   }
-  const double lr = s.lr.at(it);
-  s.sgd.step(s.x.data(), s.grads.data(), static_cast<float>(lr));
-  s.backend.synchronize();
   const auto computed = Clock::now();
   t.compute_seconds += std::chrono::duration<double>(computed - step_start).count();
   if (s.engine) s.engine->step(it);
@@ -282,6 +284,10 @@ void Trainer::record(std::int64_t it, double lr, bool eval, bool last, double wa
     record["bytes_received"] = m.bytes_received - t.before.bytes_received;
     record["wait_s"] = wait;
     record["communication_s"] = t.comm_seconds - wait;
+    // communication_s, split: staging copies, checksums and sends (overlap: queuing only), and
+    // checking, uploading and adding what arrived.
+    record["send_s"] = m.send_seconds - t.before.send_seconds;
+    record["apply_s"] = m.apply_seconds - t.before.apply_seconds;
     record["rejected_messages"] = m.rejected_total();
     t.before = m;
   }

@@ -50,8 +50,9 @@ class Backend {
   virtual void download(void* host_dst, const void* device_src, std::size_t bytes) = 0;
   virtual void copy(void* device_dst, const void* device_src, std::size_t bytes) = 0;
   // Transfers on the backend's own transfer stream, so they can overlap compute; they are ordered
-  // after all compute issued before the call. wait_transfers() blocks until all have finished.
-  // The CPU backend performs them at once.
+  // after all compute issued before the call. wait_transfers() blocks until all have finished;
+  // it may be called from any thread (push-sum's communication thread waits there for a send's
+  // download). The CPU backend performs them at once.
   virtual void download_async(void* host_dst, const void* device_src, std::size_t bytes) = 0;
   virtual void upload_async(void* device_dst, const void* host_src, std::size_t bytes) = 0;
   virtual void wait_transfers() = 0;
@@ -76,6 +77,15 @@ class Backend {
   // If dlogits is not null it receives the gradient of the mean loss: (softmax - onehot) / rows.
   virtual double softmax_cross_entropy(const float* logits, const std::int32_t* labels, int rows,
                                        int cols, float* dlogits) = 0;
+  // softmax_cross_entropy for a training step: enqueued only; queued_loss() reads the loss (and
+  // checks the labels) later, so that a GPU runs forward and backward without a host round trip
+  // in between. The default computes at once.
+  virtual void queue_softmax_cross_entropy(const float* logits, const std::int32_t* labels,
+                                           int rows, int cols, float* dlogits) {
+    queued_loss_ = softmax_cross_entropy(logits, labels, rows, cols, dlogits);
+  }
+  // The mean loss of the last queue_softmax_cross_entropy; waits for the work enqueued so far.
+  virtual double queued_loss() { return queued_loss_; }
   // Number of rows whose arg-max equals the label.
   virtual std::int64_t count_correct(const float* logits, const std::int32_t* labels, int rows,
                                      int cols) = 0;
@@ -110,6 +120,9 @@ class Backend {
   virtual void debias(const float* x, double weight, float* z, std::size_t n) = 0;  // z = x / w
   virtual double squared_distance(const float* a, const float* b, std::size_t n) = 0;  // |a-b|^2
   virtual double squared_norm(const float* a, std::size_t n) = 0;                      // |a|^2
+
+ private:
+  double queued_loss_ = 0.0;
 };
 
 }  // namespace sgp::compute

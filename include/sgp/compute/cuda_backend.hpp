@@ -65,6 +65,9 @@ class CudaBackend final : public Backend {
   void bias_backward(const float* dy, int rows, int cols, float* db) override;
   double softmax_cross_entropy(const float* logits, const std::int32_t* labels, int rows, int cols,
                                float* dlogits) override;
+  void queue_softmax_cross_entropy(const float* logits, const std::int32_t* labels, int rows,
+                                   int cols, float* dlogits) override;
+  double queued_loss() override;
   std::int64_t count_correct(const float* logits, const std::int32_t* labels, int rows,
                              int cols) override;
   void sgd_update(float* params, const float* grads, float* velocity, std::size_t n,
@@ -87,6 +90,11 @@ class CudaBackend final : public Backend {
 
  private:
   struct State;  // CUDA handles; keeps CUDA headers out of this header
+  // Enqueues the loss kernel; its result lands in *result on the device.
+  void enqueue_softmax_cross_entropy(const float* logits, const std::int32_t* labels, int rows,
+                                     int cols, float* dlogits);
+  // The mean loss from a copy of *result, after naming the first bad label if there was one.
+  double mean_loss(const void* host_result, const std::int32_t* labels, int rows, int cols);
   std::unique_ptr<State> state_;
 };
 

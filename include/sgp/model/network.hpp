@@ -52,6 +52,10 @@ class Network {
   // returns the mean loss over the batch.
   double forward_backward(const float* params, const float* inputs, const std::int32_t* labels,
                           int batch, float* grads);
+  // The same, enqueued only: the loss is the backend's queued_loss(), read once the whole step is
+  // queued (a GPU then runs the whole step without waiting for the host in between).
+  void queue_forward_backward(const float* params, const float* inputs, const std::int32_t* labels,
+                              int batch, float* grads);
 
  private:
   void add_layer(const LayerSpec& spec, Shape input, bool with_gradients);
