@@ -102,6 +102,7 @@ PushSumEngine::~PushSumEngine() {
     return;
   }
   for (float* b : staging_) backend_.deallocate_host(b);
+  for (float* d : device_snapshots_) backend_.deallocate(d);
   if (scratch_host_) backend_.deallocate_host(scratch_host_);
   if (scratch_device_) backend_.deallocate(scratch_device_);
 }
@@ -199,13 +200,31 @@ const float* PushSumEngine::stage_for_send() {
   const auto copy_start = Clock::now();
   if (host_x_) {
     backend_.copy(buffer, x_, n_ * sizeof(float));
-  } else {
+  } else if (config_.mode == Mode::sync) {
     backend_.download_async(buffer, x_, n_ * sizeof(float));
     backend_.wait_transfers();
+  } else {
+    // Overlap on a GPU: snapshot x on the device, in order with the step (fast), then download
+    // the snapshot on the transfer stream while the next steps compute. The communication thread
+    // waits for that download before it sends (SendJob::downloading).
+    float* snapshot = device_snapshot_for(buffer);
+    backend_.copy(snapshot, x_, n_ * sizeof(float));
+    backend_.download_async(buffer, snapshot, n_ * sizeof(float));
   }
   std::lock_guard lock(metrics_mutex_);
   metrics_.send_seconds += seconds_since(copy_start);
   return buffer;
+}
+
+// The device buffer paired with host staging buffer `buffer` (made on first use): it is busy
+// exactly while `buffer` is, since its download into `buffer` ends before `buffer` is sent.
+float* PushSumEngine::device_snapshot_for(const float* buffer) {
+  const auto i = static_cast<std::size_t>(std::find(staging_.begin(), staging_.end(), buffer) -
+                                          staging_.begin());
+  while (device_snapshots_.size() <= i) {
+    device_snapshots_.push_back(static_cast<float*>(backend_.allocate(n_ * sizeof(float))));
+  }
+  return device_snapshots_[i];
 }
 
 // Chunk by chunk, each chunk to every out-neighbour, so that receivers can verify and apply chunk
@@ -262,7 +281,7 @@ void PushSumEngine::mix() {
     if (config_.mode == Mode::overlap) {
       {
         std::lock_guard lock(comm_mutex_);
-        send_queue_.push_back(SendJob{r, src, w_, std::move(releases)});
+        send_queue_.push_back(SendJob{r, src, w_, std::move(releases), !host_x_});
       }
       transport_.wake();
       std::lock_guard lock(metrics_mutex_);
@@ -545,6 +564,7 @@ void PushSumEngine::comm_loop() {
       }
       for (std::size_t i = 0; i < jobs.size(); ++i) {
         try {
+          if (jobs[i].downloading) backend_.wait_transfers();
           send_round(jobs[i].round, jobs[i].src, jobs[i].weight, std::move(jobs[i].releases));
         } catch (...) {
           for (std::size_t j = i + 1; j < jobs.size(); ++j) {

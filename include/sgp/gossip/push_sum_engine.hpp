@@ -109,6 +109,7 @@ class PushSumEngine final : public Mixer {
   // What was rejected from each of `ranks`, for the time-out message ("" when nothing).
   std::string rejects_from(const std::vector<int>& ranks) const;
   void comm_loop();
+  float* device_snapshot_for(const float* buffer);
   void rethrow_comm_error();
 
   compute::Backend& backend_;
@@ -128,10 +129,11 @@ class PushSumEngine final : public Mixer {
   double self_weight_ = 1.0;
   bool sent_from_x_ = false;
   std::vector<bool> scaled_;
-  std::shared_ptr<InFlight> in_flight_;  // shared with release callbacks that may outlive us
-  std::vector<float*> staging_;          // host buffers (allocate_host) for snapshots / GPU
-  float* scratch_host_ = nullptr;        // aligned copy of a misaligned received payload
-  float* scratch_device_ = nullptr;      // GPU: upload target of a received payload
+  std::shared_ptr<InFlight> in_flight_;   // shared with release callbacks that may outlive us
+  std::vector<float*> staging_;           // host buffers (allocate_host) for snapshots / GPU
+  std::vector<float*> device_snapshots_;  // GPU, overlap: staging_[i]'s source, copied from x
+  float* scratch_host_ = nullptr;         // aligned copy of a misaligned received payload
+  float* scratch_device_ = nullptr;       // GPU: upload target of a received payload
   std::unique_ptr<RoundTracker> tracker_;
   std::map<std::int64_t, std::vector<DecodedMessage>> held_;  // accepted, not yet applied
   std::uint64_t held_bytes_ = 0;                              // their payloads
@@ -152,6 +154,7 @@ class PushSumEngine final : public Mixer {
     const float* src;
     double weight;
     std::vector<transport::ReleaseFn> releases;  // one per out-edge, in order
+    bool downloading;  // GPU: src is still being filled by the backend's transfer stream
   };
   std::mutex comm_mutex_;
   std::condition_variable inbox_ready_;
