@@ -304,7 +304,8 @@ TEST_CASE("cuda errors throw with file:line and the library's message" * doctest
   CudaBackend gpu(0, false);
   DeviceBuffer<float> a(gpu, 64), c(gpu, 64);
   try {
-    // lda 2 < k 8: cuBLAS rejects it.
+    // lda 2 < k 8: cuBLAS rejects it (and prints "On entry to SGEMM parameter number 10 had an
+    // illegal value": its own numbering of the column-major call, where our lda is its ldb).
     gpu.gemm(Transpose::no, Transpose::no, 8, 8, 8, 1.0f, a.data(), 2, a.data(), 8, 0.0f, c.data(),
              8);
     FAIL("a bad leading dimension was accepted");

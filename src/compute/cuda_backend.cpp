@@ -116,7 +116,14 @@ int CudaBackend::usable_device_count(std::string* why_not) {
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     (void)cudaGetLastError();
-    return fail(fmt::format("{} ({})", cudaGetErrorString(status), cudaGetErrorName(status)));
+    int driver = 0;
+    if (status == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess &&
+        driver == 0) {
+      return fail(fmt::format("no NVIDIA driver is installed ({})", cudaGetErrorName(status)));
+    }
+    return fail(fmt::format("{} ({}; driver supports CUDA {}.{}, this build's runtime {}.{})",
+                            cudaGetErrorString(status), cudaGetErrorName(status), driver / 1000,
+                            driver % 1000 / 10, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10));
   }
   if (count == 0) return fail("the CUDA runtime reports no device");
   // Devices 0..usable-1 must all run our kernels; stop at the first that cannot.

@@ -79,7 +79,13 @@ std::unique_ptr<Backend> make_backend(const DeviceOptions& options) {
     if (!parsed.automatic) {
       throw InputError(fmt::format("--device {}: no usable GPU: {}", options.device, why_not));
     }
-    spdlog::info("device auto: running on the CPU because {}", why_not);
+    // A machine without a GPU is normal; a GPU that is there but unusable (old driver, busy) is
+    // worth a warning, since the run goes on at CPU speed.
+    const bool no_gpu_here = why_not.find("no NVIDIA driver") != std::string::npos ||
+                             why_not.find("cudaErrorNoDevice") != std::string::npos ||
+                             !cuda_compiled();
+    spdlog::log(no_gpu_here ? spdlog::level::info : spdlog::level::warn,
+                "device auto: running on the CPU because {}", why_not);
   }
   return std::make_unique<CpuBackend>(options.blas_threads);
 }
