@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "sgp/topology/generator.hpp"
-#include "sgp/transport/inproc_transport.hpp"
 #include "support/cuda_test_support.hpp"
 #include "support/gossip_peer_runner.hpp"
 
@@ -27,17 +26,11 @@ TEST_CASE("the device path on CudaBackend peers mixes to the exact mean, sync an
         topology::generate_topology(topology::TopologyKind::kOnePeerExponential, options);
     const int rounds = testing::reference_rounds(s, kDim, 1e-7, 1) * 11 / 10 + 5;
     transport::InProcNetwork net(kPeers);
-    std::vector<std::unique_ptr<transport::InProcTransport>> owned;
-    std::vector<transport::Transport*> ts;
-    for (int r = 0; r < kPeers; ++r) {
-      owned.push_back(std::make_unique<transport::InProcTransport>(net, r));
-      ts.push_back(owned.back().get());
-    }
     gossip::PushSumConfig cfg;
     cfg.mode = mode;
     cfg.chunk_elements = 30001;
     cfg.timeout = std::chrono::milliseconds(20000);
-    auto results = testing::run_peers(s, ts, kDim, rounds, cfg, {}, [] {
+    auto results = testing::run_inproc(s, net, kDim, rounds, cfg, {}, {}, [] {
       return std::make_unique<compute::CudaBackend>(0, false);
     });
     testing::check_consensus(results, s, kDim, rounds, mode == gossip::Mode::overlap ? 4e-6 : 1e-6);

@@ -26,20 +26,7 @@ namespace {
 
 using sgp::testing::check_consensus;
 using sgp::testing::Hook;
-
-std::vector<sgp::testing::PeerResult> run_inproc(const topology::Schedule& s,
-                                                 transport::InProcNetwork& net, std::size_t dim,
-                                                 int rounds, gossip::PushSumConfig cfg,
-                                                 const std::set<int>& absent = {}, Hook hook = {}) {
-  std::vector<std::unique_ptr<transport::InProcTransport>> owned;
-  std::vector<transport::Transport*> transports;
-  for (int rank = 0; rank < s.num_peers(); ++rank) {
-    owned.push_back(
-        absent.contains(rank) ? nullptr : std::make_unique<transport::InProcTransport>(net, rank));
-    transports.push_back(owned.back().get());
-  }
-  return sgp::testing::run_peers(s, transports, dim, rounds, cfg, hook);
-}
+using sgp::testing::run_inproc;
 
 const int kSizes[] = {1, 2, 3, 5, 8, 16};
 constexpr std::size_t kDim = 33;
@@ -143,19 +130,12 @@ TEST_CASE("the device path (host staging, uploads into device scratch) mixes the
           topology::generate_topology(topology::TopologyKind::kOnePeerExponential, options);
       const int rounds = sgp::testing::reference_rounds(s, kDim, 1e-7, 1) * 11 / 10 + 5;
       transport::InProcNetwork net(n);
-      std::vector<std::unique_ptr<transport::InProcTransport>> owned;
-      std::vector<transport::Transport*> ts;
-      for (int r = 0; r < n; ++r) {
-        owned.push_back(std::make_unique<transport::InProcTransport>(net, r));
-        ts.push_back(owned.back().get());
-      }
       gossip::PushSumConfig cfg;
       cfg.mode = mode;
       cfg.chunk_elements = 5;
       cfg.timeout = std::chrono::milliseconds(20000);
-      auto results = sgp::testing::run_peers(s, ts, kDim, rounds, cfg, {}, [] {
-        return std::make_unique<sgp::testing::StagedCpuBackend>();
-      });
+      auto results = run_inproc(s, net, kDim, rounds, cfg, {}, {},
+                                [] { return std::make_unique<sgp::testing::StagedCpuBackend>(); });
       check_consensus(results, s, kDim, rounds, mode == gossip::Mode::overlap ? 4e-6 : 1e-6);
     }
   }

@@ -5,12 +5,14 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "gossip_test_support.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/compute/device_buffer.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
+#include "sgp/transport/inproc_transport.hpp"
 
 namespace sgp::testing {
 
@@ -72,6 +74,22 @@ inline std::vector<PeerResult> run_peers(const topology::Schedule& s,
   }
   for (auto& t : threads) t.join();
   return results;
+}
+
+// run_peers over in-process transports of `net`, one per rank not in `absent`.
+inline std::vector<PeerResult> run_inproc(const topology::Schedule& s,
+                                          transport::InProcNetwork& net, std::size_t dim,
+                                          int rounds, gossip::PushSumConfig cfg,
+                                          const std::set<int>& absent = {}, Hook hook = {},
+                                          BackendFactory make_backend = {}) {
+  std::vector<std::unique_ptr<transport::InProcTransport>> owned;
+  std::vector<transport::Transport*> transports;
+  for (int rank = 0; rank < s.num_peers(); ++rank) {
+    owned.push_back(
+        absent.contains(rank) ? nullptr : std::make_unique<transport::InProcTransport>(net, rank));
+    transports.push_back(owned.back().get());
+  }
+  return run_peers(s, transports, dim, rounds, cfg, hook, std::move(make_backend));
 }
 
 inline double relative_error(const std::vector<float>& z, const std::vector<double>& mean) {
