@@ -147,6 +147,7 @@ void AsyncPushSum::take_caller_changes() {
   for (std::size_t k = 0; k < n_; ++k) {
     x64_[k] += w_ * (static_cast<double>(now[k]) - static_cast<double>(x_seen_[k]));
   }
+  x_seen_.swap(now);  // taken: a second call before give_to_caller() adds nothing twice
 }
 
 void AsyncPushSum::give_to_caller() {
@@ -230,6 +231,13 @@ void AsyncPushSum::handle_data(DecodedMessage m) {
   const WireHeader& h = m.header;
   const int s = h.sender;
   const auto epoch = EdgeEpoch::unpack(h.epoch);
+  // A rank restarted with --join learns its own new incarnation from its admission. Until then
+  // totals addressed to it are those of its dead incarnation: applied to a fresh in-edge they
+  // would count all the mass ever pushed on that edge again (a W1 joiner took w = 48).
+  if (joining_ && !admitted_round_) {
+    reject(RejectCause::stale_epoch, fmt::format("from rank {} before admission", s));
+    return;
+  }
   // A newer incarnation of the sender than we know: it rejoined, and this is how we learn it.
   if (epoch.sender_incarnation > membership_.incarnation(s) &&
       membership_.apply(s, PeerState::live, epoch.sender_incarnation)) {
@@ -300,6 +308,7 @@ void AsyncPushSum::handle_control(const DecodedControl& d) {
 
 // Mass handed over (admission or leave): [w as double][x as n doubles].
 void AsyncPushSum::take_mass(std::span<const std::byte> bytes) {
+  take_caller_changes();  // give_to_caller() below rewrites the caller's x
   if (bytes.size() != (n_ + 1) * sizeof(double)) {
     reject(RejectCause::bad_size, "a mass transfer");
     return;
@@ -388,6 +397,7 @@ std::int64_t AsyncPushSum::join() {
   // Nothing of our own: everything we will hold comes from sponsors.
   std::fill(x64_.begin(), x64_.end(), 0.0);
   w_ = 0.0;
+  joining_ = true;
   const auto request_id = static_cast<std::uint32_t>(std::random_device{}());
   const auto deadline = Clock::now() + config_.timeout;
   while (!admitted_round_) {
@@ -482,6 +492,8 @@ void AsyncPushSum::membership_changed(const std::string& what, int rank) {
 // combination of the peers' models, and after an exclusion the survivors converge to the plain
 // average of theirs. What was in flight on the old totals is given up.
 void AsyncPushSum::renormalise() {
+  spdlog::info("rank {}: restarting from z at round {} (w was {:.3g}), generation {}", rank_,
+               round_, w_, (generation_ + 1) & 0xffffu);
   if (w_ > 0.0 && std::isfinite(1.0 / w_)) {
     const double inverse = 1.0 / w_;
     for (double& v : x64_) v *= inverse;

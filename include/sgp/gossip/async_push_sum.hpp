@@ -140,6 +140,7 @@ class AsyncPushSum final : public Mixer {
   std::map<int, std::unique_ptr<InEdge>> in_;
   std::vector<bool> done_;                  // ranks that said they finished their iterations
   std::map<int, std::uint32_t> sponsored_;  // join request ids already answered, per rank
+  bool joining_ = false;                    // join() called: data waits for the admission
   std::optional<std::int64_t> admitted_round_;
   bool left_ = false;
   std::vector<MembershipEvent> events_;
