@@ -275,9 +275,9 @@ TEST_CASE("consensus error of known vectors") {
 namespace {
 // A snapshot as the monitor receives it; `corrupt` flips a payload byte after hashing.
 transport::Message snapshot(int rank, std::int64_t iteration, std::vector<float> z,
-                            bool corrupt = false) {
+                            bool corrupt = false, double weight = 1.0) {
   auto header = std::make_shared<std::array<std::byte, gossip::kHeaderBytes>>(
-      gossip::snapshot_header(rank, iteration, z));
+      gossip::snapshot_header(rank, iteration, z, weight));
   auto payload = std::make_shared<std::vector<float>>(std::move(z));
   if (corrupt) (*payload)[0] += 1.0f;
   std::vector<std::span<const std::byte>> frames = {
@@ -334,4 +334,36 @@ TEST_CASE("the consensus monitor computes the exact error, rejects damage, bound
   int lines = 0;
   while (std::getline(log, line)) ++lines;
   CHECK(lines == 1 + (195 - 11 + 1) + 4 + 1);
+}
+
+TEST_CASE("the monitor flags mass drift where mass is conserved, and takes asgp's weights") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  const std::vector<float> z(3190, 1.0f);  // mlp:4
+  monitor::ConsensusMonitor sync("mlp:4", "", 2, dir / "sync.jsonl", monitor::MassModel::conserved);
+  sync.add(snapshot(0, 10, z, false, 0.75));
+  const auto kept = sync.add(snapshot(1, 10, z, false, 1.25));  // 2: nothing lost
+  REQUIRE(kept);
+  CHECK_FALSE(kept->mass_drift);
+  sync.add(snapshot(0, 20, z, false, 0.75));
+  const auto lost = sync.add(snapshot(1, 20, z, false, 1.0));  // 1.75: a quarter went missing
+  REQUIRE(lost);
+  CHECK(lost->mass_drift);
+  CHECK(lost->sum_of_weights == 1.75);
+  CHECK(sync.summary().mass_drift_records == 1);
+  CHECK_FALSE(sync.add(snapshot(0, 30, z, false, 3.5)));  // beyond any push-sum weight: refused
+  CHECK(sync.rejected() == 1);
+  // asgp: weights above N are legitimate (restarts from z set w = 1), and no sum is promised.
+  monitor::ConsensusMonitor async("mlp:4", "", 2, dir / "async.jsonl",
+                                  monitor::MassModel::in_flight);
+  async.add(snapshot(0, 10, z, false, 7.5));
+  const auto record = async.add(snapshot(1, 10, z, false, 0.001));
+  REQUIRE(record);
+  CHECK(record->sum_of_weights == doctest::Approx(7.501));
+  CHECK_FALSE(record->mass_drift);
+  CHECK(async.rejected() == 0);
+  CHECK(monitor::mass_model_of(sgp::peer::Algorithm::sgp) == monitor::MassModel::conserved);
+  CHECK(monitor::mass_model_of(sgp::peer::Algorithm::local) == monitor::MassModel::conserved);
+  CHECK(monitor::mass_model_of(sgp::peer::Algorithm::asgp) == monitor::MassModel::in_flight);
+  CHECK(monitor::mass_model_of(sgp::peer::Algorithm::osgp) == monitor::MassModel::in_flight);
 }

@@ -2,6 +2,7 @@
 // config.json and the command line unchanged, and bad values are refused naming the setting.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <fstream>
 
 #include <doctest/doctest.h>
@@ -11,6 +12,7 @@
 #include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/settings.hpp"
+#include "sgp/peer/straggler.hpp"
 #include "support/input_error.hpp"
 #include "support/temp_dir.hpp"
 
@@ -53,6 +55,7 @@ TrainConfig unusual() {
   c.inject = "drop=0.1,seed=3";
   c.on_peer_failure = sgp::peer::PeerFailure::stop;
   c.leave_on_term = true;
+  c.straggler = "2:4";
   c.keys_dir = "keys";
   c.insecure = true;
   c.run_dir = "runs/x";
@@ -156,6 +159,25 @@ TEST_CASE("bad values are refused naming the flag and what was expected") {
         "--lr-milestones: only step decay uses them, but --lr-decay is cosine");
   CHECK(flag_error({"--log-level", "loud"}) ==
         "--log-level: 'loud' is not one of trace, debug, info, warn, error, off");
+  CHECK(flag_error({"--straggler", "3"}) ==
+        "--straggler: '3': no ':' (expected RANK:FACTOR, e.g. 3:4)");
+  CHECK(flag_error({"--straggler", "-1:4"}).starts_with("--straggler: '-1:4': RANK must be"));
+  for (const char* factor : {"0:0.5", "0:nan", "0:1e9", "0:4x"}) {
+    CHECK(flag_error({"--straggler", factor}).find("FACTOR must be a number in [1, 1000]") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("a straggler's pause makes its steps FACTOR times as long, on its rank only") {
+  using namespace std::chrono_literals;
+  const auto spec = sgp::peer::parse_straggler_spec("3:4");
+  CHECK(spec.applies_to(3));
+  CHECK_FALSE(spec.applies_to(2));
+  CHECK(sgp::peer::straggler_pause(spec, 10ms) == 30ms);
+  CHECK(sgp::peer::straggler_pause(sgp::peer::parse_straggler_spec("0:1.5"), 10ms) == 5ms);
+  CHECK_FALSE(sgp::peer::parse_straggler_spec("").applies_to(0));
+  CHECK_FALSE(sgp::peer::parse_straggler_spec("0:1").applies_to(0));
+  CHECK(sgp::peer::format_straggler_spec(spec) == "3:4");
 }
 
 TEST_CASE("a configuration built in code is checked by validate") {

@@ -59,7 +59,8 @@ void add_monitor_command(CLI::App& app) {
     const auto curve = gossip::monitor_curve(schedule, peer::security(config), o->bind);
     peer::RunDirectory run(o->run_dir, -1);
     monitor::ConsensusMonitor monitor(config.model, config.data_dir, n,
-                                      run.path() / "monitor.jsonl");
+                                      run.path() / "monitor.jsonl",
+                                      monitor::mass_model_of(config.algo));
     transport::SnapshotReceiver receiver(o->bind, curve);
     spdlog::info("monitor listening on {} for {} peers", receiver.endpoint(), n);
     std::signal(SIGINT, request_stop);

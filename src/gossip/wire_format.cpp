@@ -140,9 +140,9 @@ namespace {
 // Whether the weight (and coefficient) can be genuine. Push-sum weights are positive and sum to
 // N over all peers and messages in flight, so no genuine weight exceeds N (a relative 1e-9
 // allows for rounding). A running total (dtype 2) only grows: finite and >= 0.
-bool plausible_weight(const WireHeader& h, int num_peers) {
+bool plausible_weight(const WireHeader& h, int num_peers, WeightBound bound) {
   if (!std::isfinite(h.weight)) return false;
-  if (h.dtype == kDtypeFloat64Total) return h.weight >= 0.0;
+  if (h.dtype == kDtypeFloat64Total || bound == WeightBound::finite) return h.weight >= 0.0;
   return h.weight > 0.0 && h.weight <= static_cast<double>(num_peers) * (1.0 + 1e-9) &&
          std::isfinite(h.coefficient) && h.coefficient > 0.0 && h.coefficient <= 1.0;
 }
@@ -150,7 +150,7 @@ bool plausible_weight(const WireHeader& h, int num_peers) {
 // Why a well-formed header does not fit this receiver, or nothing.
 std::optional<RejectCause> field_problem(const WireHeader& h, const transport::Message& message,
                                          std::size_t payload_bytes, const Chunking& chunking,
-                                         int num_peers, int self) {
+                                         int num_peers, int self, WeightBound bound) {
   if (h.total != chunking.total || h.chunk >= chunking.chunks() ||
       h.offset != chunking.offset(h.chunk) || h.count != chunking.size(h.chunk) ||
       payload_bytes != h.count * element_bytes(h.dtype)) {
@@ -163,7 +163,7 @@ std::optional<RejectCause> field_problem(const WireHeader& h, const transport::M
   if (const auto rank = message.authenticated_rank(); rank && *rank != h.sender) {
     return RejectCause::sender_mismatch;
   }
-  if (!plausible_weight(h, num_peers)) return RejectCause::bad_weight;
+  if (!plausible_weight(h, num_peers, bound)) return RejectCause::bad_weight;
   return std::nullopt;
 }
 
@@ -171,7 +171,8 @@ std::optional<RejectCause> field_problem(const WireHeader& h, const transport::M
 
 std::variant<DecodedMessage, RejectCause> decode_message(transport::Message message,
                                                          const Chunking& chunking, int num_peers,
-                                                         int self, std::uint16_t dtype) {
+                                                         int self, std::uint16_t dtype,
+                                                         WeightBound bound) {
   if (message.num_frames() != 2) return RejectCause::frame_count;
   const auto head = message.frame(0);
   const auto payload = message.frame(1);
@@ -184,7 +185,7 @@ std::variant<DecodedMessage, RejectCause> decode_message(transport::Message mess
   const auto h = parse_header(head);
   // The only check parse_header adds to those above is the dtype.
   if (!h || h->dtype != dtype) return RejectCause::bad_dtype;
-  if (auto cause = field_problem(*h, message, payload.size(), chunking, num_peers, self)) {
+  if (auto cause = field_problem(*h, message, payload.size(), chunking, num_peers, self, bound)) {
     return *cause;
   }
   if (XXH3_64bits(payload.data(), payload.size()) != h->payload_hash) {

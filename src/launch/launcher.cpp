@@ -95,7 +95,8 @@ class LocalMonitor {
  public:
   LocalMonitor(const peer::TrainConfig& c, const topology::Schedule& schedule,
                const std::filesystem::path& run_dir)
-      : monitor_(c.model, c.data_dir, schedule.num_peers(), run_dir / "monitor.jsonl"),
+      : monitor_(c.model, c.data_dir, schedule.num_peers(), run_dir / "monitor.jsonl",
+                 monitor::mass_model_of(c.algo)),
         receiver_(kBind, gossip::monitor_curve(schedule, peer::security(c), kBind)) {}
   std::string endpoint() const { return receiver_.endpoint(); }
   // Call after LocalProcesses blocked SIGINT/SIGTERM, so that the thread inherits the mask.

@@ -1,5 +1,6 @@
 #include "sgp/monitor/consensus_monitor.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -39,6 +40,12 @@ void warn(std::uint64_t count, const std::string& what) {
 
 }  // namespace
 
+MassModel mass_model_of(peer::Algorithm algo) {
+  const auto& a = peer::info(algo);
+  return !a.communicates || a.mode == gossip::Mode::sync ? MassModel::conserved
+                                                         : MassModel::in_flight;
+}
+
 double relative_consensus_error(const std::vector<std::vector<float>>& z) {
   SGP_ENFORCE(!z.empty(), "no vectors");
   const std::size_t n = z.front().size();
@@ -60,21 +67,24 @@ double relative_consensus_error(const std::vector<std::vector<float>>& z) {
 }
 
 ConsensusMonitor::ConsensusMonitor(const std::string& model, const std::string& data_dir,
-                                   int num_peers, std::filesystem::path log)
+                                   int num_peers, std::filesystem::path log, MassModel mass)
     : backend_(compute::make_backend({"cpu", 1, false})),
       test_(data::load_fashion_mnist(data::resolve_data_dir(data_dir), "t10k")),
       evaluator_(std::make_unique<Evaluator>(*backend_, model::parse_model_spec(model), test_)),
       parameter_count_(model::parameter_count(model::parse_model_spec(model),
                                               peer::input_shape(test_), test_.num_classes)),
       num_peers_(num_peers),
+      mass_(mass),
       log_(std::move(log)) {}
 
 ConsensusMonitor::~ConsensusMonitor() = default;
 
 std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
   // self = num_peers: every rank 0..N-1 is a valid sender to the monitor.
-  auto decoded = gossip::decode_message(std::move(message), gossip::Chunking(parameter_count_, 0),
-                                        num_peers_ + 1, num_peers_);
+  auto decoded = gossip::decode_message(
+      std::move(message), gossip::Chunking(parameter_count_, 0), num_peers_ + 1, num_peers_,
+      gossip::kDtypeFloat32,
+      mass_ == MassModel::conserved ? gossip::WeightBound::push_sum : gossip::WeightBound::finite);
   if (auto* cause = std::get_if<gossip::RejectCause>(&decoded)) {
     ++rejected_;
     warn(rejected_, fmt::format("rejected a snapshot: {}", gossip::reject_cause_name(*cause)));
@@ -146,6 +156,14 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
   record.peers = static_cast<int>(z.size());
   for (const auto& [rank, w] : weights_[iteration]) record.sum_of_weights += w;
   weights_.erase(weights_.begin(), weights_.upper_bound(iteration));
+  const double n = static_cast<double>(num_peers_);
+  record.mass_drift = mass_ == MassModel::conserved && record.peers == num_peers_ &&
+                      std::abs(record.sum_of_weights - n) > 1e-6 * n;
+  if (record.mass_drift) {
+    ++drift_records_;
+    spdlog::warn("monitor: mass drift at iteration {}: the {} peers' weights sum to {:.9g}, not {}",
+                 iteration, num_peers_, record.sum_of_weights, num_peers_);
+  }
 
   record.consensus_error = relative_consensus_error(z);
   std::vector<float> mean(parameter_count_, 0.0f);
@@ -166,7 +184,8 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
                         {"average_model_accuracy", record.average_model_accuracy},
                         {"average_model_loss", record.average_model_loss},
                         {"peers", record.peers},
-                        {"sum_of_weights", record.sum_of_weights}}
+                        {"sum_of_weights", record.sum_of_weights},
+                        {"mass_drift", record.mass_drift}}
              .dump()
       << '\n';
   if (!out) throw IoError(fmt::format("{}: write failed", log_.string()));
@@ -208,6 +227,7 @@ peer::MonitorSummary ConsensusMonitor::summary() const {
   s.evaluations = static_cast<std::int64_t>(records_.size());
   s.rejected_snapshots = rejected_;
   s.dropped_snapshots = dropped_;
+  s.mass_drift_records = drift_records_;
   if (!records_.empty()) {
     const auto& last = records_.back();
     s.final_iteration = last.iteration;

@@ -10,6 +10,7 @@
 #include "setting_types.hpp"
 #include "sgp/data/partition.hpp"
 #include "sgp/model/model_spec.hpp"
+#include "sgp/peer/straggler.hpp"
 #include "sgp/transport/faulty_transport.hpp"
 
 namespace sgp::peer {
@@ -128,6 +129,10 @@ namespace {
 
 std::string check_inject(const std::string& spec) {
   return parse_problem(spec, transport::parse_fault_spec);
+}
+
+std::string check_straggler(const std::string& spec) {
+  return parse_problem(spec, parse_straggler_spec);
 }
 
 std::string check_milestones(const std::vector<double>& epochs) {
@@ -276,6 +281,10 @@ void add_fault_rows(std::vector<std::unique_ptr<Setting>>& r) {
   add<bool>(r, "leave_on_term", kPeers,
             "asgp: on SIGTERM hand this peer's mass to a neighbour and exit cleanly", S::peers,
             false, &C::leave_on_term);
+  add<std::string>(r, "straggler", kPeers,
+                   "simulate a straggler: RANK:FACTOR makes that rank's training steps take "
+                   "FACTOR times as long (it sleeps after each one; for experiments)",
+                   S::peers, true, &C::straggler, Range{}, check_straggler);
 }
 
 // What is written where.

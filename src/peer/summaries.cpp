@@ -79,6 +79,7 @@ void fields(S& s, V& v) {
   v("evaluations", s.evaluations);
   v("rejected_snapshots", s.rejected_snapshots);
   v("dropped_snapshots", s.dropped_snapshots);
+  v("mass_drift_records", s.mass_drift_records);
   v("final_iteration", s.final_iteration);
   v("final_consensus_error", s.final_consensus_error);
   v("final_average_model_accuracy", s.final_average_model_accuracy);

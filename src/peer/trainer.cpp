@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -24,6 +25,7 @@
 #include "sgp/peer/progress.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/settings.hpp"
+#include "sgp/peer/straggler.hpp"
 
 namespace sgp::peer {
 
@@ -112,6 +114,7 @@ struct Trainer::State {
   std::unique_ptr<gossip::Mixer> engine;
   gossip::AsyncPushSum* async = nullptr;  // the engine, when it is asgp's
   std::optional<CheckpointStore> checkpoints;
+  StragglerSpec straggler;
 
   State(const TrainConfig& c, int r, int n, compute::Backend& b, const data::Dataset& tr,
         const data::Dataset& te, RunDirectory& rd, Communication cm)
@@ -131,7 +134,12 @@ struct Trainer::State {
         evaluator(b, model::parse_model_spec(c.model), te),
         per_epoch(iterations_per_epoch(tr.size(), n, c.batch_size)),
         total(total_iterations(c, per_epoch)),
-        lr(lr_options(c, n, per_epoch, total)) {
+        lr(lr_options(c, n, per_epoch, total)),
+        straggler(parse_straggler_spec(c.straggler)) {
+    if (straggler.rank >= n) {
+      throw InputError(fmt::format("--straggler {}: rank {} is not in a run of {} peers",
+                                   c.straggler, straggler.rank, n));
+    }
     x.upload(net.initial_parameters(c.seed));
     label_counts = data::label_histogram(tr.labels, tr.num_classes, sampler.shard());
     if (comm.schedule) {
@@ -246,6 +254,9 @@ double Trainer::step(std::int64_t it, Tally& t) {
     throw InputError(fmt::format(
         "training diverged at iteration {}: loss is {} (try a smaller --lr or a --warmup-epochs)",
         it, loss));
+  }
+  if (s.straggler.applies_to(s.rank)) {  // sleeps: the host's other peers keep its CPU
+    std::this_thread::sleep_for(straggler_pause(s.straggler, Clock::now() - step_start));
   }
   const auto computed = Clock::now();
   t.compute_seconds += std::chrono::duration<double>(computed - step_start).count();

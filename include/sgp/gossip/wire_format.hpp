@@ -147,11 +147,17 @@ struct DecodedMessage {
   transport::Message message;
 };
 
+// How a float32 message's weight is bounded: push_sum, (0, N] (the weights of a synchronous
+// round sum to N); finite, any finite w >= 0 (asgp's weights, reported to the monitor: its
+// restarts from z set w = 1 whatever the others hold, so their sum is not bounded by N).
+enum class WeightBound { push_sum, finite };
+
 // Either the decoded message or why it was refused. `self` is the receiver's rank.
 std::variant<DecodedMessage, RejectCause> decode_message(transport::Message message,
                                                          const Chunking& chunking, int num_peers,
                                                          int self,
-                                                         std::uint16_t dtype = kDtypeFloat32);
+                                                         std::uint16_t dtype = kDtypeFloat32,
+                                                         WeightBound bound = WeightBound::push_sum);
 // Bytes per element of a dtype.
 constexpr std::size_t element_bytes(std::uint16_t dtype) {
   return dtype == kDtypeFloat64Total ? sizeof(double) : sizeof(float);

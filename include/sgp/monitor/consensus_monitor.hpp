@@ -24,6 +24,7 @@
 
 #include "sgp/compute/backend.hpp"
 #include "sgp/data/dataset.hpp"
+#include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/summaries.hpp"
 #include "sgp/transport/message.hpp"
 
@@ -43,7 +44,17 @@ struct MonitorRecord {
   double average_model_loss = 0.0;
   int peers = 0;                // snapshots averaged: fewer than N when peers were gone
   double sum_of_weights = 0.0;  // their push-sum weights: N when no mass is lost or in flight
+  bool mass_drift = false;      // conserved mass only: all N peers, and the sum is not N
 };
+
+// What the peers' push-sum weights promise. conserved: synchronous mixing (sgp, dpsgd, exact,
+// local), whose weights sum to N after every round, so a complete record whose sum is off by
+// more than 1e-6 N is flagged (mass_drift: a lost or forged message, a bug). in_flight: osgp,
+// whose snapshots leave out what is on the wire, and asgp, whose restarts from z set w = 1 and
+// whose messages are always under way: the sum is reported, nothing is promised (asgp's weights
+// are only checked finite, since they may exceed N).
+enum class MassModel { conserved, in_flight };
+MassModel mass_model_of(peer::Algorithm algo);
 
 class ConsensusMonitor {
  public:
@@ -51,7 +62,7 @@ class ConsensusMonitor {
   // model is evaluated on lives (as for the peers; empty: the default); log: where records are
   // appended (monitor.jsonl). Evaluates on the CPU, so it never takes a GPU from the peers.
   ConsensusMonitor(const std::string& model, const std::string& data_dir, int num_peers,
-                   std::filesystem::path log);
+                   std::filesystem::path log, MassModel mass = MassModel::conserved);
   ~ConsensusMonitor();
 
   // Validates and stores one snapshot; returns the record when it completed an iteration.
@@ -76,6 +87,8 @@ class ConsensusMonitor {
   std::unique_ptr<peer::Evaluator> evaluator_;
   std::size_t parameter_count_;
   int num_peers_;
+  MassModel mass_;
+  std::uint64_t drift_records_ = 0;
   std::filesystem::path log_;
   std::map<std::int64_t, std::map<int, std::vector<float>>> pending_;  // iteration -> rank -> z
   std::map<std::int64_t, std::map<int, double>> weights_;              // iteration -> rank -> w

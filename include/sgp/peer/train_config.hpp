@@ -64,6 +64,7 @@ struct TrainConfig {
   std::string inject;  // transport faults, e.g. "drop=0.05,seed=1" (transport/faulty_transport)
   PeerFailure on_peer_failure = PeerFailure::automatic;  // what sgp launch does when a peer dies
   bool leave_on_term = false;  // asgp: SIGTERM hands this peer's mass to a neighbour, exits 0
+  std::string straggler;       // "RANK:FACTOR": that rank's steps take FACTOR times as long
   // reporting
   std::string run_dir;          // empty: runs/<command>-<timestamp>
   std::int64_t log_every = 50;  // iterations between JSONL records
