@@ -48,7 +48,7 @@ struct PeerSummary {
 struct MonitorSummary {
   std::int64_t evaluations = 0;  // iterations with every peer's snapshot
   std::uint64_t rejected_snapshots = 0;
-  std::uint64_t dropped_snapshots = 0;  // valid, given up: their iteration could not complete
+  std::uint64_t dropped_snapshots = 0;   // valid, given up: their iteration could not complete
   std::uint64_t mass_drift_records = 0;  // synchronous mixing: records whose sum of w was not N
   std::optional<std::int64_t> final_iteration;  // the last of them
   std::optional<double> final_consensus_error;  // mean_i ||z_i - zbar||^2 / ||zbar||^2
