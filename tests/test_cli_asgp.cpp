@@ -106,6 +106,7 @@ TEST_CASE("asgp: a peer killed with SIGKILL is excluded and the other three fini
     const auto peer = read_json(run / ("peer-" + std::to_string(rank) + "-summary.json"));
     CHECK(peer["iterations"] == 400);
     CHECK(peer["excluded_peers"] == json::array({2}));
+    CHECK(peer["excluded_at_round"][0].get<int>() > 60);  // it died after its 60th iteration
   }
   // The survivors restarted from their z after the exclusion, and agree at the end.
   CHECK(summary["final_consensus_error"].get<double>() < 1e-6);

@@ -69,6 +69,7 @@ void fields(S& s, V& v) {
   v("rejected_messages", s.rejected_messages);
   v("dropped_snapshots", s.dropped_snapshots);
   v("excluded_peers", s.excluded_peers);
+  v("excluded_at_round", s.excluded_at_round);
   v("joined_at_iteration", s.joined_at_iteration);
   v("left_at_iteration", s.left_at_iteration);
 }

@@ -352,7 +352,10 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
   }
   if (s.async) {
     for (const auto& e : s.async->events())
-      if (e.what == "excluded") summary.excluded_peers.push_back(e.rank);
+      if (e.what == "excluded") {
+        summary.excluded_peers.push_back(e.rank);
+        summary.excluded_at_round.push_back(e.round);
+      }
   }
   summary.joined_at_iteration = t.joined_at;
   summary.left_at_iteration = t.left_at;

@@ -41,6 +41,7 @@ struct PeerSummary {
   std::optional<std::uint64_t> dropped_snapshots;
   // asgp: membership as this peer saw it.
   std::vector<int> excluded_peers;                  // ranks it excluded or learnt were excluded
+  std::vector<std::int64_t> excluded_at_round;      // this peer's gossip round when it did, each
   std::optional<std::int64_t> joined_at_iteration;  // sgp peer --join
   std::optional<std::int64_t> left_at_iteration;    // handed its mass on and stopped early
 };
