@@ -1,4 +1,5 @@
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <doctest/doctest.h>
@@ -121,4 +122,16 @@ TEST_CASE("the newest complete checkpoint set is the newest iteration every rank
     CheckpointStore(other.path(), rank).save(s);
   }
   CHECK(latest_complete_checkpoint(other.path(), 3) == 10);
+}
+
+TEST_CASE("default run directories started in the same second never collide") {
+  sgp::testing::TempDir dir;
+  std::set<std::filesystem::path> made;
+  for (int i = 0; i < 5; ++i) {
+    const auto run = create_default_run_dir("consensus", dir / "runs");
+    CHECK(std::filesystem::is_directory(run));
+    CHECK(run.filename().string().starts_with("consensus-"));
+    made.insert(run);
+  }
+  CHECK(made.size() == 5u);
 }

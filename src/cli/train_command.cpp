@@ -28,7 +28,7 @@ void add_train_command(CLI::App& app) {
   cmd->callback([flags] {
     peer::TrainConfig config = flags->configuration();
     configure_logging(0, config.log_level);
-    const auto dir = config.run_dir.empty() ? peer::default_run_dir("train")
+    const auto dir = config.run_dir.empty() ? peer::create_default_run_dir("train")
                                             : std::filesystem::path(config.run_dir);
     auto backend = compute::make_backend({config.device, config.blas_threads, config.tf32});
     config.data_dir = data::resolve_data_dir(config.data_dir).string();

@@ -77,7 +77,7 @@ void log_rejects(const gossip::PushSumMetrics& m) {
 }
 
 std::filesystem::path run_dir_of(const ConsensusOptions& o) {
-  return o.shared.run_dir.empty() ? peer::default_run_dir("consensus")
+  return o.shared.run_dir.empty() ? peer::create_default_run_dir("consensus")
                                   : std::filesystem::path(o.shared.run_dir);
 }
 

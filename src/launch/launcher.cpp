@@ -148,7 +148,7 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   const topology::Schedule schedule = peer::load_topology(c);
   const int n = schedule.num_peers();
   const std::vector<int> local = ranks_to_start(o, schedule);
-  if (c.run_dir.empty()) c.run_dir = peer::default_run_dir("launch").string();
+  if (c.run_dir.empty()) c.run_dir = peer::create_default_run_dir("launch").string();
   peer::RunDirectory run(c.run_dir, -1);
 
   // Bound before the peers start, so that they can be told where it is.

@@ -84,9 +84,9 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   const auto data_dir = data::resolve_data_dir(config.data_dir);
   const auto [train, test] = data::load_fashion_mnist_train_test(data_dir);
 
-  RunDirectory run(
-      config.run_dir.empty() ? default_run_dir("peer") : std::filesystem::path(config.run_dir),
-      rank);
+  RunDirectory run(config.run_dir.empty() ? create_default_run_dir("peer")
+                                          : std::filesystem::path(config.run_dir),
+                   rank);
   if (rank == 0 && write_config) write_run_config(run, config, "peer", n);
 
   std::unique_ptr<transport::ZmqTransport> transport;

@@ -1,6 +1,7 @@
 #include "sgp/peer/run_directory.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -66,13 +67,34 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
   fsync_path(path.parent_path().empty() ? "." : path.parent_path(), O_RDONLY | O_DIRECTORY);
 }
 
-std::filesystem::path default_run_dir(const std::string& prefix) {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+namespace {
+
+std::string local_time_stamp() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm local{};
-  localtime_r(&now, &local);
+  localtime_r(&seconds, &local);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
-  return std::filesystem::path("runs") / fmt::format("{}-{}", prefix, stamp);
+  return fmt::format("{}-{:03}", stamp, millis);
+}
+
+}  // namespace
+
+std::filesystem::path create_default_run_dir(const std::string& prefix,
+                                             const std::filesystem::path& root) {
+  std::error_code ec;
+  std::filesystem::create_directories(root, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot create it: {}", root, ec.message()));
+  const std::string base = fmt::format("{}-{}", prefix, local_time_stamp());
+  for (int attempt = 1; attempt <= 1000; ++attempt) {
+    const auto dir = root / (attempt == 1 ? base : fmt::format("{}-{}", base, attempt));
+    if (::mkdir(dir.c_str(), 0755) == 0) return dir;
+    if (errno != EEXIST) fail(dir, "create the run directory");
+  }
+  throw IoError(fmt::format("{}: 1000 run directories named {}-* exist", root, base));
 }
 
 RunDirectory::RunDirectory(std::filesystem::path dir, int rank) : dir_(std::move(dir)) {

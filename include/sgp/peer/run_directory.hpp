@@ -18,8 +18,11 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
 // (e.g. a summary a crashed process never wrote).
 std::optional<nlohmann::json> read_json_file(const std::filesystem::path& path);
 
-// "runs/<prefix>-YYYYmmdd-HHMMSS" under the current directory.
-std::filesystem::path default_run_dir(const std::string& prefix);
+// Creates and returns a new directory "<root>/<prefix>-YYYYmmdd-HHMMSS-mmm" (local time, with
+// milliseconds), adding "-2", "-3", ... when that name exists: the directory is created
+// exclusively, so two runs started at the same moment never share one.
+std::filesystem::path create_default_run_dir(const std::string& prefix,
+                                             const std::filesystem::path& root = "runs");
 
 class RunDirectory {
  public:
