@@ -2,6 +2,8 @@
 // OS by this test), sync and overlap, reach the exact mean; a peer that cannot start is reported
 // with its rank and its own error; bad flags are clear input errors.
 
+#include <sys/wait.h>
+
 #include <fstream>
 #include <string>
 #include <vector>
@@ -129,4 +131,66 @@ TEST_CASE("sgp consensus: bad flags and files are input errors naming them") {
     CHECK(r.exit_code == 2);
     CHECK(contains(r.output, "nope.dot"));
   }
+}
+
+namespace {
+
+std::string short_consensus(const std::filesystem::path& topology) {
+  return "consensus --local --topology " + topology.string() +
+         " --rounds 4 --dim 100 --timeout-ms 20000";
+}
+
+int records_in(const std::filesystem::path& jsonl) {
+  std::ifstream in(jsonl);
+  int records = 0;
+  for (std::string line; std::getline(in, line);) ++records;
+  return records;
+}
+
+}  // namespace
+
+TEST_CASE("two runs started in the same second get their own default run directories") {
+  sgp::testing::TempDir dir;
+  const auto sgp = std::filesystem::absolute(sgp::testing::sgp_binary()).string();
+  std::vector<pid_t> runs;
+  for (int i = 0; i < 2; ++i) {
+    const auto topology = sgp::testing::write_local_topology(
+        dir / ("t" + std::to_string(i) + ".dot"), "one-peer-exponential", 4);
+    runs.push_back(sgp::testing::start_command(
+        "cd " + dir.path().string() + " && exec " + sgp + " " + short_consensus(topology),
+        dir / ("run" + std::to_string(i) + ".log")));
+  }
+  for (int i = 0; i < 2; ++i) {
+    int status = 0;
+    ::waitpid(runs[i], &status, 0);
+    INFO(sgp::testing::slurp(dir / ("run" + std::to_string(i) + ".log")));
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  int directories = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "runs")) {
+    CHECK(records_in(entry.path() / "peer-0.jsonl") == 5);
+    ++directories;
+  }
+  CHECK(directories == 2);
+}
+
+TEST_CASE("a run refuses another run's directory unless --overwrite, which starts it afresh") {
+  sgp::testing::TempDir dir;
+  const auto topology = write_topology(dir, 4);
+  const std::string run = short_consensus(topology) + " --run-dir " + (dir / "run").string();
+  REQUIRE(run_sgp(run).exit_code == 0);
+  std::ofstream(dir / "run" / "notes.txt") << "the user's, not sgp's";
+  const auto again = run_sgp(run);
+  INFO(again.output);
+  CHECK(again.exit_code == 2);
+  CHECK(contains(again.output, "run directory " + (dir / "run").string() +
+                                   " holds another run's results (config.json"));
+  CHECK(contains(again.output, "give --overwrite to delete them first, or another --run-dir"));
+  CHECK(records_in(dir / "run" / "peer-0.jsonl") == 5);
+
+  const auto overwritten = run_sgp(run + " --overwrite");
+  INFO(overwritten.output);
+  CHECK(overwritten.exit_code == 0);
+  CHECK(records_in(dir / "run" / "peer-0.jsonl") == 5);  // not appended to the first run's
+  CHECK(std::filesystem::exists(dir / "run" / "notes.txt"));
 }

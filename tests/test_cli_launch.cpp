@@ -170,6 +170,32 @@ TEST_CASE("an interrupted run resumes from its newest complete checkpoint and fi
   CHECK(restarts <= 1);
 }
 
+TEST_CASE("a finished run: --resume says so and changes nothing; a new run there is refused") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 2);
+  const auto run = dir / "run";
+  const std::string args = short_run(topology, run, 20) + " --checkpoint-every 10";
+  const auto first = run_sgp(args);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  const std::string summary = slurp(run / "summary.json"), log = slurp(run / "peer-0.jsonl");
+  REQUIRE(read_json(run / "summary.json")["iterations"] == 20);
+
+  const auto resumed = run_sgp(args + " --resume");
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(contains(resumed.output, "is finished (every peer here wrote its summary); nothing to do"));
+  CHECK(slurp(run / "summary.json") == summary);
+  CHECK(slurp(run / "peer-0.jsonl") == log);
+
+  const auto again = run_sgp(args);
+  CHECK(again.exit_code == 2);
+  CHECK(contains(again.output, "holds another run's results"));
+  CHECK(contains(again.output, "give --resume to continue that run, --overwrite to delete them"));
+  CHECK(slurp(run / "summary.json") == summary);
+}
+
 TEST_CASE("a peer killed mid-run is reported by rank and signal, and the others stop") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;

@@ -15,7 +15,9 @@
 #include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/checkpoint_store.hpp"
+#include "sgp/peer/resume_settings.hpp"
 #include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/run_files.hpp"
 #include "sgp/peer/trainer.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
@@ -23,6 +25,7 @@
 #include "sgp/transport/inproc_transport.hpp"
 #include "support/skip.hpp"
 #include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
 using namespace sgp;
 
@@ -71,6 +74,7 @@ std::vector<PeerResult> run_trainers(const peer::TrainConfig& config, int n,
         compute::CpuBackend backend;
         transport::InProcTransport transport(network, rank);
         peer::RunDirectory run(dir, rank);
+        run.claim({peer::run_start_of(config), {rank}});
         peer::Communication comm;
         if (schedule) {
           comm.schedule = schedule;
@@ -186,6 +190,14 @@ constexpr const char* kMovingWeights = R"(digraph topology {
   2 -> 0 [weight=0.6, phase=1]; 3 -> 1 [weight=0.4, phase=1];
 })";
 
+// Rank `rank`'s checkpoint of `iteration` in a run directory, written with these settings
+// (resume_settings).
+peer::CheckpointState load_checkpoint(const std::filesystem::path& run, int rank,
+                                      std::int64_t iteration, const nlohmann::json& settings) {
+  const auto id = nlohmann::json::parse(sgp::testing::slurp(run / "run.json"))["run_id"];
+  return peer::CheckpointStore(run / "checkpoints", rank, id, settings).load(iteration);
+}
+
 // Largest |a - b| relative to the largest |a|.
 double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
   REQUIRE(a.size() == b.size());
@@ -244,8 +256,9 @@ TEST_CASE("a resumed run ends in the state of an uninterrupted one") {
     bool some_weight_moved = false;
     for (int rank = 0; rank < n; ++rank) {
       CAPTURE(rank);
-      const auto a = peer::CheckpointStore(reference / "checkpoints", rank).load(50);
-      const auto b = peer::CheckpointStore(resumed / "checkpoints", rank).load(50);
+      const auto settings = peer::resume_settings(config, n, &schedule);
+      const auto a = load_checkpoint(reference.path(), rank, 50, settings);
+      const auto b = load_checkpoint(resumed.path(), rank, 50, settings);
       CHECK(b.iteration == 50);
       CHECK(b.epoch == a.epoch);
       CHECK(b.position == a.position);
@@ -262,6 +275,47 @@ TEST_CASE("a resumed run ends in the state of an uninterrupted one") {
     }
     CHECK(some_weight_moved);
   }
+}
+
+TEST_CASE("a resume with other fixed settings is refused, naming each with both values") {
+  const int n = 4;
+  const auto file_schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
+  const auto schedule =
+      peer::mixing_schedule(peer::Algorithm::sgp, file_schedule, std::nullopt, "<moving>");
+  auto config = small_config(peer::Algorithm::sgp);
+  config.checkpoint_every = 10;
+  config.max_iterations = 20;
+  sgp::testing::TempDir run;
+  run_trainers(config, n, &schedule, run.path());
+  config.resume = true;
+  config.max_iterations = 30;
+
+  auto changed = config;
+  changed.seed = 7;
+  changed.batch_size = 8;
+  changed.lr = 0.01;  // may change: not named
+  auto refusal = [&](const peer::TrainConfig& c, const topology::Schedule& s) {
+    try {
+      run_trainers(c, n, &s, run.path());
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const auto error = refusal(changed, schedule);
+  CHECK(sgp::testing::contains(error, "was written with other settings"));
+  CHECK(sgp::testing::contains(error, "batch_size: 16 then, 8 now; seed: 0 then, 7 now"));
+  CHECK_FALSE(sgp::testing::contains(error, "lr"));
+  // Other mixing weights: the same topology file with --self-weight.
+  const auto reweighted =
+      peer::mixing_schedule(peer::Algorithm::sgp, file_schedule, 0.5, "<moving>");
+  changed = config;
+  changed.self_weight = 0.5;
+  const auto mixing = refusal(changed, reweighted);
+  CHECK(sgp::testing::contains(mixing, "mixing_weights: \""));
+  CHECK(sgp::testing::contains(mixing, "self_weight: 0.0 then, 0.5 now"));
+  // Unchanged, it resumes.
+  CHECK(refusal(config, schedule) == "no error");
 }
 
 TEST_CASE("consensus error of known vectors") {

@@ -11,10 +11,12 @@
 #include "../src/cli/setting_flags.hpp"
 #include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/run_files.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/peer/straggler.hpp"
 #include "support/input_error.hpp"
 #include "support/temp_dir.hpp"
+#include "support/text.hpp"
 
 using sgp::peer::TrainConfig;
 
@@ -59,6 +61,7 @@ TrainConfig unusual() {
   c.keys_dir = "keys";
   c.insecure = true;
   c.run_dir = "runs/x";
+  c.overwrite = true;
   c.log_every = 7;
   c.eval_every = 0.5;
   c.log_level = sgp::LogLevel::debug;
@@ -92,7 +95,12 @@ TEST_CASE("the test configuration differs from the defaults in every setting") {
     CAPTURE(s->key());
     CHECK(s->get(c) != s->get(defaults));
   }
-  CHECK_NOTHROW(sgp::peer::validate(c));
+  // --resume and --overwrite exclude each other; each is fine alone.
+  CHECK(sgp::testing::input_error_of([&] { sgp::peer::validate(c); }) ==
+        "--resume and --overwrite: give one (continue the run, or replace it)");
+  TrainConfig resumed = c;
+  resumed.overwrite = false;
+  CHECK_NOTHROW(sgp::peer::validate(resumed));
 }
 
 TEST_CASE("every setting survives config.json and the command line") {
@@ -109,9 +117,14 @@ TEST_CASE("every setting survives config.json and the command line") {
 TEST_CASE("config.json of a run reads back, also one written before eval_every was renamed") {
   sgp::testing::TempDir dir;
   sgp::peer::RunDirectory run(dir.path(), -1);
+  run.claim({});
   sgp::peer::write_run_config(run, unusual(), "launch", 4);
   const auto back = sgp::peer::read_run_config(dir / "config.json");
-  CHECK(back.settings == unusual());
+  // --overwrite is what that start did, not a setting of the run: a copy must not delete it.
+  auto expected = unusual();
+  expected.overwrite = false;
+  CHECK(back.settings == expected);
+  CHECK(sgp::testing::slurp(dir / "config.json").find(run.run_id()) != std::string::npos);
   CHECK(back.command == "launch");
   CHECK(back.peers == 4);
   std::ofstream(dir / "old.json") << R"({"eval_every_epochs": 0.5, "lr": 0.2, "command": "peer"})";

@@ -13,6 +13,7 @@
 #include "sgp/log.hpp"
 #include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/run_files.hpp"
 #include "sgp/peer/trainer.hpp"
 
 namespace sgp::cli {
@@ -34,6 +35,7 @@ void add_train_command(CLI::App& app) {
     config.data_dir = data::resolve_data_dir(config.data_dir).string();
     const auto [train, test] = data::load_fashion_mnist_train_test(config.data_dir);
     peer::RunDirectory run(dir, 0);
+    run.claim({peer::run_start_of(config), {}, false});
     peer::write_run_config(run, config, "train", 1);
     peer::Trainer trainer(config, 0, 1, *backend, train, test, run);
     const auto summary = trainer.run();

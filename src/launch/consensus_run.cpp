@@ -23,6 +23,7 @@
 #include "sgp/named_values.hpp"
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/run_files.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/transport/faulty_transport.hpp"
@@ -137,6 +138,7 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
   const peer::TrainConfig& c = o.shared;
   auto backend = compute::make_backend({c.device, 1, false});
   peer::RunDirectory run(run_dir_of(o), rank);
+  run.claim({peer::run_start_of(c), {rank}, false});
   const int n = schedule.num_peers();
   std::vector<float> mean_host(o.dim);
   for (std::size_t d = 0; d < o.dim; ++d) mean_host[d] = static_cast<float>(exact_mean(c.seed, d));
@@ -219,7 +221,9 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
   const int n = schedule.num_peers();
   const std::filesystem::path dir = run_dir_of(o);
   peer::RunDirectory run(dir, -1);
+  run.claim({peer::run_start_of(o.shared), {}, false});
   ConsensusOptions child = o;
+  child.shared.overwrite = false;  // done here
   child.shared.run_dir = dir.string();
   nlohmann::json config{{"command", "consensus"}, {"topology", o.topology},  {"peers", n},
                         {"rounds", o.rounds},     {"mode", name_of(o.mode)}, {"dim", o.dim}};

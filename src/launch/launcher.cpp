@@ -23,6 +23,7 @@
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/run_files.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
@@ -150,6 +151,17 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   const std::vector<int> local = ranks_to_start(o, schedule);
   if (c.run_dir.empty()) c.run_dir = peer::create_default_run_dir("launch").string();
   peer::RunDirectory run(c.run_dir, -1);
+  if (c.resume && peer::ranks_finished(run.path(), local)) {
+    spdlog::info(
+        "--resume: the run in {} is finished (every peer here wrote its summary); "
+        "nothing to do",
+        run.path());
+    return peer::merge_run_summary(run.path(), n);
+  }
+  // A launcher of every rank answers for the whole directory; one of several (a host's ranks)
+  // for its own ranks' files.
+  run.claim(
+      {peer::run_start_of(c), static_cast<int>(local.size()) == n ? std::vector<int>{} : local});
 
   // Bound before the peers start, so that they can be told where it is.
   std::unique_ptr<LocalMonitor> monitor;

@@ -22,6 +22,7 @@
 #include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/run_files.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/peer/trainer.hpp"
 #include "sgp/topology/analysis.hpp"
@@ -87,6 +88,12 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   RunDirectory run(config.run_dir.empty() ? create_default_run_dir("peer")
                                           : std::filesystem::path(config.run_dir),
                    rank);
+  if (config.resume && ranks_finished(run.path(), {rank})) {
+    spdlog::info("--resume: rank {} of the run in {} is finished; nothing to do", rank,
+                 run.path().string());
+    return read_json_file(run.path() / peer_summary_file(rank))->get<PeerSummary>();
+  }
+  run.claim({run_start_of(config), {rank}});
   if (rank == 0 && write_config) write_run_config(run, config, "peer", n);
 
   std::unique_ptr<transport::ZmqTransport> transport;

@@ -12,12 +12,15 @@
 namespace sgp::peer {
 
 namespace {
-constexpr std::array<std::string_view, 2> kMetadataKeys = {"command", "peers"};
+constexpr std::array<std::string_view, 3> kMetadataKeys = {"command", "peers", "run_id"};
 }
 
 void write_run_config(const RunDirectory& run, const TrainConfig& settings,
                       std::string_view command, int peers) {
   nlohmann::json j = settings;
+  // What this start did, not a setting of the run: a copy of config.json must not delete it.
+  j["overwrite"] = false;
+  j["run_id"] = run.run_id();
   j["command"] = command;
   j["peers"] = peers;
   run.write_json(std::string(kRunConfigFile), j);

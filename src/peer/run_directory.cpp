@@ -13,6 +13,7 @@
 #include <fmt/std.h>
 
 #include "sgp/error.hpp"
+#include "sgp/peer/run_files.hpp"
 
 namespace sgp::peer {
 
@@ -97,17 +98,21 @@ std::filesystem::path create_default_run_dir(const std::string& prefix,
   throw IoError(fmt::format("{}: 1000 run directories named {}-* exist", root, base));
 }
 
-RunDirectory::RunDirectory(std::filesystem::path dir, int rank) : dir_(std::move(dir)) {
+RunDirectory::RunDirectory(std::filesystem::path dir, int rank)
+    : dir_(std::move(dir)), rank_(rank) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec || !std::filesystem::is_directory(dir_)) {
     throw InputError(fmt::format("run directory {}: cannot create it: {}", dir_,
                                  ec ? ec.message() : "exists and is not a directory"));
   }
-  if (rank < 0) return;  // a launcher or monitor: no peer log
-  const auto log_path = dir_ / fmt::format("peer-{}.jsonl", rank);
-  log_.open(log_path, std::ios::app);
-  if (!log_) throw IoError(fmt::format("{}: cannot open for writing", log_path));
+}
+
+void RunDirectory::claim(const RunClaim& claim) { run_id_ = claim_run_directory(dir_, claim); }
+
+const std::string& RunDirectory::run_id() const {
+  SGP_ENFORCE(!run_id_.empty(), "run directory {} was not claimed", dir_);
+  return run_id_;
 }
 
 void RunDirectory::write_json(const std::string& name, const nlohmann::json& value) const {
@@ -115,7 +120,12 @@ void RunDirectory::write_json(const std::string& name, const nlohmann::json& val
 }
 
 void RunDirectory::log(const nlohmann::json& record) {
-  SGP_ENFORCE(log_.is_open(), "this run directory has no peer log");
+  SGP_ENFORCE(rank_ >= 0, "this run directory has no peer log");
+  if (!log_.is_open()) {
+    const auto log_path = dir_ / fmt::format("peer-{}.jsonl", rank_);
+    log_.open(log_path, std::ios::app);
+    if (!log_) throw IoError(fmt::format("{}: cannot open for writing", log_path));
+  }
   log_ << record.dump() << '\n';
   log_.flush();
   if (!log_) throw IoError(fmt::format("{}: write failed", dir_ / "peer log"));

@@ -152,8 +152,9 @@ std::string check_self_weight(const double& a) {
 }
 
 template <class T, class... Rest>
-void add(std::vector<std::unique_ptr<Setting>>& rows, Rest&&... rest) {
+Setting& add(std::vector<std::unique_ptr<Setting>>& rows, Rest&&... rest) {
   rows.push_back(std::make_unique<TypedSetting<T>>(std::forward<Rest>(rest)...));
+  return *rows.back();
 }
 
 // The table, one function per group. Ranges are what the code handles; anything outside them
@@ -165,17 +166,20 @@ void add_model_rows(std::vector<std::unique_ptr<Setting>>& r) {
                    "mlp:W1,W2,... (ReLU MLP), lenet (LeNet-5 style CNN), lenet-wide, or "
                    "layers:L1,L2,... of linearN, relu, convCkK[sS][pP], maxpoolK[sS], "
                    "avgpoolK[sS], flatten; the classifier is appended",
-                   S::every_run, true, &C::model, Range{}, check_model);
+                   S::every_run, true, &C::model, Range{}, check_model)
+      .fix_across_resume();
   add<std::string>(r, "partition", kModel,
                    "how the training set is split across peers: iid, dirichlet:ALPHA (label skew, "
                    "small ALPHA = strong) or shards:K (K label-sorted shards per peer)",
-                   S::every_run, true, &C::partition, Range{}, check_partition);
+                   S::every_run, true, &C::partition, Range{}, check_partition)
+      .fix_across_resume();
   add<std::string>(r, "data_dir", kModel,
                    "directory with the Fashion-MNIST IDX files (default: $SGP_DATA_DIR, else "
                    "/usr/share/datasets/fashion-mnist from the Debian package)",
                    S::every_run, true, &C::data_dir);
   add<std::uint64_t>(r, "seed", kModel, "seed of the initialisation, shard split and batch order",
-                     S::every_run, true, &C::seed);
+                     S::every_run, true, &C::seed)
+      .fix_across_resume();
 }
 
 // The local SGD loop.
@@ -186,7 +190,8 @@ void add_optimiser_rows(std::vector<std::unique_ptr<Setting>>& r) {
   add<std::int64_t>(r, "max_iterations", kOptim, "stop after this many iterations (0: no limit)",
                     S::every_run, true, &C::max_iterations, at_least(0));
   add<int>(r, "batch_size", kOptim, "mini-batch size per peer", S::every_run, true, &C::batch_size,
-           between(1, 65536));
+           between(1, 65536))
+      .fix_across_resume();
   add<double>(r, "lr", kOptim,
               "base learning rate (for a global batch of 256 with --lr-scaling linear)",
               S::every_run, true, &C::lr, between(0, 1e3));
@@ -232,15 +237,18 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
                  "nobody waits; survives failed, joining and leaving peers), local (no "
                  "communication), dpsgd (symmetric gossip, undirected topology), exact (complete "
                  "topology: exact averaging, for comparison)",
-                 S::peers, true, &C::algo);
+                 S::peers, true, &C::algo)
+      .fix_across_resume();
   add<int>(r, "tau", kPeers, "osgp: how many rounds an in-neighbour may lag behind", S::peers, true,
            &C::tau, between(0, 100));
   add<int>(r, "gossip_every", kPeers, "gossip once every H iterations", S::peers, true,
-           &C::gossip_every, between(1, 1000000));
+           &C::gossip_every, between(1, 1000000))
+      .fix_across_resume();
   add<double>(r, "self_weight", kPeers,
               "mixing rate a in (0, 1): keep a, push (1 - a) spread over the out-neighbours "
               "(overrides the file's weights; 0 = use the file)",
-              S::peers, true, &C::self_weight, Range{}, &check_self_weight);
+              S::peers, true, &C::self_weight, Range{}, &check_self_weight)
+      .fix_across_resume();
   add<int>(r, "timeout_ms", kPeers,
            "a neighbour's message missing this long fails the run, naming the neighbour (asgp: "
            "the neighbour is excluded, at most this long after its last message)",
@@ -292,6 +300,10 @@ void add_report_rows(std::vector<std::unique_ptr<Setting>>& r) {
   using C = TrainConfig;
   add<std::string>(r, "run_dir", kReport, "where to write results (default runs/<command>-<time>)",
                    S::every_run, false, &C::run_dir);
+  add<bool>(r, "overwrite", kReport,
+            "delete the results of an earlier run in --run-dir first (only sgp's own files); "
+            "without it, a run refuses a directory that holds another run's results",
+            S::every_run, false, &C::overwrite);
   add<std::int64_t>(r, "log_every", kReport, "iterations between records in peer-<rank>.jsonl",
                     S::every_run, true, &C::log_every, at_least(1));
   add<double>(r, "eval_every", kReport, "epochs between test-accuracy evaluations", S::every_run,
@@ -372,6 +384,9 @@ void validate(const TrainConfig& c) {
         "{}: asgp does not checkpoint (its peers are never at the same iteration); a peer that "
         "fails is excluded and may rejoin with sgp peer --join",
         c.resume ? "--resume" : "--checkpoint-every"));
+  }
+  if (c.resume && c.overwrite) {
+    throw InputError("--resume and --overwrite: give one (continue the run, or replace it)");
   }
   if (!c.lr_milestones.empty() && c.lr_decay != model::LrDecay::step) {
     throw InputError(fmt::format("--lr-milestones: only step decay uses them, but --lr-decay is {}",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -23,6 +24,7 @@
 #include "sgp/peer/checkpoint_store.hpp"
 #include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/progress.hpp"
+#include "sgp/peer/resume_settings.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/peer/straggler.hpp"
@@ -153,7 +155,10 @@ struct Trainer::State {
       engine = gossip::make_mixer(b, *comm.schedule, *comm.transport, x.data(), x.size(), gc);
       async = dynamic_cast<gossip::AsyncPushSum*>(engine.get());
     }
-    if (c.checkpoint_every > 0 || c.resume) checkpoints.emplace(rd.path() / "checkpoints", r);
+    if (c.checkpoint_every > 0 || c.resume) {
+      checkpoints.emplace(rd.path() / "checkpoints", r, rd.run_id(),
+                          resume_settings(c, n, comm.schedule));
+    }
   }
 
   // The parameters the gradient is taken at: z = x / w with gossip, x itself without.
@@ -191,7 +196,7 @@ struct Trainer::State {
 
   // Returns the iteration to start from.
   std::int64_t resume() {
-    const auto newest = latest_complete_checkpoint(checkpoints->dir(), num_peers);
+    const auto newest = latest_complete_checkpoint(checkpoints->dir(), num_peers, run.run_id());
     if (!newest) {
       if (!checkpoints->available().empty()) {
         throw InputError(
@@ -203,10 +208,12 @@ struct Trainer::State {
                    checkpoints->dir().string());
       return 0;
     }
-    const CheckpointState s = checkpoints->load(*newest);
-    if (s.x.size() != x.size() || s.velocity.size() != x.size()) {
-      throw InputError(fmt::format("{}: holds {} parameters, this model has {}",
-                                   checkpoints->file(*newest).string(), s.x.size(), x.size()));
+    const CheckpointState s = checkpoints->load(*newest, x.size());
+    if (s.epoch > std::numeric_limits<int>::max() || s.position > sampler.shard().size()) {
+      throw InputError(fmt::format(
+          "damaged checkpoint {}: data position epoch {} sample {} is beyond this peer's {} "
+          "samples",
+          checkpoints->file(*newest).string(), s.epoch, s.position, sampler.shard().size()));
     }
     x.upload(s.x);
     sgd.velocity().upload(s.velocity);

@@ -27,8 +27,8 @@ namespace sgp::launch {
 
 // The training settings sgp consensus shares (sgp/peer/settings.hpp): its flags, and what
 // --local passes to each peer it starts.
-inline constexpr std::array<std::string_view, 10> kConsensusSettings = {
-    "tau",       "timeout_ms", "seed",     "device",       "run_dir",
+inline constexpr std::array<std::string_view, 11> kConsensusSettings = {
+    "tau",       "timeout_ms", "seed",     "device",       "run_dir", "overwrite",
     "log_level", "keys",       "insecure", "running_sums", "inject"};
 
 struct ConsensusOptions {

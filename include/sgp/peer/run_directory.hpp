@@ -24,19 +24,29 @@ std::optional<nlohmann::json> read_json_file(const std::filesystem::path& path);
 std::filesystem::path create_default_run_dir(const std::string& prefix,
                                              const std::filesystem::path& root = "runs");
 
+struct RunClaim;
+
 class RunDirectory {
  public:
   // Creates the directory (and parents); InputError naming it if that fails. rank < 0: no
   // peer-<rank>.jsonl (a launcher or monitor).
   RunDirectory(std::filesystem::path dir, int rank);
 
+  // Claims the directory for this run before anything is written (claim_run_directory in
+  // run_files.hpp): refuses another run's results, or deletes them with --overwrite.
+  void claim(const RunClaim& claim);
+  // The run id of run.json; only after claim().
+  const std::string& run_id() const;
+
   const std::filesystem::path& path() const { return dir_; }
   void write_json(const std::string& name, const nlohmann::json& value) const;
-  // Appends one line to peer-<rank>.jsonl and flushes it.
+  // Appends one line to peer-<rank>.jsonl (opened on the first record) and flushes it.
   void log(const nlohmann::json& record);
 
  private:
   std::filesystem::path dir_;
+  int rank_;
+  std::string run_id_;
   std::ofstream log_;
 };
 

@@ -47,6 +47,13 @@ class Setting {
   // May be fixed in a sweep's [train] / [quick] or varied in its [grid]; false for what the
   // sweep runner decides itself (topology file, run directory, monitor, resume).
   bool in_sweeps() const { return in_sweeps_; }
+  // Must have the same value when a run is resumed (checkpoints record these; a resume with
+  // another value is refused): what the saved state only makes sense with.
+  bool fixed_across_resume() const { return fixed_across_resume_; }
+  Setting& fix_across_resume() {
+    fixed_across_resume_ = true;
+    return *this;
+  }
 
   virtual bool is_switch() const { return false; }  // a bool: --key / --no-key on the command line
   // What values look like, for help: "INT >= 1", "NUMBER in (0, 1)", "sgp|osgp|...".
@@ -66,6 +73,7 @@ class Setting {
   std::string_view key_, group_, help_;
   SettingScope scope_;
   bool in_sweeps_;
+  bool fixed_across_resume_ = false;
 };
 
 // Every setting, in the order help lists them.

@@ -67,6 +67,7 @@ struct TrainConfig {
   std::string straggler;       // "RANK:FACTOR": that rank's steps take FACTOR times as long
   // reporting
   std::string run_dir;          // empty: runs/<command>-<timestamp>
+  bool overwrite = false;       // delete an earlier run's results in run_dir first
   std::int64_t log_every = 50;  // iterations between JSONL records
   double eval_every = 0.25;     // epochs between test evaluations (and at the end)
   LogLevel log_level = LogLevel::info;

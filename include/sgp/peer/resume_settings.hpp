@@ -1,0 +1,28 @@
+#pragma once
+// What a resumed run must share with the run it continues: the settings the table marks
+// fixed_across_resume (model, partition, seed, batch size, algorithm, gossip period, self weight),
+// the number of peers and the mixing weights. Every checkpoint records them; a resume with any
+// other value is refused, naming each.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sgp/peer/train_config.hpp"
+
+namespace sgp::topology {
+class Schedule;
+}
+
+namespace sgp::peer {
+
+// A JSON object: each fixed setting's key and value, "peers", and "mixing_weights" (a digest of
+// the mixing schedule's weights, phases and edges; absent for peers that do not communicate).
+nlohmann::json resume_settings(const TrainConfig& config, int num_peers,
+                               const topology::Schedule* mixing);
+
+// InputError "<source> was written with other settings: key: V then, W now; ..." naming every
+// key whose value differs (or that only one of them has).
+void require_same_resume_settings(const nlohmann::json& saved, const nlohmann::json& now,
+                                  const std::string& source);
+
+}  // namespace sgp::peer

@@ -1,0 +1,68 @@
+#include "sgp/peer/resume_settings.hpp"
+
+#include <set>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "sgp/error.hpp"
+#include "sgp/peer/settings.hpp"
+#include "sgp/topology/schedule.hpp"
+
+namespace sgp::peer {
+
+namespace {
+
+// FNV-1a 64 of every phase's self weights and pushes, exactly (hex floats).
+std::string mixing_digest(const topology::Schedule& s) {
+  std::string text;
+  for (int phase = 0; phase < s.period(); ++phase) {
+    for (int rank = 0; rank < s.num_peers(); ++rank) {
+      text += fmt::format("{} {} {:a}:", phase, rank, s.self_weight(rank, phase));
+      for (const auto& push : s.out_edges(rank, phase)) {
+        text += fmt::format(" {}={:a}", push.peer, push.weight);
+      }
+      text += '\n';
+    }
+  }
+  std::uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
+  return fmt::format("{:016x}", hash);
+}
+
+std::string shown(const nlohmann::json* value) { return value ? value->dump() : "(none)"; }
+
+}  // namespace
+
+nlohmann::json resume_settings(const TrainConfig& config, int num_peers,
+                               const topology::Schedule* mixing) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const Setting* s : training_settings()) {
+    if (s->fixed_across_resume()) out[std::string(s->key())] = s->get(config);
+  }
+  out["peers"] = num_peers;
+  if (mixing) out["mixing_weights"] = mixing_digest(*mixing);
+  return out;
+}
+
+void require_same_resume_settings(const nlohmann::json& saved, const nlohmann::json& now,
+                                  const std::string& source) {
+  std::set<std::string> keys;
+  for (const auto& [key, value] : saved.items()) keys.insert(key);
+  for (const auto& [key, value] : now.items()) keys.insert(key);
+  std::vector<std::string> differences;
+  for (const auto& key : keys) {
+    const auto* then = saved.contains(key) ? &saved[key] : nullptr;
+    const auto* current = now.contains(key) ? &now[key] : nullptr;
+    if (!then || !current || *then != *current) {
+      differences.push_back(fmt::format("{}: {} then, {} now", key, shown(then), shown(current)));
+    }
+  }
+  if (!differences.empty()) {
+    throw InputError(fmt::format("{} was written with other settings, which a resume must keep: {}",
+                                 source, fmt::join(differences, "; ")));
+  }
+}
+
+}  // namespace sgp::peer

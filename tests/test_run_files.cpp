@@ -1,0 +1,90 @@
+// Claiming a run directory: a new run refuses another run's results, --overwrite deletes only
+// sgp's files, --resume keeps them; the run id in run.json is shared by the run's ranks.
+#include <fstream>
+
+#include <doctest/doctest.h>
+
+#include "sgp/error.hpp"
+#include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/run_files.hpp"
+#include "support/input_error.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
+
+using namespace sgp::peer;
+using sgp::testing::contains;
+using sgp::testing::input_error_of;
+
+namespace {
+
+// The files a finished 2-peer launch leaves, plus a user's own note.
+void finished_run(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir / "checkpoints");
+  for (const char* name :
+       {"config.json", "run.json", "summary.json", "peer-0.jsonl", "peer-1.jsonl",
+        "peer-0-summary.json", "peer-1-summary.json", "peer-0.log",
+        "checkpoints/checkpoint-0-20.bin", "checkpoints/checkpoint-1-20.bin", "notes.txt"}) {
+    std::ofstream(dir / name) << "{\"run_id\": \"0123\"}";
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a new run refuses a directory that holds another run's results") {
+  sgp::testing::TempDir dir;
+  finished_run(dir.path());
+  const auto error = input_error_of([&] { claim_run_directory(dir.path(), {}); });
+  CHECK(contains(error, "run directory " + dir.path().string()));
+  CHECK(contains(error, "holds another run's results (checkpoints/checkpoint-0-20.bin"));
+  CHECK(contains(error, "give --resume to continue that run, --overwrite to delete them first"));
+  CHECK_FALSE(contains(input_error_of([&] {
+                         claim_run_directory(dir.path(), {RunStart::fresh, {}, false});
+                       }),
+                       "--resume"));
+  // A rank's claim looks at that rank's files only; a launcher's log of the rank is not one.
+  CHECK(contains(input_error_of([&] {
+                   claim_run_directory(dir.path(), {RunStart::fresh, {1}});
+                 }),
+                 "peer-1-summary.json"));
+  sgp::testing::TempDir other;
+  std::ofstream(other / "peer-3.log") << "started by a launcher";
+  std::ofstream(other / "sweep-point.json") << "{}";
+  CHECK_NOTHROW(claim_run_directory(other.path(), {RunStart::fresh, {3}}));
+}
+
+TEST_CASE("--overwrite deletes sgp's results and nothing else; --resume keeps them") {
+  sgp::testing::TempDir dir;
+  finished_run(dir.path());
+  const std::string resumed = claim_run_directory(dir.path(), {RunStart::resume, {0}});
+  CHECK(resumed == "0123");
+  CHECK(result_files(dir.path(), {}).size() == 10u);
+
+  const std::string id = claim_run_directory(dir.path(), {RunStart::overwrite, {}});
+  CHECK(id.size() == 32u);
+  CHECK(id != "0123");
+  CHECK(result_files(dir.path(), {}) ==
+        std::vector<std::filesystem::path>{dir.path() / "run.json"});
+  CHECK(std::filesystem::exists(dir / "notes.txt"));
+}
+
+TEST_CASE("the ranks of a run share the run id its first claim wrote") {
+  sgp::testing::TempDir dir;
+  const std::string first = claim_run_directory(dir.path(), {RunStart::fresh, {1}});
+  CHECK(claim_run_directory(dir.path(), {RunStart::fresh, {0}}) == first);
+  RunDirectory run(dir.path(), 2);
+  run.claim({RunStart::fresh, {2}});
+  CHECK(run.run_id() == first);
+  // A whole-run claim starts a new run.
+  sgp::testing::TempDir fresh;
+  const std::string a = claim_run_directory(fresh.path(), {});
+  CHECK(claim_run_directory(fresh.path(), {RunStart::overwrite, {}}) != a);
+}
+
+TEST_CASE("a run is finished when every rank wrote its summary") {
+  sgp::testing::TempDir dir;
+  finished_run(dir.path());
+  std::ofstream(dir / "peer-0-summary.json") << "{}";
+  std::ofstream(dir / "peer-1-summary.json") << "{}";
+  CHECK(ranks_finished(dir.path(), {0, 1}));
+  CHECK_FALSE(ranks_finished(dir.path(), {0, 1, 2}));
+}
