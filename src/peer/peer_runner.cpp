@@ -93,7 +93,8 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
                  run.path().string());
     return read_json_file(run.path() / peer_summary_file(rank))->get<PeerSummary>();
   }
-  run.claim({run_start_of(config), {rank}});
+  // A peer joining a run in progress (asgp) continues that run's files, as a resume does.
+  run.claim({join ? RunStart::resume : run_start_of(config), {rank}});
   if (rank == 0 && write_config) write_run_config(run, config, "peer", n);
 
   std::unique_ptr<transport::ZmqTransport> transport;
