@@ -57,10 +57,11 @@ struct PeerResult {
 };
 
 // Runs one Trainer per rank of `schedule` in threads over the in-process transport, writing to
-// `dir`; returns each peer's summary and final z. No schedule: peers that train alone.
+// `dir` (dir_per_rank: to dir/rank-<rank>, as on hosts without a shared filesystem); returns
+// each peer's summary and final z. No schedule: peers that train alone.
 std::vector<PeerResult> run_trainers(const peer::TrainConfig& config, int n,
                                      const topology::Schedule* schedule,
-                                     const std::filesystem::path& dir) {
+                                     const std::filesystem::path& dir, bool dir_per_rank = false) {
   static const auto train = clusters(2000, 1);
   static const auto test = clusters(500, 2);
   transport::InProcNetwork network(n);
@@ -73,7 +74,7 @@ std::vector<PeerResult> run_trainers(const peer::TrainConfig& config, int n,
       try {
         compute::CpuBackend backend;
         transport::InProcTransport transport(network, rank);
-        peer::RunDirectory run(dir, rank);
+        peer::RunDirectory run(dir_per_rank ? dir / ("rank-" + std::to_string(rank)) : dir, rank);
         run.claim({peer::run_start_of(config), {rank}});
         peer::Communication comm;
         if (schedule) {
@@ -316,6 +317,48 @@ TEST_CASE("a resume with other fixed settings is refused, naming each with both 
   CHECK(sgp::testing::contains(mixing, "self_weight: 0.0 then, 0.5 now"));
   // Unchanged, it resumes.
   CHECK(refusal(config, schedule) == "no error");
+}
+
+TEST_CASE("peers that each see only their own checkpoints agree where to resume") {
+  // As on hosts without a shared filesystem: each rank's run directory is its own. Rank 2 lost
+  // its newest checkpoint, so every peer must resume from 20 and end where an uninterrupted run
+  // ends; with no iteration in common, every peer names what each rank has.
+  const int n = 4;
+  const auto schedule = peer::mixing_schedule(
+      peer::Algorithm::sgp, topology::parse_dot(kMovingWeights, "<moving weights>"), std::nullopt,
+      "<moving>");
+  auto config = small_config(peer::Algorithm::sgp);
+  config.checkpoint_every = 10;
+  config.max_iterations = 50;
+  sgp::testing::TempDir reference, hosts;
+  run_trainers(config, n, &schedule, reference.path());
+  config.max_iterations = 30;
+  run_trainers(config, n, &schedule, hosts.path(), true);
+  std::filesystem::remove(hosts / "rank-2" / "checkpoints" / "checkpoint-2-30.bin");
+  config.resume = true;
+  config.max_iterations = 50;
+  run_trainers(config, n, &schedule, hosts.path(), true);
+  const auto settings = peer::resume_settings(config, n, &schedule);
+  for (int rank = 0; rank < n; ++rank) {
+    CAPTURE(rank);
+    const auto a = load_checkpoint(reference.path(), rank, 50, settings);
+    const auto b = load_checkpoint(hosts / ("rank-" + std::to_string(rank)), rank, 50, settings);
+    CHECK(b.weight == a.weight);
+    CHECK(b.x == a.x);
+    CHECK(b.velocity == a.velocity);
+  }
+
+  for (const auto& entry : std::filesystem::directory_iterator(hosts / "rank-1" / "checkpoints"))
+    std::filesystem::remove(entry.path());
+  try {
+    run_trainers(config, n, &schedule, hosts.path(), true);
+    FAIL("resumed without a common checkpoint");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) ==
+          "--resume: no checkpoint iteration that every rank has (rank 0 has 40, 50; rank 1 has "
+          "none; rank 2 has 40, 50; rank 3 has 40, 50); resume where each rank's checkpoints "
+          "are, or start again with --overwrite");
+  }
 }
 
 TEST_CASE("consensus error of known vectors") {

@@ -50,7 +50,7 @@ std::variant<DecodedControl, RejectCause> decode_control(const transport::Messag
     return RejectCause::header_checksum;
   }
   const auto kind = get<std::uint16_t>(head, 6);
-  if (kind < 1 || kind > 7) return RejectCause::bad_dtype;
+  if (kind < 1 || kind > 8) return RejectCause::bad_dtype;
   ControlMessage m;
   m.kind = static_cast<ControlKind>(kind);
   m.sender = get<std::int32_t>(head, 8);
@@ -62,8 +62,9 @@ std::variant<DecodedControl, RejectCause> decode_control(const transport::Messag
     return RejectCause::unknown_sender;
   }
   const auto payload = message.frame(1);
-  // Only an admission and a leave hand mass over.
-  if (!payload.empty() && m.kind != ControlKind::admit && m.kind != ControlKind::leave) {
+  // Only an admission and a leave hand mass over; a resume offer lists checkpoints.
+  if (!payload.empty() && m.kind != ControlKind::admit && m.kind != ControlKind::leave &&
+      m.kind != ControlKind::resume_offer) {
     return RejectCause::bad_size;
   }
   return DecodedControl{m, payload};

@@ -24,6 +24,7 @@
 #include "sgp/peer/checkpoint_store.hpp"
 #include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/progress.hpp"
+#include "sgp/peer/resume_agreement.hpp"
 #include "sgp/peer/resume_settings.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/settings.hpp"
@@ -113,6 +114,9 @@ struct Trainer::State {
   Evaluator evaluator;
   std::int64_t per_epoch, total;
   model::LrSchedule lr;
+  // --resume with gossip: the transport the peers agree on the iteration over, which hands the
+  // engine what arrived meanwhile.
+  std::unique_ptr<transport::ReplayTransport> replay;
   std::unique_ptr<gossip::Mixer> engine;
   gossip::AsyncPushSum* async = nullptr;  // the engine, when it is asgp's
   std::optional<CheckpointStore> checkpoints;
@@ -152,6 +156,10 @@ struct Trainer::State {
       gc.gossip_every = c.gossip_every;
       gc.timeout = std::chrono::milliseconds(c.timeout_ms);
       gc.running_sums = c.running_sums;
+      if (c.resume) {
+        replay = std::make_unique<transport::ReplayTransport>(*comm.transport);
+        comm.transport = replay.get();
+      }
       engine = gossip::make_mixer(b, *comm.schedule, *comm.transport, x.data(), x.size(), gc);
       async = dynamic_cast<gossip::AsyncPushSum*>(engine.get());
     }
@@ -194,9 +202,19 @@ struct Trainer::State {
     return iteration;
   }
 
+  // The newest iteration every rank has a checkpoint of: agreed with the other peers when they
+  // gossip (each may see only its own files), else what the directory holds.
+  std::optional<std::int64_t> newest_resumable() {
+    if (replay) {
+      return agree_resume_iteration(*replay, *comm.schedule, rank, checkpoints->available(),
+                                    std::chrono::milliseconds(config.timeout_ms));
+    }
+    return latest_complete_checkpoint(checkpoints->dir(), num_peers, run.run_id());
+  }
+
   // Returns the iteration to start from.
   std::int64_t resume() {
-    const auto newest = latest_complete_checkpoint(checkpoints->dir(), num_peers, run.run_id());
+    const auto newest = newest_resumable();
     if (!newest) {
       if (!checkpoints->available().empty()) {
         throw InputError(

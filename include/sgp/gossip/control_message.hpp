@@ -1,7 +1,8 @@
 #pragma once
 // Membership notices of the asynchronous engine (asgp), on the same transport as gossip data but
 // with their own magic: a fixed 40-byte header frame and a payload frame, empty except for an
-// admission, which carries the sponsor's membership table (Membership::encode).
+// admission, which carries the sponsor's membership table (Membership::encode), a leave, and a
+// resume offer (the checkpoint iterations each rank has).
 //
 //   offset size  field
 //        0    4  magic        0x5347504D ("SGPM")
@@ -35,6 +36,8 @@ enum class ControlKind : std::uint16_t {
   done_ack = 6,      // to subject (done): sender pushes nothing more to it; round = 1 + the
                      // round of its last message to subject (0: none)
   fin_ok = 7,        // to subject: everything it sent to the sender has been applied
+  resume_offer = 8,  // --resume: the checkpoint iterations the sender knows of (payload), as of
+                     // exchange round `round` (peer/resume_agreement.hpp)
 };
 
 struct ControlMessage {
