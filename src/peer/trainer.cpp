@@ -120,6 +120,7 @@ struct Trainer::State {
   std::unique_ptr<gossip::Mixer> engine;
   gossip::AsyncPushSum* async = nullptr;  // the engine, when it is asgp's
   std::optional<CheckpointStore> checkpoints;
+  std::optional<std::int64_t> resume_at;  // --resume: the iteration all peers have (none: start)
   StragglerSpec straggler;
 
   State(const TrainConfig& c, int r, int n, compute::Backend& b, const data::Dataset& tr,
@@ -148,25 +149,31 @@ struct Trainer::State {
     }
     x.upload(net.initial_parameters(c.seed));
     label_counts = data::label_histogram(tr.labels, tr.num_classes, sampler.shard());
-    if (comm.schedule) {
-      SGP_ENFORCE(comm.transport != nullptr, "a schedule needs a transport");
-      gossip::PushSumConfig gc;
-      gc.mode = info(c.algo).mode;
-      gc.tau = c.tau;
-      gc.gossip_every = c.gossip_every;
-      gc.timeout = std::chrono::milliseconds(c.timeout_ms);
-      gc.running_sums = c.running_sums;
-      if (c.resume) {
-        replay = std::make_unique<transport::ReplayTransport>(*comm.transport);
-        comm.transport = replay.get();
-      }
-      engine = gossip::make_mixer(b, *comm.schedule, *comm.transport, x.data(), x.size(), gc);
-      async = dynamic_cast<gossip::AsyncPushSum*>(engine.get());
-    }
     if (c.checkpoint_every > 0 || c.resume) {
       checkpoints.emplace(rd.path() / "checkpoints", r, rd.run_id(),
                           resume_settings(c, n, comm.schedule));
     }
+    if (comm.schedule) {
+      SGP_ENFORCE(comm.transport != nullptr, "a schedule needs a transport");
+      if (c.resume) {
+        replay = std::make_unique<transport::ReplayTransport>(*comm.transport);
+        comm.transport = replay.get();
+      }
+    }
+    // Before the engine exists: osgp's receives on its own thread from the start.
+    if (c.resume) resume_at = newest_resumable();
+    if (comm.schedule) start_engine();
+  }
+
+  void start_engine() {
+    gossip::PushSumConfig gc;
+    gc.mode = info(config.algo).mode;
+    gc.tau = config.tau;
+    gc.gossip_every = config.gossip_every;
+    gc.timeout = std::chrono::milliseconds(config.timeout_ms);
+    gc.running_sums = config.running_sums;
+    engine = gossip::make_mixer(backend, *comm.schedule, *comm.transport, x.data(), x.size(), gc);
+    async = dynamic_cast<gossip::AsyncPushSum*>(engine.get());
   }
 
   // The parameters the gradient is taken at: z = x / w with gossip, x itself without.
@@ -214,7 +221,7 @@ struct Trainer::State {
 
   // Returns the iteration to start from.
   std::int64_t resume() {
-    const auto newest = newest_resumable();
+    const auto newest = resume_at;
     if (!newest) {
       if (!checkpoints->available().empty()) {
         throw InputError(
