@@ -74,6 +74,32 @@ TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is c
   const auto monitor = read_jsonl(run / "monitor.jsonl");
   REQUIRE(!monitor.empty());
   CHECK(monitor.back()["iteration"] == 100);
+
+  // `sgp summarize` (for peers another launcher started) merges the same summary.json.
+  std::filesystem::remove(run / "summary.json");
+  const auto merged = run_sgp("summarize " + run.string());
+  INFO(merged.output);
+  CHECK(merged.exit_code == 0);
+  CHECK(read_json(run / "summary.json") == summary);
+}
+
+TEST_CASE("launch --prepare-only writes config.json and starts nothing; summarize needs one") {
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 3);
+  const auto run = dir / "run";
+  auto r = run_sgp("launch --prepare-only --epochs 0.5 --topology " + topology.string() +
+                   " --run-dir " + run.string() + " --monitor tcp://127.0.0.1:1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto config = read_json(run / "config.json");
+  CHECK(config["peers"] == 3);
+  CHECK(config["epochs"] == 0.5);
+  CHECK(config["monitor"] == "tcp://127.0.0.1:1");
+  CHECK(std::distance(std::filesystem::directory_iterator(run), {}) == 1);
+
+  r = run_sgp("summarize " + dir.path().string());
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, (dir / "config.json").string()));
 }
 
 TEST_CASE("SGP on a star against local-only peers on the same shards: consensus, accuracy, mass") {

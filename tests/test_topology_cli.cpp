@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "sgp/topology/dot_file.hpp"
 #include "support/skip.hpp"
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
@@ -58,6 +59,33 @@ TEST_CASE("generate: bad kinds and options are input errors (exit 2) that say wh
   r = run_sgp("topology generate ring --peers 3 --hosts " + (dir / "hosts").string());
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "2 [endpoint=\"tcp://10.0.0.1:29501\"];"));
+}
+
+TEST_CASE("readdress moves a keyed topology onto new hosts: same graph, new endpoints, no keys") {
+  sgp::testing::TempDir dir;
+  const auto plain = dir / "plain.dot", keyed = dir / "keyed.dot", moved = dir / "moved.dot";
+  REQUIRE(run_sgp("topology generate one-peer-exponential --peers 6 --self-weight 0.3 -o " +
+                  plain.string())
+              .exit_code == 0);
+  REQUIRE(run_sgp(fmt::format("keygen --topology {} --keys {} --out {}", plain.string(),
+                              (dir / "keys").string(), keyed.string()))
+              .exit_code == 0);
+  // One host per rank, as a Slurm job places 4 + 2 tasks on two nodes.
+  std::ofstream(dir / "hosts") << "10.0.0.1\n10.0.0.1\n10.0.0.1\n10.0.0.1\n10.0.0.2\n10.0.0.2\n";
+  const auto r = run_sgp(fmt::format("topology readdress {} --hosts {} --base-port 7000 -o {}",
+                                     keyed.string(), (dir / "hosts").string(), moved.string()));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  auto expected = sgp::topology::read_dot_file(plain);
+  expected.set_endpoints({"tcp://10.0.0.1:7000", "tcp://10.0.0.1:7001", "tcp://10.0.0.1:7002",
+                          "tcp://10.0.0.1:7003", "tcp://10.0.0.2:7000", "tcp://10.0.0.2:7001"});
+  CHECK(sgp::topology::read_dot_file(moved) == expected);
+  CHECK_FALSE(contains(slurp(moved), "public_key"));
+
+  const auto bad =
+      run_sgp("topology readdress " + plain.string() + " --host 10.0.0.1 --base-port 65533");
+  CHECK(bad.exit_code == 2);
+  CHECK(contains(bad.output, "outside 1..65535"));
 }
 
 TEST_CASE("describe: the directed ring with self weight 1/2 has rate cos(pi/N)") {

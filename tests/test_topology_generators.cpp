@@ -234,6 +234,18 @@ TEST_CASE("endpoints are assigned round robin over the hosts") {
   CHECK_THROWS_AS(generate_topology(TopologyKind::kRing, o), InputError);
 }
 
+TEST_CASE("a repeated host gets the next port: one host per rank places ranks exactly") {
+  // Slurm's block placement of 5 tasks on two nodes (3 + 2), as `srun -l` reports it.
+  CHECK(round_robin_endpoints(5, {"n1", "n1", "n1", "n2", "n2"}, 7000) ==
+        std::vector<std::string>{"tcp://n1:7000", "tcp://n1:7001", "tcp://n1:7002", "tcp://n2:7000",
+                                 "tcp://n2:7001"});
+  CHECK(round_robin_endpoints(6, {"a", "a", "b"}, 7000) ==
+        std::vector<std::string>{"tcp://a:7000", "tcp://a:7001", "tcp://b:7000", "tcp://a:7002",
+                                 "tcp://a:7003", "tcp://b:7001"});
+  CHECK_THROWS_WITH_AS(round_robin_endpoints(3, {"a", "a", "a"}, 65534),
+                       doctest::Contains("65534..65536"), InputError);
+}
+
 TEST_CASE("hosts file: one host a line, comments and blank lines skipped") {
   sgp::testing::TempDir dir;
   {

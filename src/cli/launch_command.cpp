@@ -22,13 +22,21 @@ void add_launch_command(CLI::App& app) {
                   "ranks to start here (default: those with a local endpoint)")
       ->delimiter(',');
   cmd->add_flag("--no-monitor", options->no_monitor, "do not start the consensus monitor");
+  auto prepare_only = std::make_shared<bool>(false);
+  cmd->add_flag("--prepare-only", *prepare_only,
+                "check the settings and the topology, write <run-dir>/config.json and exit: for "
+                "peers and a monitor another launcher starts with --config (scripts/sbatch-sgp)");
   auto flags = SettingFlags::add(*cmd, true);
   flags->add_config_option(*cmd);
-  cmd->callback([flags, options] {
+  cmd->callback([flags, options, prepare_only] {
     launch::LaunchOptions o = *options;
     o.config = flags->configuration();
     configure_logging(-1, o.config.log_level);
-    launch::launch_peers(std::move(o));
+    if (*prepare_only) {
+      launch::prepare_run(o.config);
+    } else {
+      launch::launch_peers(std::move(o));
+    }
   });
 }
 

@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "setting_flags.hpp"
+#include "sgp/error.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/log.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
@@ -24,7 +25,9 @@ namespace sgp::cli {
 namespace {
 std::atomic<bool> g_stop{false};
 extern "C" void request_stop(int) { g_stop.store(true); }
-// The peers' model (the same settings), and the monitor's CURVE key.
+// The peers' model (the same settings), and the monitor's CURVE key; --config reads these, the
+// algorithm (what its push-sum weights promise) and the topology and run directory from a run's
+// config.json.
 constexpr std::array<std::string_view, 4> kSettings = {"model", "data_dir", "keys", "insecure"};
 }  // namespace
 
@@ -39,25 +42,27 @@ void add_monitor_command(CLI::App& app) {
       "Collect the peers' parameter snapshots (peers started with --monitor ENDPOINT) and write, "
       "per evaluation point, the exact relative consensus error and the test accuracy of the "
       "average model to <run-dir>/monitor.jsonl. Never slows training; stops on Ctrl-C.");
-  cmd->add_option("--topology", o->topology, "the peers' topology file (for the number of peers)")
-      ->required()
+  cmd->add_option("--topology", o->topology,
+                  "the peers' topology file (for the number of peers; default: --config's)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--bind", o->bind,
                   "endpoint to listen on (other hosts' peers: a non-loopback address, with keys "
                   "in the topology or --insecure)")
       ->capture_default_str();
-  cmd->add_option("--run-dir", o->run_dir, "where monitor.jsonl goes")->required();
+  cmd->add_option("--run-dir", o->run_dir, "where monitor.jsonl goes (default: --config's)");
   cmd->add_option("--until-iteration", o->until, "exit once this iteration is recorded");
   auto flags = SettingFlags::add(*cmd, kSettings);
+  flags->add_config_option(*cmd);
   cmd->callback([o, flags] {
     configure_logging(-1, LogLevel::info);
-    peer::TrainConfig config = flags->apply({});
-    peer::validate(config);
-    config.topology = o->topology;
+    peer::TrainConfig config = flags->configuration();
+    if (!o->topology.empty()) config.topology = o->topology;
+    if (!o->run_dir.empty()) config.run_dir = o->run_dir;
+    if (config.run_dir.empty()) throw InputError("--run-dir: give the directory for monitor.jsonl");
     const auto schedule = peer::load_topology(config);
     const int n = schedule.num_peers();
     const auto curve = gossip::monitor_curve(schedule, peer::security(config), o->bind);
-    peer::RunDirectory run(o->run_dir, -1);
+    peer::RunDirectory run(config.run_dir, -1);
     monitor::ConsensusMonitor monitor(config.model, config.data_dir, n,
                                       run.path() / "monitor.jsonl",
                                       monitor::mass_model_of(config.algo));

@@ -35,14 +35,44 @@ struct GenerateArgs {
   std::string output;
 };
 
+constexpr const char* kPlacementHelp =
+    "Endpoints: round robin over the hosts, rank r on host r % H at port base-port + the number "
+    "of lower ranks on that host (r / H for distinct hosts; list a host once per rank to place "
+    "every rank exactly, as in a Slurm job).";
+
+// --host, --hosts FILE and --base-port: where the ranks' endpoints go (generate, readdress).
+void add_placement_flags(CLI::App& cmd, std::vector<std::string>& hosts, std::string& hosts_file,
+                         int& base_port) {
+  CLI::Option* host =
+      cmd.add_option("--host", hosts, "host name(s) or address(es), comma-separated")
+          ->delimiter(',')
+          ->capture_default_str();
+  cmd.add_option("--hosts", hosts_file,
+                 "file with one host per line ('#' comments), instead of --host")
+      ->excludes(host);
+  cmd.add_option("--base-port", base_port, "first port on each host")->capture_default_str();
+}
+
+std::vector<std::string> chosen_hosts(const std::vector<std::string>& hosts,
+                                      const std::string& hosts_file) {
+  return hosts_file.empty() ? hosts : topology::read_hosts_file(hosts_file);
+}
+
+void write_topology(const topology::Schedule& schedule, const std::string& output,
+                    const std::string& comment) {
+  if (output.empty())
+    topology::write_dot(schedule, std::cout, comment);
+  else
+    topology::write_dot_file(schedule, output, comment);
+}
+
 void add_generate(CLI::App& topo) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = topo.add_subcommand(
       "generate",
-      "Write a topology file (DOT) to stdout or --output. Weights: uniform over out-degree + 1, "
-      "or --self-weight. Endpoints: round robin over the hosts, rank r on host r % H at port "
-      "base-port + r / H.\nKinds:\n" +
-          topology::topology_kinds_help());
+      std::string("Write a topology file (DOT) to stdout or --output. Weights: uniform over "
+                  "out-degree + 1, or --self-weight. ") +
+          kPlacementHelp + "\nKinds:\n" + topology::topology_kinds_help());
   cmd->add_option("kind", args->kind, "topology kind (see the list above)")->required();
   cmd->add_option("--peers,-n", args->options.num_peers, "number of peers N (>= 2)")->required();
   CLI::Option* self =
@@ -52,27 +82,47 @@ void add_generate(CLI::App& topo) {
   cmd->add_option("--degree", args->options.degree,
                   "random-regular: out- and in-degree k (default ceil(log2 N))");
   cmd->add_option("--seed", args->options.seed, "random-regular: seed")->capture_default_str();
-  CLI::Option* host =
-      cmd->add_option("--host", args->options.hosts, "host name(s) or address(es), comma-separated")
-          ->delimiter(',')
-          ->capture_default_str();
-  cmd->add_option("--hosts", args->hosts_file,
-                  "file with one host per line ('#' comments), instead of --host")
-      ->excludes(host);
-  cmd->add_option("--base-port", args->options.base_port, "first port on each host")
-      ->capture_default_str();
+  add_placement_flags(*cmd, args->options.hosts, args->hosts_file, args->options.base_port);
   cmd->add_option("--output,-o", args->output, "write here instead of stdout");
   cmd->callback([args, self] {
     const auto kind = topology::parse_topology_kind(args->kind);
     auto options = args->options;
     if (self->count() > 0) options.self_weight = args->self_weight;
-    if (!args->hosts_file.empty()) options.hosts = topology::read_hosts_file(args->hosts_file);
+    options.hosts = chosen_hosts(options.hosts, args->hosts_file);
     const auto schedule = topology::generate_topology(kind, options);
-    const std::string comment = topology::generator_command_line(kind, options);
-    if (args->output.empty())
-      topology::write_dot(schedule, std::cout, comment);
-    else
-      topology::write_dot_file(schedule, args->output, comment);
+    write_topology(schedule, args->output, topology::generator_command_line(kind, options));
+  });
+}
+
+struct ReaddressArgs {
+  std::string file;
+  std::vector<std::string> hosts = {"127.0.0.1"};
+  std::string hosts_file;
+  int base_port = 29500;
+  std::string output;
+};
+
+void add_readdress(CLI::App& topo) {
+  auto args = std::make_shared<ReaddressArgs>();
+  CLI::App* cmd = topo.add_subcommand(
+      "readdress",
+      std::string("Write a topology file with new endpoints and the same graph, phases and "
+                  "weights: a given topology moved onto other hosts (a Slurm allocation). ") +
+          kPlacementHelp +
+          " CURVE keys are dropped: keys belong to one deployment, so run `sgp keygen` on the "
+          "result.");
+  cmd->add_option("file", args->file, "the .dot file")->required();
+  add_placement_flags(*cmd, args->hosts, args->hosts_file, args->base_port);
+  cmd->add_option("--output,-o", args->output, "write here instead of stdout");
+  cmd->callback([args] {
+    auto schedule = topology::read_dot_file(args->file);
+    const auto hosts = chosen_hosts(args->hosts, args->hosts_file);
+    schedule.set_endpoints(
+        topology::round_robin_endpoints(schedule.num_peers(), hosts, args->base_port));
+    schedule.set_public_keys({});
+    write_topology(schedule, args->output,
+                   fmt::format("{} readdressed onto {} with base port {}", args->file,
+                               fmt::join(hosts, ","), args->base_port));
   });
 }
 
@@ -204,6 +254,7 @@ void add_topology_command(CLI::App& app) {
       "topology", "Generate, check, describe and render topology files (Graphviz DOT).");
   topo->require_subcommand(1);
   add_generate(*topo);
+  add_readdress(*topo);
   add_check(*topo);
   add_describe(*topo);
   add_render(*topo);

@@ -143,6 +143,34 @@ std::vector<int> ranks_on_this_host(const topology::Schedule& schedule) {
   return ranks;
 }
 
+std::filesystem::path prepare_run(peer::TrainConfig config) {
+  peer::validate(config);
+  const int n = peer::load_topology(config).num_peers();
+  if (config.run_dir.empty()) config.run_dir = peer::create_default_run_dir("launch").string();
+  peer::RunDirectory run(config.run_dir, -1);
+  run.claim({peer::run_start_of(config), {}});  // the whole run, as a launcher of every rank
+  peer::write_run_config(run, config, "launch", n);
+  spdlog::info("wrote {} for {} peers", run.path() / peer::kRunConfigFile, n);
+  return run.path();
+}
+
+peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
+                               const std::vector<int>& failed_peers) {
+  const auto file = run_dir / peer::kRunConfigFile;
+  const auto config = peer::read_run_config(file);
+  // sgp train's summary.json is its one process's own; there is nothing to merge.
+  if (config.command == "train" || config.peers < 1) {
+    throw InputError(fmt::format("{}: not a multi-peer run (command '{}', peers {})", file.string(),
+                                 config.command, config.peers));
+  }
+  const peer::RunDirectory run(run_dir, -1);
+  auto summary = peer::merge_run_summary(run_dir, config.peers);
+  summary.failed_peers = failed_peers;
+  run.write_json("summary.json", summary);
+  log_results(summary, run_dir);
+  return summary;
+}
+
 peer::RunSummary launch_peers(LaunchOptions o) {
   peer::TrainConfig& c = o.config;
   peer::validate(c);
@@ -208,11 +236,9 @@ peer::RunSummary launch_peers(LaunchOptions o) {
                               go_on ? "no peer finished" : "the other peers were stopped",
                               run.path()));
   }
-  auto summary = peer::merge_run_summary(run.path(), n);
-  for (const auto& f : failures) summary.failed_peers.push_back(f.rank);
-  run.write_json("summary.json", summary);
-  log_results(summary, run.path());
-  return summary;
+  std::vector<int> failed;
+  for (const auto& f : failures) failed.push_back(f.rank);
+  return summarize_run(run.path(), failed);
 }
 
 }  // namespace sgp::launch

@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <utility>
@@ -273,14 +274,17 @@ std::vector<std::string> round_robin_endpoints(int num_peers, const std::vector<
   for (const std::string& h : hosts)
     if (h.empty() || h.find_first_of(" \t:/") != std::string::npos)
       throw InputError(fmt::format("host '{}' is not a host name or IPv4 address", h));
-  const int h = static_cast<int>(hosts.size());
-  const int last_port = base_port + (num_peers - 1) / h;
-  if (base_port < 1 || last_port > 65535)
-    throw InputError(fmt::format("ports {}..{} for {} peers on {} host(s) are outside 1..65535",
-                                 base_port, last_port, num_peers, h));
+  const std::size_t h = hosts.size();
+  std::map<std::string, int> ranks_placed;  // per host, so that a repeated host gets new ports
   std::vector<std::string> endpoints;
-  for (int r = 0; r < num_peers; ++r)
-    endpoints.push_back(fmt::format("tcp://{}:{}", hosts[r % h], base_port + r / h));
+  for (int r = 0; r < num_peers; ++r) {
+    const std::string& host = hosts[static_cast<std::size_t>(r) % h];
+    const int port = base_port + ranks_placed[host]++;
+    if (base_port < 1 || port > 65535)
+      throw InputError(fmt::format("ports {}..{} for {} peers on {} host(s) are outside 1..65535",
+                                   base_port, port, num_peers, h));
+    endpoints.push_back(fmt::format("tcp://{}:{}", host, port));
+  }
   return endpoints;
 }
 

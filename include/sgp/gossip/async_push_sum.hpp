@@ -17,8 +17,8 @@
 //     round, and tells everyone the newcomer's new incarnation. z is unchanged for both.
 //   - Leave: leave() hands all of this peer's mass to a live out-neighbour and tells everyone.
 //   - Finish: finish() tells everyone this peer is done and keeps mixing (no training) until
-//     every live peer is done, then a few rounds more, so that the last peers to finish still
-//     mix with the others and nothing is left half-sent.
+//     every live peer is done, then until its z has settled (it no longer moves when its
+//     in-neighbours' totals arrive), so that the peers end in agreement.
 //
 // Values are mixed in double on the host (x64). Unlike PushSumEngine, the caller's float x holds
 // the de-biased z = x64 / w, rewritten after every round; what the caller changed in it since
@@ -112,6 +112,7 @@ class AsyncPushSum final : public Mixer {
   void renormalise();
   OutEdge& out_edge(int dest);
   void reject(RejectCause cause, const std::string& detail);
+  void settle(std::chrono::milliseconds pace);
   void wait_for_sends(Clock::time_point deadline);
 
   compute::Backend& backend_;

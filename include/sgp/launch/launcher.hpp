@@ -3,6 +3,7 @@
 // process reading the run's config.json) and, when every peer is here, the consensus monitor;
 // logs their combined progress, forwards Ctrl-C, reports a peer that dies, and merges the results
 // into <run-dir>/summary.json.
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,17 @@ struct LaunchOptions {
 // The ranks of `schedule` whose endpoint host is one of this machine's names or addresses
 // (or any 127.x address).
 std::vector<int> ranks_on_this_host(const topology::Schedule& schedule);
+
+// Checks the settings and reads the topology, then writes <run-dir>/config.json and returns the
+// run directory, starting nothing: for peers and a monitor started by another launcher (srun, in
+// scripts/sbatch-sgp), each reading that one file with --config.
+std::filesystem::path prepare_run(peer::TrainConfig config);
+
+// Merges what the peers and the monitor wrote into <run_dir>/summary.json (the peer count comes
+// from config.json; InputError naming it when it cannot be read), with `failed_peers` listed as
+// such, and logs the headline figures.
+peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
+                               const std::vector<int>& failed_peers = {});
 
 // Runs the peers to the end. Returns the run's merged summary (also written to summary.json).
 // IoError when a peer fails (naming it; the others are stopped) or on Ctrl-C / SIGTERM. With

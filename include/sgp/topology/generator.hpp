@@ -21,8 +21,10 @@
 //                           consensus on it; we only generate the two-way one.)
 // Weights: uniform over out-degree + 1 (p_ii = p_ji = 1/(d_i + 1)); with a self weight a, each
 // rank keeps a and spreads 1 - a evenly over its out-neighbours.
-// Endpoints: round robin over the hosts; rank r lives on host r % H as its (r / H)-th peer and
-// gets tcp://HOST:(base_port + r / H).
+// Endpoints: round robin over the hosts; rank r lives on host r % H and gets
+// tcp://HOST:(base_port + the number of lower ranks on the same host): r / H when the hosts are
+// distinct. A host may be listed more than once, so that a list of one host per rank (a Slurm
+// job's task placement) puts each rank exactly where it runs.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -75,8 +77,8 @@ Schedule generate_topology(TopologyKind kind, const GeneratorOptions& options);
 // comment at the top of generated files).
 std::string generator_command_line(TopologyKind kind, const GeneratorOptions& options);
 
-// tcp://HOST:PORT per rank, round robin over `hosts` (see above). Throws InputError on an empty
-// host list or an empty host name, or a port outside 1..65535.
+// tcp://HOST:PORT per rank, round robin over `hosts` (see above; hosts may repeat). Throws
+// InputError on an empty host list or an empty host name, or a port outside 1..65535.
 std::vector<std::string> round_robin_endpoints(int num_peers, const std::vector<std::string>& hosts,
                                                int base_port);
 
