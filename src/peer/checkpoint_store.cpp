@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/std.h>
 
+#include "fnv1a.hpp"
 #include "sgp/error.hpp"
 #include "sgp/peer/resume_settings.hpp"
 #include "sgp/peer/run_directory.hpp"
@@ -40,12 +41,6 @@ struct Header {
 };
 #pragma pack(pop)
 static_assert(sizeof(Header) == 104);
-
-std::uint64_t fnv1a(std::string_view bytes) {
-  std::uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : bytes) hash = (hash ^ c) * 0x100000001b3ull;
-  return hash;
-}
 
 template <class T>
 void append(std::string& out, const T* data, std::size_t count) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fnv1a.hpp"
 #include "sgp/error.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -26,9 +27,7 @@ std::string mixing_digest(const topology::Schedule& s) {
       text += '\n';
     }
   }
-  std::uint64_t hash = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
-  return fmt::format("{:016x}", hash);
+  return fmt::format("{:016x}", fnv1a(text));
 }
 
 std::string shown(const nlohmann::json* value) { return value ? value->dump() : "(none)"; }
