@@ -20,6 +20,7 @@
 #include "support/subprocess.hpp"
 #include "support/temp_dir.hpp"
 #include "support/text.hpp"
+#include "support/time_scale.hpp"
 
 using nlohmann::json;
 using sgp::testing::contains;
@@ -34,7 +35,7 @@ std::string asgp_run(const std::filesystem::path& topology, const std::filesyste
   return "launch --algo asgp --device cpu --model mlp:64 --batch-size 32 --topology " +
          topology.string() + " --run-dir " + run.string() + " --max-iterations " +
          std::to_string(iterations) + " --eval-every 0.1 --log-every 20 --timeout-ms " +
-         std::to_string(timeout_ms);
+         std::to_string(sgp::testing::scaled_ms(timeout_ms));
 }
 
 // Waits until `jsonl` holds at least `records` lines; false after two minutes.
@@ -189,18 +190,21 @@ TEST_CASE("asgp: a straggler (--straggler RANK:8) is slow alone, the others do n
   const auto r = sgp::testing::run_sgp(asgp_run(topology, run, 120, 20000) + " --straggler 3:8");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  auto median_ms = [&](int rank) {
-    return read_json(run /
-                     ("peer-" + std::to_string(rank) + "-summary.json"))["median_iteration_ms"]
-        .get<double>();
-  };
-  // Its steps take 8 times as long; the others' iterations stay far shorter than its own
-  // (in sgp they would wait for it every round). A functional check with a wide margin, not a
-  // speed figure: scripts/bench-faults measures those.
-  const double straggler = median_ms(3);
+  // In sgp the others would wait for it every round. Here they never wait while they train:
+  // what they spent waiting for messages is a small part of their time (wait_s; the first
+  // record holds the start-up rendezvous and the last one the finish, both waits on purpose). A
+  // functional check, not a speed figure (comparing iteration times failed on a loaded host, where
+  // the sleeping straggler got the CPU the others lacked): scripts/bench-faults measures those.
   for (int rank : {0, 1, 2}) {
     CAPTURE(rank);
-    CHECK(median_ms(rank) * 3.0 < straggler);
+    const auto records = read_jsonl(run / ("peer-" + std::to_string(rank) + ".jsonl"));
+    REQUIRE(records.size() >= 4);
+    double waited = 0.0;
+    for (std::size_t k = 1; k + 1 < records.size(); ++k)
+      waited += records[k]["wait_s"].get<double>();
+    const double trained = records[records.size() - 2]["wall_time"].get<double>() -
+                           records[0]["wall_time"].get<double>();
+    CHECK(waited < 0.1 * trained);
   }
   CHECK(read_json(run / "summary.json")["final_consensus_error"].get<double>() < 1e-6);
 }
