@@ -30,6 +30,9 @@ using sgp::testing::slurp;
 
 namespace {
 
+// timeout_ms is --timeout-ms, the failure detector's cap: a peer silent that long is declared
+// dead, and so is one not heard from at all within it at the start-up rendezvous. 2 s excluded
+// live peers on a loaded 2-core host (four peers starting beside another test); 5 s did not.
 std::string asgp_run(const std::filesystem::path& topology, const std::filesystem::path& run,
                      int iterations, int timeout_ms) {
   return "launch --algo asgp --device cpu --model mlp:64 --batch-size 32 --topology " +
@@ -90,7 +93,7 @@ TEST_CASE("asgp: a peer killed with SIGKILL is excluded and the other three fini
       sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const auto log = dir / "launch.log";
-  const pid_t launcher = sgp::testing::start_sgp(asgp_run(topology, run, 400, 2000), log);
+  const pid_t launcher = sgp::testing::start_sgp(asgp_run(topology, run, 400, 5000), log);
   REQUIRE(launcher > 0);
   // Killed once it has trained a while (its neighbours have learnt how often it sends).
   REQUIRE(wait_for_records(run / "peer-2.jsonl", 3));
@@ -125,7 +128,7 @@ TEST_CASE("asgp: a killed peer restarted with --join finishes with the others, i
   // the others still train: a joiner that finds every peer gone fails ("no live peer admitted
   // it").
   const pid_t launcher = sgp::testing::start_sgp(
-      asgp_run(topology, run, 3000, 2000) + " --epochs 7", dir / "launch.log");
+      asgp_run(topology, run, 3000, 5000) + " --epochs 7", dir / "launch.log");
   REQUIRE(launcher > 0);
   REQUIRE(wait_for_records(run / "peer-2.jsonl", 3));
   REQUIRE(sgp::testing::signal_launched_peer(run, 2, "9"));
@@ -160,7 +163,7 @@ TEST_CASE("asgp: a peer sent SIGTERM with --leave-on-term hands its mass on and 
   const auto run = dir / "run";
   const auto log = dir / "launch.log";
   const pid_t launcher =
-      sgp::testing::start_sgp(asgp_run(topology, run, 400, 2000) + " --leave-on-term", log);
+      sgp::testing::start_sgp(asgp_run(topology, run, 400, 5000) + " --leave-on-term", log);
   REQUIRE(launcher > 0);
   REQUIRE(wait_for_records(run / "peer-1.jsonl", 3));
   REQUIRE(sgp::testing::signal_launched_peer(run, 1, "TERM"));

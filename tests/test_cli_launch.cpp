@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -95,7 +96,11 @@ TEST_CASE("launch --prepare-only writes config.json and starts nothing; summariz
   CHECK(config["peers"] == 3);
   CHECK(config["epochs"] == 0.5);
   CHECK(config["monitor"] == "tcp://127.0.0.1:1");
-  CHECK(std::distance(std::filesystem::directory_iterator(run), {}) == 1);
+  // config.json and the claim's run.json, nothing else: no peer started.
+  std::set<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(run)) files.insert(e.path().filename());
+  CHECK(files == std::set<std::string>{"config.json", "run.json"});
+  CHECK(config["run_id"] == read_json(run / "run.json")["run_id"]);
 
   r = run_sgp("summarize " + dir.path().string());
   CHECK(r.exit_code == 2);
