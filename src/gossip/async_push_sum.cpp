@@ -25,6 +25,11 @@ using std::chrono::milliseconds;
 // at least kFinalRounds rounds, at most kMaxFinalRounds (or --timeout-ms).
 constexpr int kFinalRounds = 5, kMaxFinalRounds = 500, kSettledRounds = 3;
 constexpr double kSettled = 1e-4;
+// finish(): how many --timeout-ms to wait for news (a peer done or excluded) before finishing
+// anyway. A live peer still training is not news: a 4x straggler took 28 s longer than the
+// others, who gave up after one time-out (10 s), stopped mixing with it and ended 1e-2 apart.
+// Dead peers are the failure detector's; this only guards against a lost notice.
+constexpr int kFinishPatience = 10;
 constexpr milliseconds kJoinRetry{200};             // between join requests
 constexpr milliseconds kFlushLimit{2000};           // longest wait for sends at the end
 constexpr milliseconds kMinPace{2}, kMaxPace{200};  // gossip-only rounds while finishing
@@ -562,9 +567,9 @@ void AsyncPushSum::finish() {
   while (!all_live_done()) {
     idle(pace);
     mix();
-    if (Clock::now() - last_news_ > config_.timeout) {
-      spdlog::warn("rank {}: no peer said it finished for {} ms; finishing anyway", rank_,
-                   config_.timeout.count());
+    if (Clock::now() - last_news_ > kFinishPatience * config_.timeout) {
+      spdlog::warn("rank {}: no peer said it finished or was excluded for {} ms; finishing anyway",
+                   rank_, (kFinishPatience * config_.timeout).count());
       break;
     }
   }
