@@ -244,10 +244,15 @@ CheckpointState CheckpointStore::load(std::int64_t iteration,
   s.epoch = h.epoch;
   s.position = h.position;
   s.weight = h.weight;
-  s.x.resize(h.n_x);
-  s.velocity.resize(h.n_velocity);
-  std::memcpy(s.x.data(), at, h.n_x * sizeof(float));
-  std::memcpy(s.velocity.data(), at + h.n_x * sizeof(float), h.n_velocity * sizeof(float));
+  // Not memcpy: an empty vector's data() may be null, and memcpy(null, p, 0) is undefined
+  // behaviour (UBSan caught it on the seed with no values).
+  auto floats_at = [](const char* from, std::uint64_t count) {
+    std::vector<float> out(count);
+    std::copy_n(from, count * sizeof(float), reinterpret_cast<char*>(out.data()));
+    return out;
+  };
+  s.x = floats_at(at, h.n_x);
+  s.velocity = floats_at(at + h.n_x * sizeof(float), h.n_velocity);
   return s;
 }
 
