@@ -1,0 +1,111 @@
+#include "sgp/gossip/half_float.hpp"
+
+#include <bit>
+#include <cstring>
+
+#include "sgp/error.hpp"
+
+namespace sgp::gossip {
+
+// After F. Giesen's float_to_half_fast3_rtne (public domain): float32 bits in, binary16 out.
+std::uint16_t float_to_fp16(float value) {
+  constexpr std::uint32_t kInfinity = 255u << 23;
+  constexpr std::uint32_t kLargest = 0x477fe000u;        // 65504, the largest finite binary16
+  constexpr std::uint32_t kSubnormalLimit = 113u << 23;  // 2^-14: below it, a subnormal
+  constexpr std::uint32_t kDenormMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+  std::uint32_t u = std::bit_cast<std::uint32_t>(value);
+  const std::uint32_t sign = u & 0x80000000u;
+  u ^= sign;
+  std::uint32_t out;
+  if (u >= kInfinity) {
+    out = u > kInfinity ? 0x7e00u : 0x7c00u;  // NaN, infinity: the receiver rejects them
+  } else if (u > kLargest) {
+    out = 0x7bffu;  // saturate
+  } else if (u < kSubnormalLimit) {
+    // The float adder rounds the mantissa into place (round to nearest even).
+    const float shifted = std::bit_cast<float>(u) + std::bit_cast<float>(kDenormMagic);
+    out = std::bit_cast<std::uint32_t>(shifted) - kDenormMagic;
+  } else {
+    const std::uint32_t odd = (u >> 13) & 1u;
+    u += (static_cast<std::uint32_t>(15 - 127) << 23) + 0xfffu + odd;
+    out = u >> 13;
+  }
+  return static_cast<std::uint16_t>(out | (sign >> 16));
+}
+
+float fp16_to_float(std::uint16_t bits) {
+  constexpr std::uint32_t kShiftedExponent = 0x7c00u << 13;
+  constexpr float kMagic = std::bit_cast<float>(113u << 23);
+  std::uint32_t out = (bits & 0x7fffu) << 13;
+  const std::uint32_t exponent = kShiftedExponent & out;
+  out += (127u - 15u) << 23;
+  if (exponent == kShiftedExponent) {
+    out += (128u - 16u) << 23;  // infinity or NaN
+  } else if (exponent == 0) {
+    out += 1u << 23;  // zero or subnormal: renormalise
+    out = std::bit_cast<std::uint32_t>(std::bit_cast<float>(out) - kMagic);
+  }
+  return std::bit_cast<float>(out | (static_cast<std::uint32_t>(bits & 0x8000u) << 16));
+}
+
+std::uint16_t float_to_bf16(float value) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(value);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);  // NaN
+  // Round to nearest even; a value that rounds past the largest finite becomes infinite, which
+  // the receiver rejects (only for |x| > 3.39e38).
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float bf16_to_float(std::uint16_t bits) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+namespace {
+
+template <std::uint16_t (*Compress)(float), float (*Decompress)(std::uint16_t)>
+void keep_rest(float* x, std::size_t n, float pushed, std::uint16_t* out) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint16_t c = Compress(x[i]);
+    out[i] = c;
+    x[i] -= pushed * Decompress(c);
+  }
+}
+
+template <float (*Decompress)(std::uint16_t)>
+void expand(std::span<const std::byte> payload, float* out) {
+  const std::size_t n = payload.size() / 2;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint16_t c;
+    std::memcpy(&c, payload.data() + 2 * i, 2);
+    out[i] = Decompress(c);
+  }
+}
+
+}  // namespace
+
+void compress_and_keep(Compression compression, float* x, std::size_t n, float pushed,
+                       std::uint16_t* out) {
+  switch (compression) {
+    case Compression::fp16:
+      return keep_rest<float_to_fp16, fp16_to_float>(x, n, pushed, out);
+    case Compression::bf16:
+      return keep_rest<float_to_bf16, bf16_to_float>(x, n, pushed, out);
+    case Compression::none:
+      break;
+  }
+  SGP_ENFORCE(false, "compress_and_keep without a 16-bit compression");
+}
+
+void decompress(Compression compression, std::span<const std::byte> payload, float* out) {
+  switch (compression) {
+    case Compression::fp16:
+      return expand<fp16_to_float>(payload, out);
+    case Compression::bf16:
+      return expand<bf16_to_float>(payload, out);
+    case Compression::none:
+      break;
+  }
+  SGP_ENFORCE(false, "decompress without a 16-bit compression");
+}
+
+}  // namespace sgp::gossip
