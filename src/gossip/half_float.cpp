@@ -8,29 +8,26 @@
 namespace sgp::gossip {
 
 // After F. Giesen's float_to_half_fast3_rtne (public domain): float32 bits in, binary16 out.
+// Every case is computed and the right one selected, without branches, so that loops over it
+// vectorise.
 std::uint16_t float_to_fp16(float value) {
   constexpr std::uint32_t kInfinity = 255u << 23;
   constexpr std::uint32_t kLargest = 0x477fe000u;        // 65504, the largest finite binary16
   constexpr std::uint32_t kSubnormalLimit = 113u << 23;  // 2^-14: below it, a subnormal
   constexpr std::uint32_t kDenormMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
-  std::uint32_t u = std::bit_cast<std::uint32_t>(value);
-  const std::uint32_t sign = u & 0x80000000u;
-  u ^= sign;
-  std::uint32_t out;
-  if (u >= kInfinity) {
-    out = u > kInfinity ? 0x7e00u : 0x7c00u;  // NaN, infinity: the receiver rejects them
-  } else if (u > kLargest) {
-    out = 0x7bffu;  // saturate
-  } else if (u < kSubnormalLimit) {
-    // The float adder rounds the mantissa into place (round to nearest even).
-    const float shifted = std::bit_cast<float>(u) + std::bit_cast<float>(kDenormMagic);
-    out = std::bit_cast<std::uint32_t>(shifted) - kDenormMagic;
-  } else {
-    const std::uint32_t odd = (u >> 13) & 1u;
-    u += (static_cast<std::uint32_t>(15 - 127) << 23) + 0xfffu + odd;
-    out = u >> 13;
-  }
-  return static_cast<std::uint16_t>(out | (sign >> 16));
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  const std::uint32_t u = bits & 0x7fffffffu;
+  // Normal: rebias the exponent, round the 13 dropped bits to nearest even.
+  const std::uint32_t normal =
+      (u + (static_cast<std::uint32_t>(15 - 127) << 23) + 0xfffu + ((u >> 13) & 1u)) >> 13;
+  // Subnormal: the float adder rounds the mantissa into place (round to nearest even).
+  const std::uint32_t subnormal =
+      std::bit_cast<std::uint32_t>(std::bit_cast<float>(u) + std::bit_cast<float>(kDenormMagic)) -
+      kDenormMagic;
+  std::uint32_t out = u < kSubnormalLimit ? subnormal : normal;
+  out = u > kLargest ? 0x7bffu : out;                                // saturate
+  out = u >= kInfinity ? (u > kInfinity ? 0x7e00u : 0x7c00u) : out;  // NaN, infinity: rejected
+  return static_cast<std::uint16_t>(out | ((bits >> 16) & 0x8000u));
 }
 
 float fp16_to_float(std::uint16_t bits) {
