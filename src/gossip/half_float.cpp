@@ -69,12 +69,12 @@ void keep_rest(float* x, std::size_t n, float pushed, std::uint16_t* out) {
 }
 
 template <float (*Decompress)(std::uint16_t)>
-void expand(std::span<const std::byte> payload, float* out) {
+void add_scaled(std::span<const std::byte> payload, float coefficient, float* y) {
   const std::size_t n = payload.size() / 2;
   for (std::size_t i = 0; i < n; ++i) {
     std::uint16_t c;
     std::memcpy(&c, payload.data() + 2 * i, 2);
-    out[i] = Decompress(c);
+    y[i] += coefficient * Decompress(c);
   }
 }
 
@@ -93,16 +93,17 @@ void compress_and_keep(Compression compression, float* x, std::size_t n, float p
   SGP_ENFORCE(false, "compress_and_keep without a 16-bit compression");
 }
 
-void decompress(Compression compression, std::span<const std::byte> payload, float* out) {
+void add_decompressed(Compression compression, std::span<const std::byte> payload,
+                      float coefficient, float* y) {
   switch (compression) {
     case Compression::fp16:
-      return expand<fp16_to_float>(payload, out);
+      return add_scaled<fp16_to_float>(payload, coefficient, y);
     case Compression::bf16:
-      return expand<bf16_to_float>(payload, out);
+      return add_scaled<bf16_to_float>(payload, coefficient, y);
     case Compression::none:
       break;
   }
-  SGP_ENFORCE(false, "decompress without a 16-bit compression");
+  SGP_ENFORCE(false, "add_decompressed without a 16-bit compression");
 }
 
 }  // namespace sgp::gossip

@@ -439,11 +439,8 @@ void PushSumEngine::apply(const DecodedMessage& m) {
   const auto* data = m.payload.data();
   const float* src = reinterpret_cast<const float*>(data);
   if (config_.compression != Compression::none) {
-    if (!scratch_host_) {
-      scratch_host_ = static_cast<float*>(backend_.allocate_host(n_ * sizeof(float)));
-    }
-    decompress(config_.compression, m.payload, scratch_host_);
-    src = scratch_host_;
+    // One pass: widen each 16-bit value and add it (x is in host memory with compression).
+    add_decompressed(config_.compression, m.payload, static_cast<float>(p), x_ + h.offset);
   } else if (!host_x_) {
     backend_.upload_async(scratch_device_, data, m.payload.size());
     backend_.wait_transfers();
@@ -456,7 +453,9 @@ void PushSumEngine::apply(const DecodedMessage& m) {
     std::memcpy(scratch_host_, data, m.payload.size());
     src = scratch_host_;
   }
-  backend_.axpy(static_cast<float>(p), src, x_ + h.offset, h.count);
+  if (config_.compression == Compression::none) {
+    backend_.axpy(static_cast<float>(p), src, x_ + h.offset, h.count);
+  }
   if (h.chunk == 0) w_ += p * h.weight;  // once per (sender, round)
   std::lock_guard lock(metrics_mutex_);
   metrics_.messages_received += 1;

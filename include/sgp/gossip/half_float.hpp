@@ -25,7 +25,9 @@ float bf16_to_float(std::uint16_t bits);
 void compress_and_keep(Compression compression, float* x, std::size_t n, float pushed,
                        std::uint16_t* out);
 
-// out[i] = decompress(payload element i); payload: n 16-bit values at any alignment.
-void decompress(Compression compression, std::span<const std::byte> payload, float* out);
+// The receiver's pass: y[i] += coefficient * decompress(payload element i); payload: 16-bit
+// values at any alignment, as many as y has.
+void add_decompressed(Compression compression, std::span<const std::byte> payload,
+                      float coefficient, float* y);
 
 }  // namespace sgp::gossip
