@@ -34,9 +34,10 @@ void add_consensus_command(CLI::App& app) {
   cmd->add_option("--rounds", a->options.rounds, "gossip rounds")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000000));
-  cmd->add_option("--mode", a->mode,
-                  "sync (SGP), overlap (OSGP), async (asgp: running sums, nobody waits) or allreduce "
-                  "(ring AllReduce over ranks 0..N-1, whatever the edges)")
+  cmd->add_option(
+         "--mode", a->mode,
+         "sync (SGP), overlap (OSGP), async (asgp: running sums, nobody waits) or allreduce "
+         "(ring AllReduce over ranks 0..N-1, whatever the edges)")
       ->capture_default_str();
   cmd->add_option("--dim", a->options.dim, "vector length (floats)")
       ->capture_default_str()
