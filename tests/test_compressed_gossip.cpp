@@ -46,6 +46,45 @@ TEST_CASE("fp16 conversion: known answers, saturation, subnormals, ties to even"
   }
 }
 
+TEST_CASE("the fp16 passes over vectors give the element functions' bits (F16C or not)") {
+  // A million float bit patterns across every exponent, both signs, and the edges.
+  std::vector<float> values;
+  for (std::uint64_t bits = 0; bits < (std::uint64_t{1} << 32); bits += 4099) {
+    values.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(bits)));
+  }
+  for (float v : {65504.0f, 65519.99f, 65520.0f, 1e5f, -1e5f, INFINITY, -INFINITY, NAN,
+                  std::ldexp(1.0f, -25), std::ldexp(3.0f, -25), -0.0f}) {
+    values.push_back(v);
+  }
+  const std::size_t n = values.size();  // not a multiple of 8: the tail takes the portable loop
+  auto is_nan16 = [](std::uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0; };
+  auto same = [](float a, float b) {
+    return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b) ||
+           (std::isnan(a) && std::isnan(b));
+  };
+  std::vector<float> x = values;
+  std::vector<std::uint16_t> out(n);
+  gossip::compress_and_keep(Compression::fp16, x.data(), n, 0.75f, out.data());
+  std::vector<float> y(n, 1.5f);
+  gossip::add_decompressed(
+      Compression::fp16,
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(out.data()), 2 * n), 0.375f,
+      y.data());
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint16_t h = gossip::float_to_fp16(values[i]);
+    const bool ok = (out[i] == h || (is_nan16(out[i]) && is_nan16(h))) &&
+                    same(x[i], values[i] - 0.75f * gossip::fp16_to_float(h)) &&
+                    same(y[i], 1.5f + 0.375f * gossip::fp16_to_float(h));
+    if (!ok && wrong++ < 5) {
+      MESSAGE("value " << values[i] << ": " << out[i] << " vs " << h << ", kept " << x[i]);
+    }
+  }
+  CHECK(wrong == 0);
+  const std::string path = gossip::fp16_hardware_conversion() ? "with F16C" : "portable";
+  MESSAGE("fp16 conversions " << path);
+}
+
 TEST_CASE("bf16 conversion: known answers, ties to even, every value round trips") {
   CHECK(gossip::float_to_bf16(1.0f) == 0x3f80);
   CHECK(gossip::float_to_bf16(-2.0f) == 0xc000);

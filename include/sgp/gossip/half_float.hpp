@@ -19,6 +19,10 @@ float fp16_to_float(std::uint16_t bits);
 std::uint16_t float_to_bf16(float value);
 float bf16_to_float(std::uint16_t bits);
 
+// Whether compress_and_keep and add_decompressed convert fp16 with the CPU's F16C instructions
+// (the same results as the functions above; otherwise they use them).
+bool fp16_hardware_conversion();
+
 // The push-sum sender's pass over one chunk (compression fp16 or bf16): out[i] = compress(x[i])
 // and x[i] -= pushed * decompress(out[i]), i.e. x keeps exactly what the receivers, whose
 // coefficients sum to `pushed`, do not get.
