@@ -12,6 +12,7 @@
 #include "sgp/gossip/ring_allreduce.hpp"
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/transport/inproc_transport.hpp"
+#include "support/staged_cpu_backend.hpp"
 
 using namespace sgp;
 
@@ -33,14 +34,22 @@ struct PeerOutcome {
 
 std::vector<PeerOutcome> run_ring(int n, std::size_t dim, int rounds, std::uint64_t chunk,
                                   transport::InProcNetwork& net, int absent = -1,
-                                  std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(20),
+                                  bool staged = false) {
   std::vector<PeerOutcome> out(n);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < n; ++rank) {
     if (rank == absent) continue;
     threads.emplace_back([&, rank] {
       try {
-        compute::CpuBackend backend(1);
+        // staged: a backend that says it is a GPU, so x goes through host staging.
+        std::unique_ptr<compute::Backend> backend_owner;
+        if (staged) {
+          backend_owner = std::make_unique<testing::StagedCpuBackend>();
+        } else {
+          backend_owner = std::make_unique<compute::CpuBackend>(1);
+        }
+        compute::Backend& backend = *backend_owner;
         transport::InProcTransport transport(net, rank);
         std::vector<float> x(dim);
         for (std::size_t i = 0; i < dim; ++i) x[i] = target(i) + deviation(rank, n, i);
