@@ -125,6 +125,24 @@ TEST_CASE("ring allreduce gives every peer exactly the average, bit for bit, rou
   }
 }
 
+TEST_CASE("the device path (x staged through host memory) gives the same exact averages") {
+  for (std::size_t dim : {std::size_t{7}, std::size_t{1000003}}) {
+    CAPTURE(dim);
+    const int n = 5;
+    transport::InProcNetwork net(n);
+    const auto out = run_ring(n, dim, 2, 262144, net, -1, std::chrono::seconds(20), true);
+    for (int rank = 0; rank < n; ++rank) {
+      REQUIRE_MESSAGE(out[rank].error.empty(), out[rank].error);
+      REQUIRE(out[rank].after_round.size() == 2);
+      for (const auto& x : out[rank].after_round) {
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < dim; ++i) wrong += x[i] != target(i);
+        CHECK(wrong == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE(
     "ring allreduce refuses messages out of sequence or from the wrong rank, and counts them") {
   const int n = 3;
