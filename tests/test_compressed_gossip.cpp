@@ -216,11 +216,13 @@ TEST_CASE("compressed push-sum conserves the sum of x and converges to the mean 
     Compression compression;
     double tolerance;
   };
-  // 16-bit formats: twice the unit roundoff (half the spacing of the numbers just above 1);
+  // 16-bit formats: 3 unit roundoffs u (u: half the spacing of the numbers just above 1). Each
+  // round leaves a fresh rounding error of up to u |x| with the sender, and overlap mode's order
+  // of arrivals varies: measured up to 1.45 u (fp16) and 1.9 u (bf16) in 12 runs.
   // float32: the floor its rounding leaves on slow graphs (gossip_test_support.hpp).
   for (auto format :
-       {Format{Compression::none, 1e-5}, Format{Compression::fp16, 2 * std::ldexp(1.0, -11)},
-        Format{Compression::bf16, 2 * std::ldexp(1.0, -8)}}) {
+       {Format{Compression::none, 1e-5}, Format{Compression::fp16, 3 * std::ldexp(1.0, -11)},
+        Format{Compression::bf16, 3 * std::ldexp(1.0, -8)}}) {
     for (auto mode : {gossip::Mode::sync, gossip::Mode::overlap}) {
       // A column-stochastic graph that is not doubly stochastic (w moves) and the 8-peer
       // one-peer exponential graph; 5-element chunks for the first.

@@ -266,6 +266,14 @@ void PushSumEngine::send_round(std::int64_t round, const std::byte* src, double 
   h.round = round;
   h.weight = weight;
   h.total = n_;
+  {
+    // Counted before the sends: finish() returns once the transport released the buffers, which
+    // it may do before send() returns here (overlap: on the communication thread), and
+    // metrics() after finish() must include this round.
+    std::lock_guard lock(metrics_mutex_);
+    metrics_.messages_sent += releases.size();
+    metrics_.bytes_sent += edges.size() * (chunking_.chunks() * kHeaderBytes + n_ * element_bytes_);
+  }
   std::size_t i = 0;
   try {
     for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
@@ -288,8 +296,6 @@ void PushSumEngine::send_round(std::int64_t round, const std::byte* src, double 
     throw;
   }
   std::lock_guard lock(metrics_mutex_);
-  metrics_.messages_sent += releases.size();
-  metrics_.bytes_sent += edges.size() * (chunking_.chunks() * kHeaderBytes + n_ * element_bytes_);
   if (config_.mode == Mode::sync) metrics_.send_seconds += seconds_since(start);  // caller's
 }
 
