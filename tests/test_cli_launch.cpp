@@ -84,6 +84,53 @@ TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is c
   CHECK(read_json(run / "summary.json") == summary);
 }
 
+TEST_CASE("allreduce over ZeroMQ: every peer ends each round with the same model, 2(N-1)/N sent") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  // 3 peers: W1's 669706 parameters split into segments of 223235, 223235 and 223236. The ring
+  // of the file is not what allreduce uses (it takes ranks 0 -> 1 -> 2 -> 0 from the endpoints),
+  // so a star, which has no edge 1 -> 2, must work as well.
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "star", 3);
+  const auto run = dir / "run";
+  const auto r = run_sgp(short_run(topology, run, 30) + " --algo allreduce");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto summary = read_json(run / "summary.json");
+  CHECK(summary["algo"] == "allreduce");
+  CHECK(summary["sum_of_weights"].get<double>() == 3.0);
+  // Every peer holds the same bits: the monitor's consensus error is exactly zero and every
+  // peer's test accuracy is the same.
+  CHECK(summary["final_consensus_error"].get<double>() == 0.0);
+  CHECK(summary["min_peer_accuracy"] == summary["max_peer_accuracy"]);
+  const std::int64_t p = 669706, segment[3] = {223235, 223235, 223236};
+  for (int rank = 0; rank < 3; ++rank) {
+    const auto peer = read_json(run / ("peer-" + std::to_string(rank) + "-summary.json"));
+    // Reduce-scatter sends every segment but (rank + 1)'s, all-gather every one but (rank + 2)'s,
+    // one message each (a segment fits one chunk).
+    const std::int64_t floats = 2 * p - segment[(rank + 1) % 3] - segment[(rank + 2) % 3];
+    CHECK(peer["bytes_sent_per_iteration"].get<double>() ==
+          static_cast<double>(4 * floats + 4 * 80));
+  }
+}
+
+TEST_CASE("--compress fp16 over ZeroMQ: half the payload bytes, mass conserved, loss falls") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 3);
+  const auto run = dir / "run";
+  const auto r = run_sgp(short_run(topology, run, 30) + " --compress fp16");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto summary = read_json(run / "summary.json");
+  CHECK(summary["sum_of_weights"].get<double>() == doctest::Approx(3.0).epsilon(1e-12));
+  // One push per iteration: W1's 669706 parameters as 2-byte values in 3 chunks, 80-byte headers.
+  CHECK(summary["bytes_sent_per_iteration"].get<double>() == 2.0 * 669706 + 3 * 80);
+  CHECK(read_json(run / "config.json")["compress"] == "fp16");
+  const auto records = read_jsonl(run / "peer-0.jsonl");
+  REQUIRE(records.size() >= 2);
+  CHECK(records.back()["loss"].get<double>() < records.front()["loss"].get<double>());
+}
+
 TEST_CASE("launch --prepare-only writes config.json and starts nothing; summarize needs one") {
   sgp::testing::TempDir dir;
   const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 3);

@@ -47,6 +47,7 @@ TrainConfig unusual() {
   c.topology = "t.dot";
   c.algo = sgp::peer::Algorithm::osgp;
   c.tau = 3;
+  c.compress = sgp::gossip::Compression::bf16;
   c.gossip_every = 2;
   c.self_weight = 0.3;
   c.timeout_ms = 1234;
@@ -160,7 +161,13 @@ TEST_CASE("bad values are refused naming the flag and what was expected") {
   CHECK(flag_error({"--warmup-epochs", "inf"}) ==
         "--warmup-epochs: expected a number in [0, 10000], got inf");
   CHECK(flag_error({"--algo", "sgd"}) ==
-        "--algo: 'sgd' is not one of sgp, osgp, asgp, local, dpsgd, exact");
+        "--algo: 'sgd' is not one of sgp, osgp, asgp, local, dpsgd, exact, allreduce");
+  CHECK(flag_error({"--compress", "fp8"}) == "--compress: 'fp8' is not one of none, fp16, bf16");
+  for (const char* algo : {"allreduce", "asgp", "local"}) {
+    CHECK(flag_error({"--compress", "fp16", "--algo", algo})
+              .starts_with(std::string("--compress fp16: ") + algo +
+                           " does not send push-sum rounds of float32 x"));
+  }
   CHECK(flag_error({"--hidden", "64,0"}) == "--hidden: expected an integer in [1, 65536], got 0");
   CHECK(flag_error({"--seed", "-1"}) == "--seed: expected an integer >= 0, got '-1'");
   CHECK(flag_error({"--device", "gpu"}) ==

@@ -1,7 +1,10 @@
 // Sweep files (sgp/experiment/sweep_spec.hpp): grid expansion, [train]/[quick], and errors that
 // name the file, the position and the key.
 #include <fstream>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -107,6 +110,27 @@ exact = "complete"
                      "complete_n8_auniform_exact_h2_s0",
                  });
   CHECK(spec.points[3].config.gossip_every == 2);
+}
+
+TEST_CASE("compress is swept for push-sum algorithms only; allreduce and local keep float32") {
+  const auto spec = parse(R"(
+name = "bytes"
+[grid]
+topology = ["one-peer-exponential"]
+peers = [4]
+algo = ["osgp", "allreduce", "local"]
+compress = ["none", "fp16"]
+)");
+  std::vector<std::pair<std::string, std::string>> points;
+  for (const auto& p : spec.points) {
+    points.emplace_back(sgp::name_of(p.config.algo), sgp::name_of(p.config.compress));
+  }
+  CHECK(points ==
+        std::vector<std::pair<std::string, std::string>>{
+            {"osgp", "none"}, {"osgp", "fp16"}, {"allreduce", "none"}, {"local", "none"}});
+  std::set<std::string> names;
+  for (const auto& p : spec.points) names.insert(p.name());
+  CHECK(names.size() == 4);
 }
 
 TEST_CASE("a topology file is resolved against the sweep file and fixes N") {

@@ -34,8 +34,10 @@ void add_consensus_command(CLI::App& app) {
   cmd->add_option("--rounds", a->options.rounds, "gossip rounds")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000000));
-  cmd->add_option("--mode", a->mode,
-                  "sync (SGP), overlap (OSGP) or async (asgp: running sums, nobody waits)")
+  cmd->add_option(
+         "--mode", a->mode,
+         "sync (SGP), overlap (OSGP), async (asgp: running sums, nobody waits) or allreduce "
+         "(ring AllReduce over ranks 0..N-1, whatever the edges)")
       ->capture_default_str();
   cmd->add_option("--dim", a->options.dim, "vector length (floats)")
       ->capture_default_str()
@@ -51,6 +53,17 @@ void add_consensus_command(CLI::App& app) {
     o.mode = parse_name<gossip::Mode>(a->mode, "--mode");
     o.shared = flags->apply(defaults);
     peer::validate(o.shared);
+    if (o.shared.compress != gossip::Compression::none) {
+      if (o.mode != gossip::Mode::sync && o.mode != gossip::Mode::overlap) {
+        throw InputError(fmt::format(
+            "--compress {}: only --mode sync and overlap send push-sum rounds of float32 x, not {}",
+            name_of(o.shared.compress), a->mode));
+      }
+      if (o.shared.device != "cpu") {
+        throw InputError(fmt::format("--compress {}: 16-bit payloads need --device cpu, not {}",
+                                     name_of(o.shared.compress), o.shared.device));
+      }
+    }
     configure_logging(a->local ? -1 : a->rank, o.shared.log_level);
     topology::DotReadOptions read_options;
     read_options.require_endpoints = true;

@@ -279,9 +279,12 @@ void combine(const std::vector<Axis>& axes, std::size_t i, SweepPoint point,
     return;
   }
   const Setting& s = *axes[i].setting;
-  const bool ignored =
-      s.key() == "algo" || (s.key() == "self_weight" && !info(point.config.algo).uses_self_weight);
-  if (ignored) {  // algo: set by the caller; self_weight: one point, the topology's own weights
+  const auto& algo = info(point.config.algo);
+  const bool ignored = s.key() == "algo" || (s.key() == "self_weight" && !algo.uses_self_weight) ||
+                       (s.key() == "compress" && !algo.compressible);
+  // algo: set by the caller; self_weight: one point, the topology's own weights; compress: one
+  // point, float32
+  if (ignored) {
     combine(axes, i + 1, std::move(point), out);
     return;
   }
@@ -314,6 +317,7 @@ std::vector<SweepPoint> expand(const Grid& g, const TrainConfig& base, const Tom
         SweepPoint p{topo.value, topo.is_file, n, base, other_axes(g.axes)};
         algo_setting.set(p.config, algo);
         if (!info(p.config.algo).uses_self_weight) p.config.self_weight = 0.0;
+        if (!info(p.config.algo).compressible) p.config.compress = gossip::Compression::none;
         combine(g.axes, 0, std::move(p), points);
       }
     }

@@ -2,6 +2,8 @@
 
 #include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
+#include "sgp/gossip/ring_allreduce.hpp"
+#include "sgp/topology/schedule.hpp"
 
 namespace sgp::gossip {
 
@@ -10,6 +12,9 @@ std::unique_ptr<Mixer> make_mixer(compute::Backend& backend, const topology::Sch
                                   const PushSumConfig& config) {
   if (config.mode == Mode::async) {
     return std::make_unique<AsyncPushSum>(backend, schedule, transport, x, n, config);
+  }
+  if (config.mode == Mode::allreduce) {
+    return std::make_unique<RingAllReduce>(backend, schedule.num_peers(), transport, x, n, config);
   }
   return std::make_unique<PushSumEngine>(backend, schedule, transport, x, n, config);
 }

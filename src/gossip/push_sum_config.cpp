@@ -12,12 +12,35 @@
 namespace sgp::gossip {
 
 std::span<const NamedValue<Mode>> names(Mode) {
-  static constexpr std::array<NamedValue<Mode>, 3> table = {{
+  static constexpr std::array<NamedValue<Mode>, 4> table = {{
       {Mode::sync, "sync", "SGP: every round waits for every in-neighbour's message"},
       {Mode::overlap, "overlap", "OSGP: a communication thread mixes while the caller computes"},
       {Mode::async, "async", "asgp: nobody waits, running sums; peers may fail, join and leave"},
+      {Mode::allreduce, "allreduce",
+       "ring allreduce over ranks 0..N-1: the exact average every round (ignores the edges)"},
   }};
   return table;
+}
+
+std::span<const NamedValue<Compression>> names(Compression) {
+  static constexpr std::array<NamedValue<Compression>, 3> table = {{
+      {Compression::none, "none", "float32 payloads"},
+      {Compression::fp16, "fp16", "IEEE float16 payloads (saturating at +-65504): half the bytes"},
+      {Compression::bf16, "bf16", "bfloat16 payloads (float32's range, 8 significant bits)"},
+  }};
+  return table;
+}
+
+std::uint16_t wire_dtype(Compression compression) {
+  switch (compression) {
+    case Compression::fp16:
+      return kDtypeFloat16;
+    case Compression::bf16:
+      return kDtypeBfloat16;
+    case Compression::none:
+      break;
+  }
+  return kDtypeFloat32;
 }
 
 std::int64_t rounds_ahead_bound(const topology::Schedule& s, const PushSumConfig& config) {

@@ -10,6 +10,7 @@
 #include "in_flight.hpp"
 #include "round_tracker.hpp"
 #include "sgp/error.hpp"
+#include "sgp/gossip/half_float.hpp"
 
 namespace sgp::gossip {
 namespace {
@@ -27,10 +28,6 @@ std::string ranks_text(std::vector<int> ranks) {
   return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", fmt::join(ranks, ", "));
 }
 
-std::span<const std::byte> as_bytes(const float* p, std::size_t n) {
-  return {reinterpret_cast<const std::byte*>(p), n * sizeof(float)};
-}
-
 }  // namespace
 
 PushSumEngine::PushSumEngine(compute::Backend& backend, topology::Schedule schedule,
@@ -45,7 +42,9 @@ PushSumEngine::PushSumEngine(compute::Backend& backend, topology::Schedule sched
       rank_(transport.rank()),
       host_x_(backend.kind() == compute::DeviceKind::cpu),
       chunking_(n, config.chunk_elements),
-      in_flight_(std::make_shared<InFlight>()) {
+      in_flight_(std::make_shared<InFlight>()),
+      dtype_(wire_dtype(config.compression)),
+      element_bytes_(element_bytes(dtype_)) {
   SGP_ENFORCE(rank_ >= 0 && rank_ < schedule_.num_peers(),
               "transport rank {} is not a rank of the {}-peer schedule", rank_,
               schedule_.num_peers());
@@ -54,6 +53,10 @@ PushSumEngine::PushSumEngine(compute::Backend& backend, topology::Schedule sched
   SGP_ENFORCE(config.gossip_every >= 1, "gossip_every must be >= 1, got {}", config.gossip_every);
   SGP_ENFORCE(config.timeout.count() > 0, "the gossip timeout must be positive");
   SGP_ENFORCE(config.max_rounds_ahead >= 0, "max_rounds_ahead must be >= 0");
+  SGP_ENFORCE(config.compression == Compression::none || host_x_,
+              "compressed gossip needs x in host memory (refused up front for other devices)");
+  SGP_ENFORCE(config.mode == Mode::sync || config.mode == Mode::overlap,
+              "PushSumEngine mixes in sync or overlap mode, not {}", name_of(config.mode));
   check_tau(schedule_, rank_, config);
   const auto tau_rounds = static_cast<std::uint64_t>(config.mode == Mode::overlap ? config.tau : 0);
   max_held_bytes_ = std::max<std::uint64_t>(
@@ -103,6 +106,7 @@ PushSumEngine::~PushSumEngine() {
   }
   for (float* b : staging_) backend_.deallocate_host(b);
   for (float* d : device_snapshots_) backend_.deallocate(d);
+  for (float* c : compressed_) backend_.deallocate_host(c);
   if (scratch_host_) backend_.deallocate_host(scratch_host_);
   if (scratch_device_) backend_.deallocate(scratch_device_);
 }
@@ -169,34 +173,7 @@ std::string PushSumEngine::rejects_from(const std::vector<int>& ranks) const {
 const float* PushSumEngine::stage_for_send() {
   if (host_x_ && config_.mode == Mode::sync) return x_;
   const std::size_t max_buffers = config_.mode == Mode::sync ? 1 : config_.tau + 2;
-  const auto start = Clock::now();
-  float* buffer = nullptr;
-  for (float* b : staging_) {
-    if (!in_flight_->busy(b, n_ * sizeof(float))) {
-      buffer = b;
-      break;
-    }
-  }
-  if (buffer == nullptr && staging_.size() < max_buffers) {
-    buffer = static_cast<float*>(backend_.allocate_host(n_ * sizeof(float)));
-    staging_.push_back(buffer);
-  }
-  if (buffer == nullptr) {
-    const int i = in_flight_->wait_any_free(staging_, n_ * sizeof(float), start + config_.timeout);
-    {
-      std::lock_guard lock(metrics_mutex_);
-      metrics_.wait_seconds += seconds_since(start);
-    }
-    if (i < 0) {
-      failed_ = true;
-      auto holders = in_flight_->wait(nullptr, Clock::now());
-      throw IoError(fmt::format(
-          "rank {}: round {}: the transport still holds every send buffer after {} ms (messages "
-          "to {} not delivered: peer not started, dead or not reading)",
-          rank_, round_, config_.timeout.count(), ranks_text(holders)));
-    }
-    buffer = staging_[static_cast<std::size_t>(i)];
-  }
+  float* buffer = free_buffer(staging_, n_ * sizeof(float), max_buffers);
   const auto copy_start = Clock::now();
   if (host_x_) {
     backend_.copy(buffer, x_, n_ * sizeof(float));
@@ -216,6 +193,56 @@ const float* PushSumEngine::stage_for_send() {
   return buffer;
 }
 
+// --compress: round `round`'s payload, x rounded to 16 bits into a free send buffer, while x
+// keeps what the out-neighbours will not receive (x - their coefficients' sum * what they get).
+const std::byte* PushSumEngine::compress_for_send(std::int64_t round) {
+  const std::size_t max_buffers = config_.mode == Mode::sync ? 1 : config_.tau + 2;
+  float* buffer = free_buffer(compressed_, n_ * element_bytes_, max_buffers);
+  const auto start = Clock::now();
+  double pushed = 0.0;
+  for (const auto& edge : schedule_.out_edges(rank_, round)) pushed += edge.weight;
+  compress_and_keep(config_.compression, x_, n_, static_cast<float>(pushed),
+                    reinterpret_cast<std::uint16_t*>(buffer));
+  std::lock_guard lock(metrics_mutex_);
+  metrics_.send_seconds += seconds_since(start);
+  return reinterpret_cast<const std::byte*>(buffer);
+}
+
+// A buffer of `pool` (each `bytes` long) that the transport no longer reads: a free one, a new
+// one while there are fewer than max_buffers, or the first released within the timeout.
+float* PushSumEngine::free_buffer(std::vector<float*>& pool, std::size_t bytes,
+                                  std::size_t max_buffers) {
+  const auto start = Clock::now();
+  float* buffer = nullptr;
+  for (float* b : pool) {
+    if (!in_flight_->busy(b, bytes)) {
+      buffer = b;
+      break;
+    }
+  }
+  if (buffer == nullptr && pool.size() < max_buffers) {
+    buffer = static_cast<float*>(backend_.allocate_host(bytes));
+    pool.push_back(buffer);
+  }
+  if (buffer == nullptr) {
+    const int i = in_flight_->wait_any_free(pool, bytes, start + config_.timeout);
+    {
+      std::lock_guard lock(metrics_mutex_);
+      metrics_.wait_seconds += seconds_since(start);
+    }
+    if (i < 0) {
+      failed_ = true;
+      auto holders = in_flight_->wait(nullptr, Clock::now());
+      throw IoError(fmt::format(
+          "rank {}: round {}: the transport still holds every send buffer after {} ms (messages "
+          "to {} not delivered: peer not started, dead or not reading)",
+          rank_, round_, config_.timeout.count(), ranks_text(holders)));
+    }
+    buffer = pool[static_cast<std::size_t>(i)];
+  }
+  return buffer;
+}
+
 // The device buffer paired with host staging buffer `buffer` (made on first use): it is busy
 // exactly while `buffer` is, since its download into `buffer` ends before `buffer` is sent.
 float* PushSumEngine::device_snapshot_for(const float* buffer) {
@@ -229,22 +256,32 @@ float* PushSumEngine::device_snapshot_for(const float* buffer) {
 
 // Chunk by chunk, each chunk to every out-neighbour, so that receivers can verify and apply chunk
 // c while chunk c + 1 travels. releases: one per (chunk, out-edge), chunk-major.
-void PushSumEngine::send_round(std::int64_t round, const float* src, double weight,
+void PushSumEngine::send_round(std::int64_t round, const std::byte* src, double weight,
                                std::vector<transport::ReleaseFn> releases) {
   const auto start = Clock::now();
   const auto& edges = schedule_.out_edges(rank_, round);
   WireHeader h;
+  h.dtype = dtype_;
   h.sender = rank_;
   h.round = round;
   h.weight = weight;
   h.total = n_;
+  {
+    // Counted before the sends: finish() returns once the transport released the buffers, which
+    // it may do before send() returns here (overlap: on the communication thread), and
+    // metrics() after finish() must include this round.
+    std::lock_guard lock(metrics_mutex_);
+    metrics_.messages_sent += releases.size();
+    metrics_.bytes_sent += edges.size() * (chunking_.chunks() * kHeaderBytes + n_ * element_bytes_);
+  }
   std::size_t i = 0;
   try {
     for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
       h.chunk = c;
       h.offset = chunking_.offset(c);
       h.count = chunking_.size(c);
-      const auto payload = as_bytes(src + h.offset, h.count);
+      const std::span<const std::byte> payload(src + h.offset * element_bytes_,
+                                               h.count * element_bytes_);
       h.payload_hash = payload_hash(payload);
       for (const auto& edge : edges) {
         h.coefficient = edge.weight;
@@ -259,8 +296,6 @@ void PushSumEngine::send_round(std::int64_t round, const float* src, double weig
     throw;
   }
   std::lock_guard lock(metrics_mutex_);
-  metrics_.messages_sent += releases.size();
-  metrics_.bytes_sent += edges.size() * (chunking_.chunks() * kHeaderBytes + n_ * sizeof(float));
   if (config_.mode == Mode::sync) metrics_.send_seconds += seconds_since(start);  // caller's
 }
 
@@ -268,14 +303,16 @@ void PushSumEngine::mix() {
   rethrow_comm_error();
   const std::int64_t r = round_;
   const auto& edges = schedule_.out_edges(rank_, r);
-  const float* src = nullptr;
+  const bool compressed = config_.compression != Compression::none;
+  const std::byte* src = nullptr;
   if (!edges.empty()) {
-    src = stage_for_send();
+    // Compressed: x keeps its share as it is rounded, so only w is left to scale below.
+    src = compressed ? compress_for_send(r) : reinterpret_cast<const std::byte*>(stage_for_send());
     const auto start = Clock::now();
     std::vector<transport::ReleaseFn> releases;
     for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
       for (const auto& e : edges) {
-        releases.push_back(in_flight_->hold(src + chunking_.offset(c), e.peer));
+        releases.push_back(in_flight_->hold(src + chunking_.offset(c) * element_bytes_, e.peer));
       }
     }
     if (config_.mode == Mode::overlap) {
@@ -298,7 +335,11 @@ void PushSumEngine::mix() {
   if (config_.mode == Mode::overlap) {
     // OSGP: keep p_ii of (x, w) now; add arrivals (whole messages) as they come; wait only on
     // lag > tau.
-    scale_self(r);
+    if (src != nullptr && compressed) {
+      w_ *= schedule_.self_weight(rank_, r);
+    } else {
+      scale_self(r);
+    }
     drain_inbox();
     apply_ready(r);
     wait_until_closed(r - config_.tau, r);
@@ -306,8 +347,8 @@ void PushSumEngine::mix() {
     // SGP, chunk by chunk: chunk c of x is scaled by p_ii once the transport has released it
     // (x itself is what was sent, on the CPU), then round-r chunks c are added as they arrive.
     self_weight_ = schedule_.self_weight(rank_, r);
-    sent_from_x_ = src == x_;
-    scaled_.assign(chunking_.chunks(), false);
+    sent_from_x_ = src == reinterpret_cast<const std::byte*>(x_);
+    scaled_.assign(chunking_.chunks(), src != nullptr && compressed);
     w_ *= self_weight_;
     apply_ready(r);  // chunks that came early, with the previous round
     wait_until_complete(r);
@@ -403,7 +444,10 @@ void PushSumEngine::apply(const DecodedMessage& m) {
   const double p = schedule_.push_weight(h.sender, rank_, h.round);
   const auto* data = m.payload.data();
   const float* src = reinterpret_cast<const float*>(data);
-  if (!host_x_) {
+  if (config_.compression != Compression::none) {
+    // One pass: widen each 16-bit value and add it (x is in host memory with compression).
+    add_decompressed(config_.compression, m.payload, static_cast<float>(p), x_ + h.offset);
+  } else if (!host_x_) {
     backend_.upload_async(scratch_device_, data, m.payload.size());
     backend_.wait_transfers();
     src = scratch_device_;
@@ -415,7 +459,9 @@ void PushSumEngine::apply(const DecodedMessage& m) {
     std::memcpy(scratch_host_, data, m.payload.size());
     src = scratch_host_;
   }
-  backend_.axpy(static_cast<float>(p), src, x_ + h.offset, h.count);
+  if (config_.compression == Compression::none) {
+    backend_.axpy(static_cast<float>(p), src, x_ + h.offset, h.count);
+  }
   if (h.chunk == 0) w_ += p * h.weight;  // once per (sender, round)
   std::lock_guard lock(metrics_mutex_);
   metrics_.messages_received += 1;
@@ -460,7 +506,7 @@ std::optional<DecodedMessage> PushSumEngine::decode(transport::Message message) 
   std::array<std::byte, kHeaderBytes> head{};
   const bool has_header = frames > 0 && message.frame(0).size() == kHeaderBytes;
   if (has_header) std::copy_n(message.frame(0).begin(), kHeaderBytes, head.begin());
-  auto result = decode_message(std::move(message), chunking_, schedule_.num_peers(), rank_);
+  auto result = decode_message(std::move(message), chunking_, schedule_.num_peers(), rank_, dtype_);
   auto* cause = std::get_if<RejectCause>(&result);
   if (!cause) return std::move(std::get<DecodedMessage>(result));
   const auto claimed = has_header ? parse_header(head) : std::nullopt;

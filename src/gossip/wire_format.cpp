@@ -75,6 +75,8 @@ std::array<std::byte, kHeaderBytes> encode_header(const WireHeader& h) {
   put<double>(out, 24, h.weight);
   if (h.dtype == kDtypeFloat64Total) {
     put<std::uint64_t>(out, 32, h.epoch);
+  } else if (h.dtype == kDtypeRingFloat32) {
+    put<std::uint64_t>(out, 32, h.step);
   } else {
     put<double>(out, 32, h.coefficient);
   }
@@ -93,7 +95,7 @@ namespace {
 // the unsigned integer of the float type's width; `infinity` its bit pattern of +inf.
 template <class Bits>
 bool all_finite_bits(std::span<const std::byte> payload, Bits infinity) {
-  constexpr Bits kMagnitude = ~Bits{0} >> 1;  // every bit but the sign
+  constexpr auto kMagnitude = static_cast<Bits>(static_cast<Bits>(~Bits{0}) >> 1);  // not the sign
   Bits largest = 0;
   for (std::size_t at = 0; at + sizeof(Bits) <= payload.size(); at += sizeof(Bits)) {
     Bits bits;
@@ -106,8 +108,16 @@ bool all_finite_bits(std::span<const std::byte> payload, Bits infinity) {
 }  // namespace
 
 bool all_finite(std::span<const std::byte> payload, std::uint16_t dtype) {
-  return dtype == kDtypeFloat64Total ? all_finite_bits<std::uint64_t>(payload, 0x7ff0000000000000u)
-                                     : all_finite_bits<std::uint32_t>(payload, 0x7f800000u);
+  switch (dtype) {
+    case kDtypeFloat64Total:
+      return all_finite_bits<std::uint64_t>(payload, 0x7ff0000000000000u);
+    case kDtypeFloat16:
+      return all_finite_bits<std::uint16_t>(payload, 0x7c00u);
+    case kDtypeBfloat16:
+      return all_finite_bits<std::uint16_t>(payload, 0x7f80u);
+    default:
+      return all_finite_bits<std::uint32_t>(payload, 0x7f800000u);
+  }
 }
 
 std::optional<WireHeader> parse_header(std::span<const std::byte> head) {
@@ -118,13 +128,15 @@ std::optional<WireHeader> parse_header(std::span<const std::byte> head) {
   }
   WireHeader h;
   h.dtype = get<std::uint16_t>(head, 6);
-  if (h.dtype != kDtypeFloat32 && h.dtype != kDtypeFloat64Total) return std::nullopt;
+  if (h.dtype < kDtypeFloat32 || h.dtype > kDtypeBfloat16) return std::nullopt;
   h.sender = get<std::int32_t>(head, 8);
   h.chunk = get<std::uint32_t>(head, 12);
   h.round = get<std::int64_t>(head, 16);
   h.weight = get<double>(head, 24);
   if (h.dtype == kDtypeFloat64Total) {
     h.epoch = get<std::uint64_t>(head, 32);
+  } else if (h.dtype == kDtypeRingFloat32) {
+    h.step = get<std::uint64_t>(head, 32);
   } else {
     h.coefficient = get<double>(head, 32);
   }
@@ -169,13 +181,10 @@ std::optional<RejectCause> field_problem(const WireHeader& h, const transport::M
 
 }  // namespace
 
-std::variant<DecodedMessage, RejectCause> decode_message(transport::Message message,
-                                                         const Chunking& chunking, int num_peers,
-                                                         int self, std::uint16_t dtype,
-                                                         WeightBound bound) {
+std::variant<WireHeader, RejectCause> decode_frames(const transport::Message& message,
+                                                    std::uint16_t dtype) {
   if (message.num_frames() != 2) return RejectCause::frame_count;
   const auto head = message.frame(0);
-  const auto payload = message.frame(1);
   if (head.size() != kHeaderBytes) return RejectCause::header_size;
   if (get<std::uint32_t>(head, 0) != kWireMagic) return RejectCause::bad_magic;
   if (get<std::uint16_t>(head, 4) != kWireVersion) return RejectCause::bad_version;
@@ -185,14 +194,25 @@ std::variant<DecodedMessage, RejectCause> decode_message(transport::Message mess
   const auto h = parse_header(head);
   // The only check parse_header adds to those above is the dtype.
   if (!h || h->dtype != dtype) return RejectCause::bad_dtype;
-  if (auto cause = field_problem(*h, message, payload.size(), chunking, num_peers, self, bound)) {
+  return *h;
+}
+
+std::variant<DecodedMessage, RejectCause> decode_message(transport::Message message,
+                                                         const Chunking& chunking, int num_peers,
+                                                         int self, std::uint16_t dtype,
+                                                         WeightBound bound) {
+  auto frames = decode_frames(message, dtype);
+  if (auto* cause = std::get_if<RejectCause>(&frames)) return *cause;
+  const auto h = std::get<WireHeader>(frames);
+  const auto payload = message.frame(1);
+  if (auto cause = field_problem(h, message, payload.size(), chunking, num_peers, self, bound)) {
     return *cause;
   }
-  if (XXH3_64bits(payload.data(), payload.size()) != h->payload_hash) {
+  if (XXH3_64bits(payload.data(), payload.size()) != h.payload_hash) {
     return RejectCause::payload_checksum;
   }
   if (!all_finite(payload, dtype)) return RejectCause::non_finite;
-  return DecodedMessage{*h, payload, std::move(message)};
+  return DecodedMessage{h, payload, std::move(message)};
 }
 
 }  // namespace sgp::gossip

@@ -88,9 +88,15 @@ transport::ReceiveLimits push_sum_receive_limits(const Chunking& chunking, Mode 
 
 namespace {
 
-// Whom `rank` sends to and receives from: its neighbours over the period, or (async) everyone.
+// Whom `rank` sends to (`hop` 1) or receives from (`hop` -1): its neighbours over the period,
+// (async) everyone, or (allreduce) its ring neighbour rank + hop.
 std::vector<int> ranks_or_all(const topology::Schedule& schedule, int rank, Mode mode,
-                              std::vector<int> neighbours) {
+                              std::vector<int> neighbours, int hop) {
+  const int n = schedule.num_peers();
+  if (mode == Mode::allreduce) {
+    if (n == 1) return {};
+    return {((rank + hop) % n + n) % n};
+  }
   if (mode != Mode::async) return neighbours;
   std::vector<int> all;
   for (int r = 0; r < schedule.num_peers(); ++r)
@@ -113,10 +119,10 @@ std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Sche
   SGP_ENFORCE(rank >= 0 && rank < schedule.num_peers(), "rank {} outside the {}-peer topology",
               rank, schedule.num_peers());
   check_keys_flag(schedule, security);
-  const auto out = ranks_or_all(schedule, rank, mode, schedule.all_out_neighbors(rank));
+  const auto out = ranks_or_all(schedule, rank, mode, schedule.all_out_neighbors(rank), 1);
   if (schedule.has_public_keys()) {
     transport::ZmqCurve curve{own_keys(schedule, rank, security), {}, {}};
-    for (int sender : ranks_or_all(schedule, rank, mode, schedule.all_in_neighbors(rank)))
+    for (int sender : ranks_or_all(schedule, rank, mode, schedule.all_in_neighbors(rank), -1))
       curve.admitted.emplace(schedule.public_key(sender), sender);
     for (int dest : out) curve.server_keys.emplace(dest, schedule.public_key(dest));
     options.curve = std::move(curve);

@@ -42,8 +42,8 @@ void warn(std::uint64_t count, const std::string& what) {
 
 MassModel mass_model_of(peer::Algorithm algo) {
   const auto& a = peer::info(algo);
-  return !a.communicates || a.mode == gossip::Mode::sync ? MassModel::conserved
-                                                         : MassModel::in_flight;
+  const bool lock_step = a.mode == gossip::Mode::sync || a.mode == gossip::Mode::allreduce;
+  return !a.communicates || lock_step ? MassModel::conserved : MassModel::in_flight;
 }
 
 double relative_consensus_error(const std::vector<std::vector<float>>& z) {

@@ -14,25 +14,30 @@ namespace {
 
 using gossip::Mode;
 
-constexpr std::array<AlgorithmInfo, 6> kAlgorithms = {{
+constexpr std::array<AlgorithmInfo, 7> kAlgorithms = {{
     {Algorithm::sgp, "sgp", "Stochastic Gradient Push: synchronous push-sum every H iterations",
-     true, Mode::sync, true, MixingRule::as_given},
+     true, Mode::sync, true, MixingRule::as_given, true},
     {Algorithm::osgp, "osgp",
      "overlap SGP: push-sum on a communication thread, in-neighbours at most --tau rounds behind",
-     true, Mode::overlap, true, MixingRule::as_given},
+     true, Mode::overlap, true, MixingRule::as_given, true},
     {Algorithm::asgp, "asgp",
      "asynchronous SGP: nobody waits for a neighbour; running sums make lost messages cost "
      "nothing; failed peers are excluded, peers may join (--join) and leave",
-     true, Mode::async, true, MixingRule::as_given},
+     true, Mode::async, true, MixingRule::as_given, false},
     {Algorithm::local, "local", "no communication: each peer trains its shard alone (a baseline)",
-     false, Mode::sync, false, MixingRule::as_given},
+     false, Mode::sync, false, MixingRule::as_given, false},
     {Algorithm::dpsgd, "dpsgd",
      "D-PSGD (Lian et al. 2017): symmetric gossip with Metropolis-Hastings weights; needs an "
      "undirected topology",
-     true, Mode::sync, false, MixingRule::metropolis},
+     true, Mode::sync, false, MixingRule::metropolis, true},
     {Algorithm::exact, "exact",
      "exact averaging every round on a complete topology (AllReduce by gossip, for comparison)",
-     true, Mode::sync, false, MixingRule::uniform_1_over_n},
+     true, Mode::sync, false, MixingRule::uniform_1_over_n, true},
+    {Algorithm::allreduce, "allreduce",
+     "ring AllReduce (reduce-scatter then all-gather, chunked and pipelined) over ranks "
+     "0..N-1 in order: every peer has the exact average every round; uses only the topology "
+     "file's endpoints",
+     true, Mode::allreduce, false, MixingRule::ring, false},
 }};
 
 // p_ij = 1 / (1 + max(d_i, d_j)) on each phase's undirected graph: symmetric and doubly
@@ -79,6 +84,24 @@ topology::Schedule uniform_complete(const topology::Schedule& s, std::string_vie
   return s.with_self_weight(1.0 / s.num_peers());
 }
 
+// The ring allreduce's links: rank i pushes to i + 1 only (the weights, 1/2, are never used to
+// mix; they make the schedule valid and give resumes their digest).
+topology::Schedule ring(const topology::Schedule& s) {
+  const int n = s.num_peers();
+  std::vector<std::vector<std::vector<topology::Push>>> edges(
+      1, std::vector<std::vector<topology::Push>>(n));
+  std::vector<std::vector<double>> selves(1, std::vector<double>(n, 1.0));
+  if (n > 1) {
+    for (int i = 0; i < n; ++i) {
+      edges[0][i].push_back({(i + 1) % n, 0.5});
+      selves[0][i] = 0.5;
+    }
+  }
+  topology::Schedule result(n, std::move(edges), std::move(selves), s.endpoints());
+  result.set_public_keys(s.public_keys(), s.monitor_public_key());
+  return result;
+}
+
 }  // namespace
 
 std::span<const AlgorithmInfo> algorithms() { return kAlgorithms; }
@@ -110,6 +133,8 @@ topology::Schedule mixing_schedule(Algorithm algo, const topology::Schedule& s,
       return metropolis(s, source);
     case MixingRule::uniform_1_over_n:
       return uniform_complete(s, row.name, source);
+    case MixingRule::ring:
+      return ring(s);
   }
   return s;
 }

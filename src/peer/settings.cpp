@@ -236,9 +236,16 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
                  "sgp (synchronous push-sum), osgp (overlapped, see --tau), asgp (asynchronous: "
                  "nobody waits; survives failed, joining and leaving peers), local (no "
                  "communication), dpsgd (symmetric gossip, undirected topology), exact (complete "
-                 "topology: exact averaging, for comparison)",
+                 "topology: exact averaging, for comparison), allreduce (ring AllReduce over "
+                 "ranks 0..N-1: the exact average every round, the baseline)",
                  S::peers, true, &C::algo)
       .fix_across_resume();
+  add<gossip::Compression>(
+      r, "compress", kPeers,
+      "push-sum payloads as float32 (none) or rounded to fp16 / bf16 (half the bytes; the "
+      "sender keeps what rounding took off, so the sum of x is conserved); sgp, osgp, dpsgd, "
+      "exact on the CPU",
+      S::peers, true, &C::compress);
   add<int>(r, "tau", kPeers, "osgp: how many rounds an in-neighbour may lag behind", S::peers, true,
            &C::tau, between(0, 100));
   add<int>(r, "gossip_every", kPeers, "gossip once every H iterations", S::peers, true,
@@ -384,6 +391,12 @@ void validate(const TrainConfig& c) {
         "{}: asgp does not checkpoint (its peers are never at the same iteration); a peer that "
         "fails is excluded and may rejoin with sgp peer --join",
         c.resume ? "--resume" : "--checkpoint-every"));
+  }
+  if (c.compress != gossip::Compression::none && !info(c.algo).compressible) {
+    throw InputError(fmt::format(
+        "--compress {}: {} does not send push-sum rounds of float32 x (allreduce keeps float32 so "
+        "its average stays exact; asgp sends float64 running sums); use --compress none",
+        name_of(c.compress), name_of(c.algo)));
   }
   if (c.resume && c.overwrite) {
     throw InputError("--resume and --overwrite: give one (continue the run, or replace it)");

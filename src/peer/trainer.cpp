@@ -172,6 +172,13 @@ struct Trainer::State {
     gc.gossip_every = config.gossip_every;
     gc.timeout = std::chrono::milliseconds(config.timeout_ms);
     gc.running_sums = config.running_sums;
+    gc.compression = config.compress;
+    if (gc.compression != gossip::Compression::none && backend.kind() != compute::DeviceKind::cpu) {
+      throw InputError(fmt::format(
+          "--compress {}: 16-bit payloads are converted on the CPU backend only; with --device {} "
+          "use --compress none (or --device cpu)",
+          name_of(gc.compression), config.device));
+    }
     engine = gossip::make_mixer(backend, *comm.schedule, *comm.transport, x.data(), x.size(), gc);
     async = dynamic_cast<gossip::AsyncPushSum*>(engine.get());
   }

@@ -7,7 +7,11 @@
 //             once cut into the same chunks the engine uses;
 //   push-sum  PushSumEngine::mix() over ZmqTransport (chunked; header, XXH3 on both sides,
 //             scale and axpy), plain TCP and with CURVE (keys in the topology: every byte
-//             encrypted and authenticated by libsodium on both sides).
+//             encrypted and authenticated by libsodium on both sides), and with --compress fp16
+//             (half the bytes, plus the conversions);
+//   allreduce RingAllReduce over the same links: one exact average of the vector (each peer
+//             sends 2 (N - 1) / N of it, in 2 (N - 1) pipelined steps), ms per op side by side
+//             with one push-sum round (what sgp does per iteration instead).
 // Figures: median wall time of one round and "algorithm bandwidth" = message bytes / round time
 // (the bytes each peer sends in a round, divided by the round's time). ratio = push-sum GB/s /
 // raw zmq GB/s (goal >= 0.70), against both raw figures.
@@ -27,6 +31,7 @@
 #include <vector>
 
 #include "sgp/compute/cpu_backend.hpp"
+#include "sgp/gossip/mixer.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -119,7 +124,9 @@ double raw_zmq_seconds(int peers, std::size_t bytes, int reps, std::size_t chunk
   return median(times);
 }
 
-double push_sum_seconds(int peers, std::size_t n, int reps, bool curve) {
+// One Mixer::step (a push-sum round, or an allreduce for Mode::allreduce) per rep.
+double mixer_seconds(int peers, std::size_t n, int reps, bool curve,
+                     sgp::gossip::PushSumConfig cfg = {}) {
   std::vector<std::vector<sgp::topology::Push>> edges(peers);
   std::vector<double> self(peers, 1.0);
   if (peers > 1) {
@@ -154,22 +161,22 @@ double push_sum_seconds(int peers, std::size_t n, int reps, bool curve) {
     threads.emplace_back([&, r] {
       sgp::compute::CpuBackend backend(1);
       std::vector<float> x(n, static_cast<float>(r + 1));
-      sgp::gossip::PushSumConfig cfg;
       cfg.timeout = std::chrono::milliseconds(120000);
-      sgp::gossip::PushSumEngine engine(backend, schedule, *ts[r], x.data(), n, cfg);
+      auto mixer = sgp::gossip::make_mixer(backend, schedule, *ts[r], x.data(), n, cfg);
+      auto& engine = *mixer;
       for (int k = 0; k < reps + 1; ++k) {
         sync.arrive_and_wait();
         const auto start = Clock::now();
-        engine.mix();
+        engine.step(k);
         sync.arrive_and_wait();
         if (r == 0 && k > 0)
           times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
       }
       if (r == 0) {
         const auto m = engine.metrics();
-        std::printf("    rank 0 over %lld rounds: send %.1f ms, wait %.1f ms, apply %.1f ms\n",
-                    static_cast<long long>(m.rounds), m.send_seconds * 1e3, m.wait_seconds * 1e3,
-                    m.apply_seconds * 1e3);
+        std::printf("    %s, rank 0 over %lld rounds: send %.1f ms, wait %.1f ms, apply %.1f ms\n",
+                    std::string(sgp::name_of(cfg.mode)).c_str(), static_cast<long long>(m.rounds),
+                    m.send_seconds * 1e3, m.wait_seconds * 1e3, m.apply_seconds * 1e3);
       }
     });
   }
@@ -202,8 +209,14 @@ int main(int argc, char** argv) {
     const std::size_t chunk_bytes = chunking.per_chunk * sizeof(float);
     const double t_raw = raw_zmq_seconds(peers, bytes, reps);
     const double t_raw_chunked = raw_zmq_seconds(peers, bytes, reps, chunk_bytes);
-    const double t_ps = push_sum_seconds(peers, n, reps, false);
-    const double t_curve = push_sum_seconds(peers, n, reps, true);
+    const double t_ps = mixer_seconds(peers, n, reps, false);
+    const double t_curve = mixer_seconds(peers, n, reps, true);
+    sgp::gossip::PushSumConfig fp16;
+    fp16.compression = sgp::gossip::Compression::fp16;
+    const double t_fp16 = mixer_seconds(peers, n, reps, false, fp16);
+    sgp::gossip::PushSumConfig ring;
+    ring.mode = sgp::gossip::Mode::allreduce;
+    const double t_allreduce = mixer_seconds(peers, n, reps, false, ring);
     std::printf("  memcpy                  %9.3f ms  %7.2f GB/s\n", t_copy * 1e3, gb / t_copy);
     std::printf("  raw zmq, 1 message      %9.3f ms  %7.2f GB/s\n", t_raw * 1e3, gb / t_raw);
     std::printf("  raw zmq, %3u x %5.2f MB %9.3f ms  %7.2f GB/s\n", chunking.chunks(),
@@ -212,6 +225,12 @@ int main(int argc, char** argv) {
                 gb / t_ps);
     std::printf("  push-sum CURVE, %3u ch. %9.3f ms  %7.2f GB/s\n", chunking.chunks(),
                 t_curve * 1e3, gb / t_curve);
+    std::printf("  push-sum fp16, %3u ch.  %9.3f ms  %7.2f GB/s (of float32 bytes)\n",
+                chunking.chunks(), t_fp16 * 1e3, gb / t_fp16);
+    std::printf("  ring allreduce          %9.3f ms  %7.2f GB/s (sends %.2f x the vector)\n",
+                t_allreduce * 1e3, gb / t_allreduce, 2.0 * (peers - 1) / peers);
+    std::printf("  allreduce / push-sum round time: %.2f; push-sum fp16 / float32: %.2f\n",
+                t_allreduce / t_ps, t_fp16 / t_ps);
     std::printf(
         "  ratio push-sum / raw zmq: %.2f (raw as 1 message), %.2f (raw in the same chunks)\n",
         t_raw / t_ps, t_raw_chunked / t_ps);

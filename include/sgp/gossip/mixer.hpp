@@ -1,8 +1,8 @@
 #pragma once
 // What a training loop needs from a gossip engine, whatever the algorithm: PushSumEngine (sgp,
-// osgp, dpsgd, exact: rounds in lock step) and AsyncPushSum (asgp: nobody waits, running sums,
-// peers may fail, join and leave) both mix the caller's parameters x in place and keep the
-// push-sum weight w; the caller trains on z = x / w.
+// osgp, dpsgd, exact: rounds in lock step), AsyncPushSum (asgp: nobody waits, running sums,
+// peers may fail, join and leave) and RingAllReduce (allreduce: w stays 1) all mix the caller's
+// parameters x in place and keep the push-sum weight w; the caller trains on z = x / w.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -42,7 +42,8 @@ class Mixer {
   virtual PushSumMetrics metrics() const = 0;
 };
 
-// The engine for config.mode: AsyncPushSum for async, PushSumEngine otherwise.
+// The engine for config.mode: AsyncPushSum for async, RingAllReduce for allreduce (over the
+// schedule's ranks, ignoring its edges), PushSumEngine otherwise.
 std::unique_ptr<Mixer> make_mixer(compute::Backend& backend, const topology::Schedule& schedule,
                                   transport::Transport& transport, float* x, std::size_t n,
                                   const PushSumConfig& config);

@@ -16,11 +16,19 @@ class Schedule;
 namespace sgp::gossip {
 
 enum class Mode {
-  sync,     // SGP: round k ends when every in-neighbour's round-k message is in
-  overlap,  // OSGP: a communication thread sends/receives while the caller computes; bounded lag
-  async,    // asgp: nobody waits; running sums; survives failed, joining and leaving peers
-            // (AsyncPushSum, not PushSumEngine)
+  sync,       // SGP: round k ends when every in-neighbour's round-k message is in
+  overlap,    // OSGP: a communication thread sends/receives while the caller computes; bounded lag
+  async,      // asgp: nobody waits; running sums; survives failed, joining and leaving peers
+              // (AsyncPushSum, not PushSumEngine)
+  allreduce,  // ring allreduce: every round ends with the exact average on every peer
+              // (RingAllReduce, not PushSumEngine; links only to rank + 1 and from rank - 1)
 };
+
+// How push-sum payloads travel (--compress): as float32, or rounded to a 16-bit float.
+enum class Compression { none, fp16, bf16 };
+std::span<const NamedValue<Compression>> names(Compression);
+// The wire dtype of a push-sum message with this compression (wire_format.hpp).
+std::uint16_t wire_dtype(Compression compression);
 
 std::span<const NamedValue<Mode>> names(Mode);
 
@@ -49,6 +57,9 @@ struct PushSumConfig {
   // duplicated or reordered message costs nothing (false: each message carries one round's
   // mass, as plain push-sum; kept to show what faults do to it).
   bool running_sums = true;
+  // Sync and overlap modes: x travels rounded to 16 bits (wire dtypes 4, 5); the sender keeps
+  // what the rounding took off. CPU backend only.
+  Compression compression = Compression::none;
 };
 
 // How many rounds ahead of a peer an in-neighbour can legitimately be: each hop of a path lets a

@@ -6,6 +6,8 @@
 //   add what the in-neighbours pushed for round k.  De-biased parameters: z = x / w.
 // Messages carry x UNSCALED plus the coefficient p_ji (see wire_format.hpp), so on the CPU the
 // caller's x goes to the transport without a copy; GPU buffers are staged through host memory.
+// With compression (PushSumConfig::compression, CPU only) x is rounded to 16 bits into a send
+// buffer and, in the same pass, x keeps x - (1 - p_ii) * decompress(sent) instead of p_ii x.
 // x travels in chunks (PushSumConfig::chunk_elements): sync mode checks and adds chunk c of an
 // in-neighbour's message while later chunks are still on the wire, and scales its own chunk c by
 // p_ii as soon as the transport has released it; overlap mode adds only whole messages, so x and
@@ -88,7 +90,9 @@ class PushSumEngine final : public Mixer {
   using Clock = std::chrono::steady_clock;
 
   const float* stage_for_send();
-  void send_round(std::int64_t round, const float* src, double weight,
+  const std::byte* compress_for_send(std::int64_t round);
+  float* free_buffer(std::vector<float*>& pool, std::size_t bytes, std::size_t max_buffers);
+  void send_round(std::int64_t round, const std::byte* src, double weight,
                   std::vector<transport::ReleaseFn> releases);
   void scale_self(std::int64_t round);
   void ensure_scaled(std::uint32_t chunk);
@@ -132,8 +136,12 @@ class PushSumEngine final : public Mixer {
   std::shared_ptr<InFlight> in_flight_;   // shared with release callbacks that may outlive us
   std::vector<float*> staging_;           // host buffers (allocate_host) for snapshots / GPU
   std::vector<float*> device_snapshots_;  // GPU, overlap: staging_[i]'s source, copied from x
-  float* scratch_host_ = nullptr;         // aligned copy of a misaligned received payload
-  float* scratch_device_ = nullptr;       // GPU: upload target of a received payload
+  // --compress: host buffers of n 16-bit values each (the pool logic is staging_'s).
+  std::vector<float*> compressed_;
+  std::uint16_t dtype_;              // of the messages sent and accepted
+  std::size_t element_bytes_;        // of their payload
+  float* scratch_host_ = nullptr;    // aligned copy of a misaligned received payload
+  float* scratch_device_ = nullptr;  // GPU: upload target of a received payload
   std::unique_ptr<RoundTracker> tracker_;
   std::map<std::int64_t, std::vector<DecodedMessage>> held_;  // accepted, not yet applied
   std::uint64_t held_bytes_ = 0;                              // their payloads
@@ -151,7 +159,7 @@ class PushSumEngine final : public Mixer {
   // Overlap mode: the communication thread and its queues.
   struct SendJob {
     std::int64_t round;
-    const float* src;
+    const std::byte* src;
     double weight;
     std::vector<transport::ReleaseFn> releases;  // one per out-edge, in order
     bool downloading;  // GPU: src is still being filled by the backend's transfer stream

@@ -8,13 +8,14 @@
 //   offset size  field
 //        0    4  magic            0x53475031 ("SGP1" read as a big-endian word)
 //        4    2  version          1
-//        6    2  dtype            1 = float32 (the only one so far)
+//        6    2  dtype            1 = float32, 2 = float64 running total, 3 = ring allreduce
+//                                 float32, 4 = float16, 5 = bfloat16 (see below)
 //        8    4  sender           int32, the sender's rank
 //       12    4  chunk            uint32, index of this chunk
 //       16    8  round            int64, the gossip round the message belongs to
 //       24    8  weight           float64, the sender's push-sum weight w when it sent
 //       32    8  coefficient      float64, p_ji: the receiver adds coefficient * (payload, weight)
-//                                 (dtype 2: uint64 edge epoch instead, see below)
+//                                 (dtype 2: uint64 edge epoch instead; dtype 3: uint64 step)
 //       40    8  total            uint64, elements in the whole vector
 //       48    8  offset           uint64, first element of this chunk (= chunk * chunk size)
 //       56    8  count            uint64, elements in this chunk
@@ -30,6 +31,17 @@
 // the sender's mass generation, so that totals restart from zero when a peer rejoins or the
 // sender renormalised after an exclusion). The receiver adds the difference from the
 // last total it applied: a lost, duplicated or reordered message loses and doubles nothing.
+//
+// dtypes 4 and 5 (--compress fp16 / bf16): push-sum messages like dtype 1 whose payload is x
+// rounded to IEEE float16 (saturating at +-65504) or bfloat16, 2 bytes per element. The
+// sender keeps exactly what the receivers do not get: x_kept = x - (1 - p_ii) * decompress(payload)
+// (the rounding error stays with it), so the sum of x over the peers is conserved up to the
+// float32 rounding of that subtraction and of the receivers' axpy.
+//
+// dtype 3 (ring allreduce, the allreduce algorithm): float32 elements offset .. offset+count-1
+// of the vector at step `step` (offset 32) of the ring: steps 0 .. N-2 carry partial sums
+// (reduce-scatter), steps N-1 .. 2N-3 final averages (all-gather). weight is 1, chunk the
+// chunk's index within its segment. See ring_allreduce.hpp.
 //
 // Why the coefficient travels with the message: the sender pushes its own x buffer as it is
 // (zero copy) instead of a scaled copy p_ji * x; the receiver performs y += p_ji * x_msg (one
@@ -60,6 +72,9 @@ inline constexpr std::uint32_t kWireMagic = 0x53475031;
 inline constexpr std::uint16_t kWireVersion = 1;
 inline constexpr std::uint16_t kDtypeFloat32 = 1;       // per-round push of float32 x
 inline constexpr std::uint16_t kDtypeFloat64Total = 2;  // running total, float64
+inline constexpr std::uint16_t kDtypeRingFloat32 = 3;   // ring allreduce chunk, float32
+inline constexpr std::uint16_t kDtypeFloat16 = 4;       // per-round push of x as IEEE float16
+inline constexpr std::uint16_t kDtypeBfloat16 = 5;      // per-round push of x as bfloat16
 inline constexpr std::size_t kHeaderBytes = 80;
 
 struct WireHeader {
@@ -70,6 +85,7 @@ struct WireHeader {
   double weight = 0.0;
   double coefficient = 0.0;  // dtype 1
   std::uint64_t epoch = 0;   // dtype 2
+  std::uint64_t step = 0;    // dtype 3
   std::uint64_t total = 0;
   std::uint64_t offset = 0;
   std::uint64_t count = 0;
@@ -127,11 +143,11 @@ std::array<std::byte, kHeaderBytes> encode_header(const WireHeader& header);
 // XXH3_64bits over a payload.
 std::uint64_t payload_hash(std::span<const std::byte> payload);
 
-// Whether every element (float32, or float64 for dtype 2) of a payload is finite (one pass,
-// while the chunk is in cache after its hash).
+// Whether every element (of the dtype's type) of a payload is finite (one pass, while the chunk
+// is in cache after its hash).
 bool all_finite(std::span<const std::byte> payload, std::uint16_t dtype = kDtypeFloat32);
 
-// The fields of a header frame whose size, magic, version, hash and dtype (one of the two
+// The fields of a header frame whose size, magic, version, hash and dtype (one of the five
 // known) are right; nothing otherwise. What a rejected message claims (sender, round) for naming it
 // in messages.
 std::optional<WireHeader> parse_header(std::span<const std::byte> head);
@@ -158,9 +174,22 @@ std::variant<DecodedMessage, RejectCause> decode_message(transport::Message mess
                                                          int self,
                                                          std::uint16_t dtype = kDtypeFloat32,
                                                          WeightBound bound = WeightBound::push_sum);
+// The checks of decode_message that need no chunking: frame layout, magic, version, header
+// hash and dtype; the header's fields, or why the message was refused.
+std::variant<WireHeader, RejectCause> decode_frames(const transport::Message& message,
+                                                    std::uint16_t dtype);
+
 // Bytes per element of a dtype.
 constexpr std::size_t element_bytes(std::uint16_t dtype) {
-  return dtype == kDtypeFloat64Total ? sizeof(double) : sizeof(float);
+  switch (dtype) {
+    case kDtypeFloat64Total:
+      return sizeof(double);
+    case kDtypeFloat16:
+    case kDtypeBfloat16:
+      return 2;
+    default:
+      return sizeof(float);
+  }
 }
 
 }  // namespace sgp::gossip

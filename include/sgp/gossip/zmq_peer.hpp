@@ -39,7 +39,8 @@ transport::ReceiveLimits push_sum_receive_limits(const Chunking& chunking, Mode 
 
 // Throws InputError when the schedule has no endpoints or the security flags do not fit the
 // topology (keys without --keys, a key file that does not match, non-loopback endpoints without
-// keys or --insecure), IoError when binding fails. Async mode connects to (and admits) every
+// keys or --insecure), IoError when binding fails. Allreduce mode connects to rank + 1 and
+// admits rank - 1 (mod N) only, whatever the edges. Async mode connects to (and admits) every
 // rank: membership notices go to all, and a repaired schedule may push anywhere.
 std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Schedule& schedule,
                                                             int rank, const Chunking& chunking,

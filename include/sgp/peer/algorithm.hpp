@@ -12,13 +12,15 @@
 
 namespace sgp::peer {
 
-enum class Algorithm { sgp, osgp, asgp, local, dpsgd, exact };
+enum class Algorithm { sgp, osgp, asgp, local, dpsgd, exact, allreduce };
 
 // How an algorithm derives the weights it mixes with from the topology file's schedule.
 enum class MixingRule {
   as_given,          // the file's weights (or --self-weight's)
   metropolis,        // Metropolis-Hastings weights on an undirected graph (doubly stochastic)
   uniform_1_over_n,  // a complete graph with every weight 1/N: exact averaging every round
+  ring,              // the directed ring 0 -> 1 -> ... -> N-1 -> 0 of the file's ranks and
+                     // endpoints, whatever its edges (the links ring allreduce uses)
 };
 
 struct AlgorithmInfo {
@@ -29,6 +31,7 @@ struct AlgorithmInfo {
   gossip::Mode mode;      // how the push-sum engine mixes
   bool uses_self_weight;  // --self-weight changes its weights (sweeps vary it only then)
   MixingRule mixing;
+  bool compressible;  // --compress applies (push-sum rounds of float32 x)
 };
 
 // One row per algorithm, in the order help and sweeps list them.

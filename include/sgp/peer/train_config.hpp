@@ -50,8 +50,9 @@ struct TrainConfig {
   // peers and gossip (sgp peer / sgp launch)
   std::string topology;  // DOT file
   Algorithm algo = Algorithm::sgp;
-  int tau = 1;                        // osgp: staleness bound in rounds
-  int gossip_every = 1;               // H: gossip once every H iterations
+  int tau = 1;                                               // osgp: staleness bound in rounds
+  gossip::Compression compress = gossip::Compression::none;  // push-sum payloads as 16 bits
+  int gossip_every = 1;                                      // H: gossip once every H iterations
   double self_weight = 0.0;           // > 0: mixing rate a overriding the file's weights
   int timeout_ms = 30000;             // a missing peer's message fails the run after this
   std::int64_t checkpoint_every = 0;  // iterations; 0: no checkpoints
