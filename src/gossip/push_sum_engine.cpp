@@ -10,6 +10,7 @@
 #include "in_flight.hpp"
 #include "round_tracker.hpp"
 #include "sgp/error.hpp"
+#include "sgp/gossip/push_sum_arithmetic.hpp"
 
 namespace sgp::gossip {
 namespace {
@@ -308,7 +309,7 @@ void PushSumEngine::mix() {
     self_weight_ = schedule_.self_weight(rank_, r);
     sent_from_x_ = src == x_;
     scaled_.assign(chunking_.chunks(), false);
-    w_ *= self_weight_;
+    w_ = kept_weight(w_, self_weight_);
     apply_ready(r);  // chunks that came early, with the previous round
     wait_until_complete(r);
     for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) ensure_scaled(c);
@@ -330,8 +331,8 @@ void PushSumEngine::finish() {
 void PushSumEngine::scale_self(std::int64_t round) {
   const auto start = Clock::now();
   const double a = schedule_.self_weight(rank_, round);
-  backend_.scale(x_, n_, static_cast<float>(a));
-  w_ *= a;
+  keep_share(backend_, x_, n_, a);
+  w_ = kept_weight(w_, a);
   std::lock_guard lock(metrics_mutex_);
   metrics_.apply_seconds += seconds_since(start);
 }
@@ -341,7 +342,7 @@ void PushSumEngine::ensure_scaled(std::uint32_t chunk) {
   float* part = x_ + chunking_.offset(chunk);
   if (sent_from_x_) wait_released(part, round_);
   const auto start = Clock::now();
-  backend_.scale(part, chunking_.size(chunk), static_cast<float>(self_weight_));
+  keep_share(backend_, part, chunking_.size(chunk), self_weight_);
   scaled_[chunk] = true;
   std::lock_guard lock(metrics_mutex_);
   metrics_.apply_seconds += seconds_since(start);
@@ -415,8 +416,8 @@ void PushSumEngine::apply(const DecodedMessage& m) {
     std::memcpy(scratch_host_, data, m.payload.size());
     src = scratch_host_;
   }
-  backend_.axpy(static_cast<float>(p), src, x_ + h.offset, h.count);
-  if (h.chunk == 0) w_ += p * h.weight;  // once per (sender, round)
+  add_share(backend_, p, src, x_ + h.offset, h.count);
+  if (h.chunk == 0) w_ = added_weight(w_, p, h.weight);  // once per (sender, round)
   std::lock_guard lock(metrics_mutex_);
   metrics_.messages_received += 1;
   metrics_.bytes_received += kHeaderBytes + m.payload.size();
