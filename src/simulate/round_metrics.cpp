@@ -48,12 +48,15 @@ RoundSums round_sums(PeerPool& pool, const T* x, const std::vector<double>& w, s
     inverse_w[i] = 1.0 / w[i];
     total.sum_w += w[i];
   }
-  std::vector<RoundSums> parts(static_cast<std::size_t>(pool.threads()));
-  pool.for_ranges(dim, [&](int worker, std::size_t begin, std::size_t end) {
+  // One partial sum per block of coordinates, added in block order: the same figures whatever
+  // the number of threads.
+  const std::size_t blocks = (dim + kBlock - 1) / kBlock;
+  std::vector<RoundSums> parts(blocks);
+  pool.for_ranges(blocks, [&](int, std::size_t begin, std::size_t end) {
     std::vector<double> zbar(kBlock);
-    auto& s = parts[static_cast<std::size_t>(worker)];
-    for (std::size_t k0 = begin; k0 < end; k0 += kBlock) {
-      add_block(x, inverse_w, w, dim, target, k0, std::min(kBlock, end - k0), zbar, s);
+    for (std::size_t b = begin; b < end; ++b) {
+      const std::size_t k0 = b * kBlock;
+      add_block(x, inverse_w, w, dim, target, k0, std::min(kBlock, dim - k0), zbar, parts[b]);
     }
   });
   for (const auto& p : parts) {

@@ -67,9 +67,11 @@ class Recorder {
         on_record_(on_record),
         sample_every_(period_ * std::max<std::int64_t>(1, o.rounds / (period_ * 4000))) {}
 
+  // Logged rounds, and contraction samples until the distance has reached the rounding floor
+  // (afterwards they would only cost time: a measurement reads every x twice).
   bool wanted(std::int64_t round) const {
     return round % options_.log_every == 0 || round == options_.rounds ||
-           round % sample_every_ == 0;
+           (round % sample_every_ == 0 && !below_floor_);
   }
 
   template <typename T>
@@ -86,7 +88,10 @@ class Recorder {
       r.optimality_gap = 0.5 * mean_curvature_ * s.zbar_target;
       r.mean_peer_gap = 0.5 * mean_curvature_ * s.target / n;
     }
-    if (round % sample_every_ == 0) samples_.emplace_back(round, r.deviation_norm);
+    if (round % sample_every_ == 0 && !below_floor_) {
+      samples_.emplace_back(round, r.deviation_norm);
+      below_floor_ = r.deviation_norm < rounding_floor(options_.mode) * samples_.front().second;
+    }
     if ((round % options_.log_every == 0 || round == options_.rounds) && on_record_) {
       on_record_(r);
     }
@@ -106,6 +111,7 @@ class Recorder {
   const std::function<void(const RoundRecord&)>& on_record_;
   std::int64_t sample_every_;
   std::vector<std::pair<std::int64_t, double>> samples_;
+  bool below_floor_ = false;
   RoundRecord last_;
 };
 
@@ -217,8 +223,12 @@ SimulationResult run_async(const topology::Schedule& schedule, const SimulationO
   recorder.measure(pool, 0, population.data(), population.weights());
   std::vector<std::vector<double>> scratch(static_cast<std::size_t>(o.threads),
                                            std::vector<double>(problem ? o.dim : 0));
+  // Round r applies what has arrived (and a record of round r is taken then: the mass still
+  // in flight is not in any peer's w), steps, and pushes.
   for (std::int64_t r = 0; r < o.rounds; ++r) {
     population.deliver(r);
+    if (r > 0 && recorder.wanted(r))
+      recorder.measure(pool, r, population.data(), population.weights());
     if (problem) {
       // asgp's step: taken at z = x / w and added to x scaled by w.
       pool.for_ranges(static_cast<std::size_t>(population.peers()),
@@ -235,11 +245,10 @@ SimulationResult run_async(const topology::Schedule& schedule, const SimulationO
                       });
     }
     population.push(r);
-    if (recorder.wanted(r + 1)) {
-      recorder.measure(pool, r + 1, population.data(), population.weights());
-    }
     progress.after(r + 1);
   }
+  population.deliver(o.rounds);
+  recorder.measure(pool, o.rounds, population.data(), population.weights());
   result.wall_time_s = seconds_since(start);
   result.final_record = recorder.last();
   result.contraction = recorder.contraction();

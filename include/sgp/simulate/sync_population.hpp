@@ -47,6 +47,11 @@ class SyncPopulation {
   std::vector<float> next_;
   std::vector<double> w_;
   std::vector<double> next_w_;
+  struct Incoming {
+    int sender;
+    double coefficient;
+  };
+  std::vector<std::vector<Incoming>> incoming_;  // per pool thread: this round's in-edges
 };
 
 }  // namespace sgp::simulate
