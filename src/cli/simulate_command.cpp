@@ -63,7 +63,7 @@ void add_simulate_command(CLI::App& app) {
                   "one-peer-exponential, random-regular, ...) or a DOT file")
       ->required();
   cmd->add_option("--peers", c.peers, "N, for a kind (a file fixes N itself)")
-      ->check(CLI::Range(2, 1 << 20));
+      ->check(CLI::Range(2, 65535));
   cmd->add_option("--dim", o.dim, "D: values per peer")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 28));

@@ -89,6 +89,7 @@ topology::Schedule simulation_schedule(const SimulateCommand& c) {
       g.self_weight = c.self_weight;
       g.degree = c.degree;
       g.seed = c.topology_seed;
+      g.base_port = 1;  // endpoints mean nothing here; this leaves room for 65535 peers
       return topology::generate_topology(topology::parse_topology_kind(c.topology), g);
     }
     if (!std::filesystem::exists(c.topology)) {
@@ -111,6 +112,7 @@ topology::Schedule simulation_schedule(const SimulateCommand& c) {
 
 void run_simulate(const SimulateCommand& c) {
   const auto schedule = simulation_schedule(c);
+  require_fits_in_memory(schedule, c.options);
   const std::filesystem::path dir = c.run_dir.empty() ? peer::create_default_run_dir("simulate")
                                                       : std::filesystem::path(c.run_dir);
   peer::RunDirectory run(dir, -1);

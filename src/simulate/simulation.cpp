@@ -265,11 +265,7 @@ std::size_t state_bytes(const topology::Schedule& schedule, const SimulationOpti
   return 2 * static_cast<std::size_t>(schedule.num_peers()) * options.dim * sizeof(float);
 }
 
-SimulationResult simulate(const topology::Schedule& schedule, const SimulationOptions& options,
-                          const std::function<void(const RoundRecord&)>& on_record) {
-  SGP_ENFORCE(
-      options.rounds >= 1 && options.dim >= 1 && options.threads >= 1 && options.log_every >= 1,
-      "bad simulation options");
+void require_fits_in_memory(const topology::Schedule& schedule, const SimulationOptions& options) {
   const std::size_t need = state_bytes(schedule, options);
   const std::size_t have = physical_memory();
   if (need > have / 10 * 9) {
@@ -281,8 +277,16 @@ SimulationResult simulate(const topology::Schedule& schedule, const SimulationOp
         options.mode == MixingMode::async ? " (async keeps 4 x dim doubles per directed edge)"
                                           : ""));
   }
+}
+
+SimulationResult simulate(const topology::Schedule& schedule, const SimulationOptions& options,
+                          const std::function<void(const RoundRecord&)>& on_record) {
+  SGP_ENFORCE(
+      options.rounds >= 1 && options.dim >= 1 && options.threads >= 1 && options.log_every >= 1,
+      "bad simulation options");
   SGP_ENFORCE(options.mode == MixingMode::async || !options.faults.any(),
               "link faults need the async mode");
+  require_fits_in_memory(schedule, options);
   return options.mode == MixingMode::sync ? run_sync(schedule, options, on_record)
                                           : run_async(schedule, options, on_record);
 }

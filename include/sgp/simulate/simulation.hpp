@@ -70,6 +70,9 @@ struct SimulationResult {
 // Bytes the mixing state takes (x, edges, buffers) for these options.
 std::size_t state_bytes(const topology::Schedule& schedule, const SimulationOptions& options);
 
+// InputError naming the figures when the state would not fit in this machine's memory.
+void require_fits_in_memory(const topology::Schedule& schedule, const SimulationOptions& options);
+
 // Runs the simulation; on_record gets every logged round as it is measured. InputError when
 // the state would not fit in this machine's memory.
 SimulationResult simulate(const topology::Schedule& schedule, const SimulationOptions& options,
