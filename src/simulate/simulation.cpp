@@ -27,14 +27,32 @@ double seconds_since(Clock::time_point start) {
 // (sync) holds about 7 digits, double (async) about 16.
 double rounding_floor(MixingMode mode) { return mode == MixingMode::sync ? 1e-5 : 1e-12; }
 
+// The usable samples end where the distance stops falling: below `floor` times its start, or
+// at the first sample that is not below the one before (float32 rounding makes a plateau well
+// above 1e-5 when the values are large against their spread: round to nearest then leaves x
+// as it is); of those before, only the ones 10 times above that plateau.
+std::size_t usable_samples(const std::vector<std::pair<std::int64_t, double>>& samples,
+                           double floor) {
+  const double start = samples.front().second;
+  std::size_t end = samples.size();
+  for (std::size_t j = 1; j < samples.size(); ++j) {
+    if (samples[j].second < floor * start || samples[j].second >= samples[j - 1].second) {
+      end = j;
+      break;
+    }
+  }
+  if (end == samples.size()) return end;
+  const double plateau = samples[end].second;
+  std::size_t usable = 0;
+  while (usable < end && samples[usable].second >= 10.0 * plateau) ++usable;
+  return usable;
+}
+
 ContractionFit fit_contraction(const std::vector<std::pair<std::int64_t, double>>& samples,
                                int period, double floor) {
   ContractionFit fit;
   if (samples.size() < 2 || !(samples.front().second > 0.0)) return fit;
-  std::size_t usable = 0;
-  while (usable < samples.size() && samples[usable].second >= floor * samples.front().second) {
-    ++usable;
-  }
+  const std::size_t usable = usable_samples(samples, floor);
   fit.floor_reached = usable < samples.size();
   std::size_t i0 = 0, i1 = 1;  // the decay to the floor within the first samples
   if (usable >= 3) {
@@ -90,7 +108,9 @@ class Recorder {
     }
     if (round % sample_every_ == 0 && !below_floor_) {
       samples_.emplace_back(round, r.deviation_norm);
-      below_floor_ = r.deviation_norm < rounding_floor(options_.mode) * samples_.front().second;
+      below_floor_ =
+          r.deviation_norm < rounding_floor(options_.mode) * samples_.front().second ||
+          (samples_.size() > 1 && r.deviation_norm >= samples_[samples_.size() - 2].second);
     }
     if ((round % options_.log_every == 0 || round == options_.rounds) && on_record_) {
       on_record_(r);
