@@ -10,8 +10,8 @@
 #include <spdlog/spdlog.h>
 
 #include "failure_detector.hpp"
-#include "running_sums.hpp"
 #include "sgp/error.hpp"
+#include "sgp/gossip/running_sums.hpp"
 #include "sgp/topology/repair.hpp"
 
 namespace sgp::gossip {

@@ -11,6 +11,7 @@
 #include "round_tracker.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/half_float.hpp"
+#include "sgp/gossip/push_sum_arithmetic.hpp"
 
 namespace sgp::gossip {
 namespace {
@@ -349,7 +350,7 @@ void PushSumEngine::mix() {
     self_weight_ = schedule_.self_weight(rank_, r);
     sent_from_x_ = src == reinterpret_cast<const std::byte*>(x_);
     scaled_.assign(chunking_.chunks(), src != nullptr && compressed);
-    w_ *= self_weight_;
+    w_ = kept_weight(w_, self_weight_);
     apply_ready(r);  // chunks that came early, with the previous round
     wait_until_complete(r);
     for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) ensure_scaled(c);
@@ -371,8 +372,8 @@ void PushSumEngine::finish() {
 void PushSumEngine::scale_self(std::int64_t round) {
   const auto start = Clock::now();
   const double a = schedule_.self_weight(rank_, round);
-  backend_.scale(x_, n_, static_cast<float>(a));
-  w_ *= a;
+  keep_share(backend_, x_, n_, a);
+  w_ = kept_weight(w_, a);
   std::lock_guard lock(metrics_mutex_);
   metrics_.apply_seconds += seconds_since(start);
 }
@@ -382,7 +383,7 @@ void PushSumEngine::ensure_scaled(std::uint32_t chunk) {
   float* part = x_ + chunking_.offset(chunk);
   if (sent_from_x_) wait_released(part, round_);
   const auto start = Clock::now();
-  backend_.scale(part, chunking_.size(chunk), static_cast<float>(self_weight_));
+  keep_share(backend_, part, chunking_.size(chunk), self_weight_);
   scaled_[chunk] = true;
   std::lock_guard lock(metrics_mutex_);
   metrics_.apply_seconds += seconds_since(start);
@@ -460,9 +461,9 @@ void PushSumEngine::apply(const DecodedMessage& m) {
     src = scratch_host_;
   }
   if (config_.compression == Compression::none) {
-    backend_.axpy(static_cast<float>(p), src, x_ + h.offset, h.count);
+    add_share(backend_, p, src, x_ + h.offset, h.count);
   }
-  if (h.chunk == 0) w_ += p * h.weight;  // once per (sender, round)
+  if (h.chunk == 0) w_ = added_weight(w_, p, h.weight);  // once per (sender, round)
   std::lock_guard lock(metrics_mutex_);
   metrics_.messages_received += 1;
   metrics_.bytes_received += kHeaderBytes + m.payload.size();

@@ -1,4 +1,4 @@
-#include "running_sums.hpp"
+#include "sgp/gossip/running_sums.hpp"
 
 #include <algorithm>
 

@@ -1,0 +1,81 @@
+#pragma once
+// `sgp simulate`: N push-sum peers in one process, round by round, on a few threads (no thread
+// or socket per peer), with the topology's Schedule and the gossip module's mixing arithmetic:
+//   sync  (SGP): SyncPopulation, float32, lossless, exactly PushSumEngine's rounds;
+//   async (asgp): AsyncPopulation, double, running sums on or off, seeded per-link loss,
+//                 duplication and delay (in rounds).
+// Each logged round yields a RoundRecord; the run ends with the measured per-period contraction
+// of the distance to consensus, to set against topology::analyze_topology's sigma and rho.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "sgp/simulate/async_population.hpp"
+#include "sgp/simulate/link_faults.hpp"
+#include "sgp/simulate/workload.hpp"
+#include "sgp/topology/schedule.hpp"
+
+namespace sgp::simulate {
+
+enum class MixingMode { sync, async };
+
+struct SimulationOptions {
+  std::size_t dim = 1000;
+  std::int64_t rounds = 100;
+  MixingMode mode = MixingMode::sync;
+  bool running_sums = true;  // async only
+  LinkFaults faults;         // async only
+  Workload workload = Workload::consensus;
+  double lr = 0.1;      // quadratic: step size
+  double noise = 0.0;   // quadratic: gradient noise (standard deviation per coordinate)
+  double spread = 1.0;  // quadratic: heterogeneity of the peers' own optima
+  std::uint64_t seed = 0;
+  int threads = 2;
+  std::int64_t log_every = 1;  // a RoundRecord every this many rounds (and after the last)
+};
+
+// After `round` rounds (0: the initial state). z_i = x_i / w_i, zbar = mean_i z_i, t = the
+// target: the exact mean m (consensus) or the optimum theta* (quadratic).
+struct RoundRecord {
+  std::int64_t round = 0;
+  double sum_of_weights = 0.0;
+  double consensus_error = 0.0;  // mean_i ||z_i - zbar||^2 / ||zbar||^2 (as monitor.jsonl)
+  double target_error = 0.0;     // mean_i ||z_i - t||^2 / ||t||^2
+  double deviation_norm = 0.0;   // ||x - t w||_2 over all peers (topology/analysis.hpp's norm)
+  std::optional<double> optimality_gap;  // quadratic: f(zbar) - f*
+  std::optional<double> mean_peer_gap;   // quadratic: mean_i f(z_i) - f*
+};
+
+// Per-period contraction of deviation_norm, (e(t1) / e(t0))^(P / (t1 - t0)), fitted over the
+// second half of the rounds before it fell below `floor` times its start (float32 rounding, or
+// double's, stops the decay there). Whole periods only.
+struct ContractionFit {
+  std::optional<double> per_period;
+  std::int64_t from_round = 0;
+  std::int64_t to_round = 0;
+  bool floor_reached = false;  // the fit is the decay down to the rounding floor
+};
+
+struct SimulationResult {
+  RoundRecord final_record;
+  ContractionFit contraction;
+  MessageCounts messages;     // async only
+  double wall_time_s = 0.0;   // the rounds (and their measurements), not the set-up
+  double setup_time_s = 0.0;  // initial vectors, edges
+  std::size_t state_bytes = 0;
+};
+
+// Bytes the mixing state takes (x, edges, buffers) for these options.
+std::size_t state_bytes(const topology::Schedule& schedule, const SimulationOptions& options);
+
+// InputError naming the figures when the state would not fit in this machine's memory.
+void require_fits_in_memory(const topology::Schedule& schedule, const SimulationOptions& options);
+
+// Runs the simulation; on_record gets every logged round as it is measured. InputError when
+// the state would not fit in this machine's memory.
+SimulationResult simulate(const topology::Schedule& schedule, const SimulationOptions& options,
+                          const std::function<void(const RoundRecord&)>& on_record = {});
+
+}  // namespace sgp::simulate

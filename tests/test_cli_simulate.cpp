@@ -1,0 +1,118 @@
+// `sgp simulate` as a user runs it: the run directory holds config.json, simulate.jsonl (a record
+// per logged round) and summary.json with the final figures and the measured vs predicted
+// contraction; a DOT file works as a generated kind does; bad flags are input errors (exit 2)
+// that name the flag.
+#include <fstream>
+#include <string>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/subprocess.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
+
+using sgp::testing::contains;
+using sgp::testing::run_sgp;
+
+namespace {
+
+std::vector<nlohmann::json> records_of(const std::filesystem::path& run) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run / "simulate.jsonl");
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+nlohmann::json summary_of(const std::filesystem::path& run) {
+  return nlohmann::json::parse(std::ifstream(run / "summary.json"));
+}
+
+std::string source(const std::string& path) {
+  const char* dir = std::getenv("SGP_SOURCE_DIR");
+  return (std::filesystem::path(dir ? dir : ".") / path).string();
+}
+
+}  // namespace
+
+TEST_CASE("sgp simulate: consensus on 16 peers reaches the mean; the run directory is complete") {
+  sgp::testing::TempDir dir;
+  const auto run = dir / "run";
+  const auto r =
+      run_sgp("simulate --topology one-peer-exponential --peers 16 --dim 10 --rounds 8 --run-dir " +
+              run.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  for (const char* f : {"config.json", "run.json", "simulate.jsonl", "summary.json"}) {
+    CHECK(std::filesystem::exists(run / f));
+  }
+  const auto records = records_of(run);
+  REQUIRE(records.size() == 9);  // the initial state and every round
+  CHECK(records.front()["round"] == 0);
+  CHECK(records.back()["round"] == 8);
+  const auto s = summary_of(run);
+  CHECK(s["peers"] == 16);
+  CHECK(s["final_mean_error"].get<double>() < 1e-12);
+  CHECK(s["final_sum_of_weights"].get<double>() == doctest::Approx(16.0));
+  CHECK(s["predicted_consensus_rate"].get<double>() < 1e-9);  // exact after one period
+  CHECK(s["measured_contraction_per_period"].get<double>() < 1e-5);
+  CHECK(s["peak_rss_bytes"].get<double>() > 0);
+  // The same directory again: refused, then --overwrite starts afresh.
+  const auto again =
+      run_sgp("simulate --topology ring --peers 4 --rounds 3 --run-dir " + run.string());
+  CHECK(again.exit_code == 2);
+  const auto over = run_sgp("simulate --topology ring --peers 4 --rounds 3 --overwrite --run-dir " +
+                            run.string());
+  CHECK(over.exit_code == 0);
+  CHECK(records_of(run).size() == 4);
+}
+
+TEST_CASE("sgp simulate: a DOT file, and async least squares under loss logs the optimality gap") {
+  sgp::testing::TempDir dir;
+  const auto topology = source("topologies/exponential-8.dot");
+  const auto run = dir / "file";
+  auto r =
+      run_sgp("simulate --topology " + topology + " --dim 6 --rounds 20 --run-dir " + run.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(summary_of(run)["peers"] == 8);
+  const auto gap_run = dir / "gap";
+  r = run_sgp("simulate --topology " + topology +
+              " --mode async --drop 0.05 --dup 0.05 --delay 2 --workload quadratic --lr 0.05 "
+              "--dim 6 --rounds 200 --log-every 50 --run-dir " +
+              gap_run.string());
+  REQUIRE(r.exit_code == 0);
+  const auto records = records_of(gap_run);
+  REQUIRE(records.size() == 5);
+  CHECK(records.back()["optimality_gap"].get<double>() <
+        1e-3 * records.front()["optimality_gap"].get<double>());
+  const auto s = summary_of(gap_run);
+  CHECK(s["messages"]["lost"].get<int>() > 0);
+  CHECK(s["messages"]["duplicated"].get<int>() > 0);
+}
+
+TEST_CASE("sgp simulate: bad flags are input errors naming them") {
+  sgp::testing::TempDir dir;
+  const std::string run = " --run-dir " + (dir / "run").string();
+  struct Case {
+    std::string args;
+    std::string says;
+  };
+  for (const auto& c : {
+           Case{"simulate --topology moebius --peers 8", "neither a topology kind nor a file"},
+           Case{"simulate --topology ring", "needs --peers N"},
+           Case{"simulate --topology torus --peers 7", "torus"},
+           Case{"simulate --topology ring --peers 8 --drop 0.1", "--drop needs --mode async"},
+           Case{"simulate --topology ring --peers 8 --lr 0.1", "--lr is for --workload quadratic"},
+           Case{"simulate --topology ring --peers 8 --mode lazy", "--mode"},
+           Case{"simulate --topology ring --peers 8 --self-weight 1", "--self-weight"},
+           Case{"simulate --topology " + source("topologies/exponential-8.dot") + " --peers 5",
+                "--peers 5 but"},
+           Case{"simulate --topology exponential --peers 5000 --dim 100000000 --mode async", "GiB"},
+       }) {
+    CAPTURE(c.args);
+    const auto r = run_sgp(c.args + run);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, c.says));
+  }
+}
