@@ -178,9 +178,22 @@ TEST_CASE("an interrupted run resumes from its newest complete checkpoint and fi
   const auto stopped_at = read_jsonl(run / "peer-0.jsonl").back()["iteration"].get<int>();
   REQUIRE(stopped_at < 160);
 
-  const auto second = run_sgp(args + " --resume");
+  // A resume takes the run's settings from its config.json; flags that contradict what the
+  // checkpoints need are refused, each named, and nothing is touched.
+  const std::string log_before = slurp(run / "peer-0.jsonl");
+  const auto contradicted =
+      run_sgp("launch --run-dir " + run.string() + " --resume --batch-size 7 --seed 3");
+  CHECK(contradicted.exit_code == 2);
+  CHECK(contains(contradicted.output, "--batch-size: 32 recorded"));
+  CHECK(contains(contradicted.output, "--seed: 0 recorded"));
+  CHECK(slurp(run / "peer-0.jsonl") == log_before);
+  // Without the original flags (and with one that may change: the time-out).
+  const auto second = run_sgp("launch --run-dir " + run.string() + " --resume --timeout-ms 25000");
   INFO(second.output);
   REQUIRE(second.exit_code == 0);
+  CHECK(contains(second.output, "average model: test accuracy"));  // the monitor ran
+  CHECK(read_json(run / "config.json")["timeout_ms"] == 25000);
+  CHECK(read_json(run / "config.json")["checkpoint_every"] == 20);
   for (int rank = 0; rank < 4; ++rank) {
     CHECK(
         contains(slurp(run / ("peer-" + std::to_string(rank) + ".log")), "resumed from iteration"));
@@ -213,7 +226,7 @@ TEST_CASE("a finished run: --resume says so and changes nothing; a new run there
   const std::string summary = slurp(run / "summary.json"), log = slurp(run / "peer-0.jsonl");
   REQUIRE(read_json(run / "summary.json")["iterations"] == 20);
 
-  const auto resumed = run_sgp(args + " --resume");
+  const auto resumed = run_sgp("launch --run-dir " + run.string() + " --resume");
   INFO(resumed.output);
   CHECK(resumed.exit_code == 0);
   CHECK(contains(resumed.output, "is finished (every peer here wrote its summary); nothing to do"));

@@ -191,20 +191,20 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   run.claim(
       {peer::run_start_of(c), static_cast<int>(local.size()) == n ? std::vector<int>{} : local});
 
-  // Bound before the peers start, so that they can be told where it is.
+  // Bound before the peers start, so that they can be told where it is: on their command line,
+  // not in config.json, whose settings a resume takes up again (this port will be gone by then).
   std::unique_ptr<LocalMonitor> monitor;
   if (!o.no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n) {
     monitor = std::make_unique<LocalMonitor>(c, schedule, run.path());
-    c.monitor = monitor->endpoint();
   }
   peer::write_run_config(run, c, "launch", n);
 
   std::vector<ChildSpec> children;
   const auto config_file = (run.path() / peer::kRunConfigFile).string();
   for (int r : local) {
-    children.push_back({r,
-                        {"peer", "--config", config_file, "--rank", std::to_string(r)},
-                        run.path() / fmt::format("peer-{}.log", r)});
+    std::vector<std::string> args = {"peer", "--config", config_file, "--rank", std::to_string(r)};
+    if (monitor) args.insert(args.end(), {"--monitor", monitor->endpoint()});
+    children.push_back({r, std::move(args), run.path() / fmt::format("peer-{}.log", r)});
   }
   spdlog::info("starting ranks {} of {} ({}), results in {}", fmt::join(local, ","), n,
                name_of(c.algo), run.path());
