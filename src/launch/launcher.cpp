@@ -62,8 +62,9 @@ void log_combined_progress(const std::filesystem::path& dir, const std::vector<i
   std::vector<std::string> parts;
   for (int r : ranks) {
     std::ifstream log(dir / fmt::format("peer-{}.jsonl", r));
-    std::string line, last;
-    while (std::getline(log, line)) last = line;
+    std::string line, last;  // the last training record (evaluations have no loss)
+    while (std::getline(log, line))
+      if (line.find("\"loss\"") != std::string::npos) last = line;
     try {
       const auto j = nlohmann::json::parse(last);
       parts.push_back(fmt::format("{}: it {} loss {:.3f}", r, j["iteration"].get<long>(),

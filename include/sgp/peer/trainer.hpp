@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "sgp/compute/backend.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/peer/summaries.hpp"
@@ -66,7 +68,12 @@ class Trainer {
   struct State;
   struct Tally;
   double step(std::int64_t iteration, Tally& tally);
-  void record(std::int64_t iteration, double lr, bool eval, bool last, double wall, Tally& tally);
+  // One line of peer-<rank>.jsonl after `iteration`: the training fields of the interval since
+  // the last such line when `training`, the test accuracy of z when `eval`.
+  void record(std::int64_t iteration, double lr, bool eval, bool training, bool last, double wall,
+              Tally& tally);
+  void add_training_fields(nlohmann::json& record, double lr, bool last, Tally& tally);
+  void add_evaluation(nlohmann::json& record, std::int64_t iteration, bool last, Tally& tally);
   PeerSummary summary(const Tally& tally, double wall) const;
 
   std::unique_ptr<State> state_;
