@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sgp/topology/analysis.hpp"
+#include "sgp/topology/dot_file.hpp"
 #include "support/json_files.hpp"
 #include "support/local_topology.hpp"
 #include "support/skip.hpp"
@@ -56,6 +57,14 @@ TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is c
   const auto summary = read_json(run / "summary.json");
   CHECK(summary["peers"] == 4);
   CHECK(summary["iterations"] == 100);
+  // The run directory holds the topology as mixed, and config.json the weights kept: uniform
+  // over out-degree 1 + 1 on the one-peer exponential graph.
+  CHECK(read_json(run / "config.json")["mixing_self_weights"] == json::array({0.5}));
+  const auto mixed = sgp::topology::read_dot_file(run / "mixing.dot");
+  CHECK(mixed.num_peers() == 4);
+  CHECK(mixed.period() == 2);
+  CHECK(mixed.self_weight(3, 1) == 0.5);
+  CHECK(mixed.endpoint(2) == sgp::topology::read_dot_file(topology).endpoint(2));
   CHECK(summary["sum_of_weights"].get<double>() == doctest::Approx(4.0).epsilon(1e-12));
   REQUIRE(summary.contains("final_consensus_error"));
   // Two rounds of this graph average 4 peers exactly: ~1e-14 (local-only peers: ~1e-2).
@@ -96,10 +105,10 @@ TEST_CASE("launch --prepare-only writes config.json and starts nothing; summariz
   CHECK(config["peers"] == 3);
   CHECK(config["epochs"] == 0.5);
   CHECK(config["monitor"] == "tcp://127.0.0.1:1");
-  // config.json and the claim's run.json, nothing else: no peer started.
+  // config.json, the topology as mixed and the claim's run.json, nothing else: no peer started.
   std::set<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(run)) files.insert(e.path().filename());
-  CHECK(files == std::set<std::string>{"config.json", "run.json"});
+  CHECK(files == std::set<std::string>{"config.json", "mixing.dot", "run.json"});
   CHECK(config["run_id"] == read_json(run / "run.json")["run_id"]);
 
   r = run_sgp("summarize " + dir.path().string());
@@ -173,7 +182,7 @@ TEST_CASE("an interrupted run resumes from its newest complete checkpoint and fi
   int status = 0;
   ::waitpid(launcher, &status, 0);
   CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) != 0);  // interrupted
+  CHECK(WEXITSTATUS(status) == 130);  // interrupted by SIGINT, as a shell reports it
   CHECK(processes_mentioning(run.string()) == 0);
   const auto stopped_at = read_jsonl(run / "peer-0.jsonl").back()["iteration"].get<int>();
   REQUIRE(stopped_at < 160);
@@ -317,6 +326,24 @@ TEST_CASE("bad peer input gets clear errors") {
     CHECK(r.exit_code == 2);
     CHECK(contains(r.output, "undirected"));
     CHECK(contains(r.output, "ring.dot"));
+  }
+  SUBCASE("sgp launch refuses what its peers would, before any starts") {
+    const auto ring = sgp::testing::write_local_topology(dir / "ring.dot", "ring", 3);
+    const auto run = dir / "launched";
+    const auto r = run_sgp("launch --algo dpsgd --device cpu --topology " + ring.string() +
+                           " --run-dir " + run.string());
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "--algo dpsgd needs an undirected topology"));
+    CHECK_FALSE(std::filesystem::exists(run / "peer-0.log"));
+    CHECK_FALSE(std::filesystem::exists(run / "config.json"));
+    const auto data = run_sgp("launch --data-dir " + (dir / "nodata").string() + " " + base);
+    CHECK(data.exit_code == 2);
+    CHECK(contains(data.output, "nodata does not exist"));
+  }
+  SUBCASE("command-line errors of CLI11 exit 2") {
+    CHECK(run_sgp("launch --no-such-flag").exit_code == 2);
+    CHECK(run_sgp("launch --epochs").exit_code == 2);
+    CHECK(run_sgp("no-such-command").exit_code == 2);
   }
   SUBCASE("exact on a graph that is not complete") {
     const auto r = run_sgp("peer --rank 0 --algo exact " + base);

@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
   } catch (const sgp::InputError& e) {
     std::fprintf(stderr, "sgp: error: %s\n", e.what());
     return 2;
+  } catch (const sgp::Interrupted& e) {
+    std::fprintf(stderr, "sgp: %s\n", e.what());
+    return 128 + e.signal();
   } catch (const sgp::IoError& e) {
     std::fprintf(stderr, "sgp: I/O error: %s\n", e.what());
     return 3;

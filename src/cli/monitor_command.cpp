@@ -71,7 +71,11 @@ void add_monitor_command(CLI::App& app) {
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);
     monitor::serve_monitor(monitor, receiver, g_stop, o->until);
-    run.write_json("monitor-summary.json", monitor.summary());
+    const auto summary = monitor.summary();
+    run.write_json("monitor-summary.json", summary);
+    if (summary.evaluations == 0 && summary.settings_mismatch) {
+      throw InputError(fmt::format("the monitor recorded nothing: {}", *summary.settings_mismatch));
+    }
   });
 }
 

@@ -24,9 +24,9 @@ namespace sgp::peer {
 namespace {
 
 // Files of the run as a whole (not of one rank).
-constexpr std::array<std::string_view, 7> kRunFiles = {
-    "config.json",          "run.json",       "summary.json", "partition.json", "monitor.jsonl",
-    "monitor-summary.json", "consensus.jsonl"};
+constexpr std::array<std::string_view, 8> kRunFiles = {
+    "config.json",          "run.json",        "summary.json", "partition.json", "monitor.jsonl",
+    "monitor-summary.json", "consensus.jsonl", "mixing.dot"};
 
 // The rank of "peer-<rank>.jsonl", "peer-<rank>-summary.json" or "peer-<rank>.log".
 std::optional<int> peer_file_rank(const std::string& name) {
