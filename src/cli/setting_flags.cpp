@@ -16,14 +16,15 @@ namespace sgp::cli {
 void SettingFlags::add_flag(CLI::App& cmd, const peer::Setting& s,
                             const peer::TrainConfig& defaults) {
   if (s.is_switch()) {
-    const std::string name = s.flag() + ",!--no-" + s.flag().substr(2);
-    cmd.add_flag_function(
-           name,
-           [this, &s](std::int64_t count) {
-             values_.emplace_back(&s, count > 0 ? "true" : "false");
-           },
-           fmt::format("{} (default {})", s.help(), s.get(defaults).get<bool>() ? "on" : "off"))
+    // Two flags, the second not listed, so that help shows the real default ("(default on)"),
+    // not CLI11's "{false}" for the negated name.
+    const std::string off = "--no-" + s.flag().substr(2);
+    cmd.add_flag_callback(
+           s.flag(), [this, &s] { values_.emplace_back(&s, "true"); },
+           fmt::format("{} (default {}; {} for off)", s.help(),
+                       s.get(defaults).get<bool>() ? "on" : "off", off))
         ->group(std::string(s.group()));
+    cmd.add_flag_callback(off, [this, &s] { values_.emplace_back(&s, "false"); })->group("");
     return;
   }
   const std::string shown = s.text(defaults);
