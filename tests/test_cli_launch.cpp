@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
@@ -12,8 +13,10 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sgp/log.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "support/json_files.hpp"
@@ -80,7 +83,35 @@ TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is c
     for (const char* key : {"weight", "bytes_sent", "wait_s", "communication_s", "compute_s"}) {
       CHECK(records.back().contains(key));
     }
+    // Log lines carry the date and the host with the rank (runs on several hosts).
+    const std::string log = slurp(run / ("peer-" + std::to_string(rank) + ".log"));
+    CHECK(contains(log, " [" + sgp::short_host_name() + " rank " + std::to_string(rank) + "] "));
+    CHECK(log.starts_with("[20"));
   }
+  // The trained models are outputs: each peer's z and the average; sgp eval tests them exactly
+  // as the run did, and the Python reader reads them.
+  const auto average = run_sgp("eval " + (run / "model-average.bin").string());
+  INFO(average.output);
+  CHECK(average.exit_code == 0);
+  CHECK(contains(average.output,
+                 fmt::format("model mlp:512,512, 669706 parameters: test accuracy {:.2f}%",
+                             100.0 * summary["final_average_model_accuracy"].get<double>())));
+  const auto peer = run_sgp("eval " + (run / "peer-2-model.bin").string());
+  CHECK(contains(
+      peer.output,
+      fmt::format(
+          "test accuracy {:.2f}%",
+          100.0 * read_json(run / "peer-2-summary.json")["final_test_accuracy"].get<double>())));
+  if (const char* source = std::getenv("SGP_SOURCE_DIR")) {
+    const auto python = sgp::testing::run_command(
+        "python3 " + (std::filesystem::path(source) / "scripts" / "sgp_model.py").string() + " " +
+        (run / "peer-2-model.bin").string());
+    CHECK(contains(python.output, "model mlp:512,512, 669706 parameters"));
+  }
+  std::filesystem::resize_file(run / "peer-2-model.bin", 1000);
+  const auto damaged = run_sgp("eval " + (run / "peer-2-model.bin").string());
+  CHECK(damaged.exit_code == 2);
+  CHECK(contains(damaged.output, "peer-2-model.bin: not an sgp model file: damaged"));
   const auto monitor = read_jsonl(run / "monitor.jsonl");
   REQUIRE(!monitor.empty());
   CHECK(monitor.back()["iteration"] == 100);

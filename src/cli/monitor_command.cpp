@@ -73,6 +73,7 @@ void add_monitor_command(CLI::App& app) {
     monitor::serve_monitor(monitor, receiver, g_stop, o->until);
     const auto summary = monitor.summary();
     run.write_json("monitor-summary.json", summary);
+    monitor.write_average_model(run.path() / "model-average.bin");
     if (summary.evaluations == 0 && summary.settings_mismatch) {
       throw InputError(fmt::format("the monitor recorded nothing: {}", *summary.settings_mismatch));
     }

@@ -109,12 +109,16 @@ class LocalMonitor {
   void start() {
     thread_ = std::thread([this] { monitor::serve_monitor(monitor_, receiver_, stop_); });
   }
-  peer::MonitorSummary stop() {
+  peer::MonitorSummary stop(const std::filesystem::path& run_dir) {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
+    monitor_.write_average_model(run_dir / "model-average.bin");
     return monitor_.summary();
   }
-  ~LocalMonitor() { stop(); }
+  ~LocalMonitor() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
 
  private:
   static constexpr const char* kBind = "tcp://127.0.0.1:*";
@@ -278,7 +282,7 @@ peer::RunSummary launch_peers(LaunchOptions o) {
       failures.push_back(*failure);
     }
   }
-  if (monitor) run.write_json("monitor-summary.json", monitor->stop());
+  if (monitor) run.write_json("monitor-summary.json", monitor->stop(run.path()));
 
   if (processes.interrupted()) {
     throw Interrupted(

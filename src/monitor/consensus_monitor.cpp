@@ -12,6 +12,7 @@
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/model/model_spec.hpp"
 #include "sgp/peer/evaluator.hpp"
+#include "sgp/peer/model_file.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
 namespace sgp::monitor {
@@ -194,6 +195,7 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
     mean[k] = static_cast<float>(sum / static_cast<double>(z.size()));
   }
   compute::DeviceBuffer<float> average(*backend_, std::span<const float>(mean));
+  average_ = mean;
   const Evaluation eval = evaluator_->evaluate(average.data());
   record.average_model_accuracy = eval.accuracy;
   record.average_model_loss = eval.loss;
@@ -241,6 +243,10 @@ void serve_monitor(ConsensusMonitor& monitor, transport::SnapshotReceiver& recei
   } catch (const std::exception& e) {
     spdlog::error("monitor stopped: {} (training goes on without it)", e.what());
   }
+}
+
+void ConsensusMonitor::write_average_model(const std::filesystem::path& path) const {
+  if (!average_.empty()) peer::write_model_file(path, {model_, average_});
 }
 
 peer::MonitorSummary ConsensusMonitor::summary() const {

@@ -143,6 +143,7 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   }
   Trainer trainer(config, rank, n, *backend, train, test, run, comm);
   PeerSummary summary = trainer.run();
+  write_model_file(run.path() / fmt::format("peer-{}-model.bin", rank), trainer.trained_model());
   if (publisher) summary.dropped_snapshots = publisher->dropped();
   run.write_json(peer_summary_file(rank), summary);
   return summary;

@@ -405,6 +405,13 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
   return summary;
 }
 
+ModelFile Trainer::trained_model() {
+  State& s = *state_;
+  ModelFile out{s.config.model, std::vector<float>(s.x.size())};
+  s.backend.download(out.parameters.data(), s.debiased(), out.parameters.size() * sizeof(float));
+  return out;
+}
+
 PeerSummary Trainer::run() {
   State& s = *state_;
   const TrainConfig& c = s.config;

@@ -78,6 +78,9 @@ class ConsensusMonitor {
   // Valid snapshots given up: their iteration could no longer complete.
   std::uint64_t dropped() const { return dropped_; }
   peer::MonitorSummary summary() const;
+  // Writes the average model of the last record (the mean of the peers' z) to `path`; nothing
+  // when there is no record.
+  void write_average_model(const std::filesystem::path& path) const;
 
  private:
   MonitorRecord complete(std::int64_t iteration);
@@ -101,6 +104,7 @@ class ConsensusMonitor {
   std::uint64_t dropped_ = 0;
   std::string model_;
   std::optional<std::string> mismatch_;
+  std::vector<float> average_;  // of the last record
 };
 
 // Receives snapshots into `monitor` until `stop` is set, then drains what is still queued

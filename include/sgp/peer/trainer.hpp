@@ -13,6 +13,7 @@
 
 #include "sgp/compute/backend.hpp"
 #include "sgp/data/dataset.hpp"
+#include "sgp/peer/model_file.hpp"
 #include "sgp/peer/summaries.hpp"
 #include "sgp/peer/train_config.hpp"
 
@@ -63,6 +64,8 @@ class Trainer {
   // Runs to the end (or from the newest complete checkpoint with config.resume); returns the
   // summary that was also written to the run directory.
   PeerSummary run();
+  // The model this peer ends with: its de-biased z = x / w and the spec.
+  ModelFile trained_model();
 
  private:
   struct State;
