@@ -147,6 +147,42 @@ TEST_CASE("launch --prepare-only writes config.json and starts nothing; summariz
   CHECK(contains(r.output, (dir / "config.json").string()));
 }
 
+TEST_CASE("a monitor started by hand with the run's config stops once every peer has finished") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 2);
+  const std::string settings =
+      " --device cpu --topology " + topology.string() + " --max-iterations 30 --eval-every 0.1";
+  const auto m = dir / "m";
+  REQUIRE(run_sgp("launch --prepare-only --run-dir " + m.string() + settings).exit_code == 0);
+  const auto log = dir / "monitor.log";
+  const pid_t monitor = start_sgp(
+      "monitor --config " + (m / "config.json").string() + " --bind tcp://127.0.0.1:*", log);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::string endpoint;
+  while (endpoint.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::string text = slurp(log);
+    const auto at = text.find("listening on ");
+    if (at != std::string::npos) endpoint = text.substr(at + 13, text.find(' ', at + 13) - at - 13);
+  }
+  INFO(slurp(log));
+  REQUIRE(!endpoint.empty());
+  CHECK(contains(slurp(log), "until iteration 30"));
+  const auto peers =
+      run_sgp("launch --run-dir " + (dir / "a").string() + " --monitor " + endpoint + settings);
+  CHECK(peers.exit_code == 0);
+  int status = -1;
+  while (::waitpid(monitor, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!WIFEXITED(status)) ::kill(monitor, SIGKILL);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(read_jsonl(m / "monitor.jsonl").back()["iteration"] == 30);
+  CHECK(std::filesystem::exists(m / "model-average.bin"));
+}
+
 TEST_CASE("SGP on a star against local-only peers on the same shards: consensus, accuracy, mass") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;

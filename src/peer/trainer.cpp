@@ -56,11 +56,6 @@ model::LrScheduleOptions lr_options(const TrainConfig& c, int num_peers, std::in
   return o;
 }
 
-std::int64_t total_iterations(const TrainConfig& c, std::int64_t per_epoch) {
-  auto total = std::max<std::int64_t>(1, std::llround(c.epochs * static_cast<double>(per_epoch)));
-  return c.max_iterations > 0 ? std::min(total, c.max_iterations) : total;
-}
-
 // Every peer's shard (the same split on every peer); rank 0 records their label histograms in
 // partition.json.
 std::vector<std::vector<std::size_t>> partition(const TrainConfig& c, int rank, int num_peers,
@@ -82,6 +77,11 @@ std::vector<std::vector<std::size_t>> partition(const TrainConfig& c, int rank, 
 }
 
 }  // namespace
+
+std::int64_t total_iterations(const TrainConfig& c, std::int64_t per_epoch) {
+  auto total = std::max<std::int64_t>(1, std::llround(c.epochs * static_cast<double>(per_epoch)));
+  return c.max_iterations > 0 ? std::min(total, c.max_iterations) : total;
+}
 
 std::int64_t iterations_per_epoch(std::size_t train_size, int num_peers, int batch_size) {
   const auto global_batch = static_cast<std::size_t>(num_peers) * batch_size;

@@ -31,6 +31,8 @@ class RunDirectory;
 // Iterations per epoch when `num_peers` peers each take `batch_size` samples per iteration:
 // the same on every peer, so that synchronous gossip rounds line up.
 std::int64_t iterations_per_epoch(std::size_t train_size, int num_peers, int batch_size);
+// The iterations a run of these settings trains (--epochs, capped by --max-iterations).
+std::int64_t total_iterations(const TrainConfig& config, std::int64_t per_epoch);
 
 // Median and 90th percentile of `values` (copied), ignoring the first `skip` entries.
 struct Percentiles {
