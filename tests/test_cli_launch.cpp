@@ -369,6 +369,12 @@ TEST_CASE("bad peer input gets clear errors") {
     CHECK(contains(r.output, "--rank 4"));
     CHECK(contains(r.output, "0..3"));
   }
+  SUBCASE("WORLD_SIZE that does not match the topology") {
+    const auto r = sgp::testing::run_command("WORLD_SIZE=3 " + sgp::testing::sgp_binary().string() +
+                                             " peer --rank 0 " + base);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "$WORLD_SIZE is 3, but " + topology.string() + " has 4 peers"));
+  }
   SUBCASE("no rank at all") {
     const auto r = sgp::testing::run_command("env -u RANK -u SLURM_PROCID " +
                                              sgp::testing::sgp_binary().string() + " peer " + base);
