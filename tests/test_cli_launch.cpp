@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
@@ -12,9 +13,12 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sgp/log.hpp"
 #include "sgp/topology/analysis.hpp"
+#include "sgp/topology/dot_file.hpp"
 #include "support/json_files.hpp"
 #include "support/local_topology.hpp"
 #include "support/skip.hpp"
@@ -56,6 +60,14 @@ TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is c
   const auto summary = read_json(run / "summary.json");
   CHECK(summary["peers"] == 4);
   CHECK(summary["iterations"] == 100);
+  // The run directory holds the topology as mixed, and config.json the weights kept: uniform
+  // over out-degree 1 + 1 on the one-peer exponential graph.
+  CHECK(read_json(run / "config.json")["mixing_self_weights"] == json::array({0.5}));
+  const auto mixed = sgp::topology::read_dot_file(run / "mixing.dot");
+  CHECK(mixed.num_peers() == 4);
+  CHECK(mixed.period() == 2);
+  CHECK(mixed.self_weight(3, 1) == 0.5);
+  CHECK(mixed.endpoint(2) == sgp::topology::read_dot_file(topology).endpoint(2));
   CHECK(summary["sum_of_weights"].get<double>() == doctest::Approx(4.0).epsilon(1e-12));
   REQUIRE(summary.contains("final_consensus_error"));
   // Two rounds of this graph average 4 peers exactly: ~1e-14 (local-only peers: ~1e-2).
@@ -71,7 +83,35 @@ TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is c
     for (const char* key : {"weight", "bytes_sent", "wait_s", "communication_s", "compute_s"}) {
       CHECK(records.back().contains(key));
     }
+    // Log lines carry the date and the host with the rank (runs on several hosts).
+    const std::string log = slurp(run / ("peer-" + std::to_string(rank) + ".log"));
+    CHECK(contains(log, " [" + sgp::short_host_name() + " rank " + std::to_string(rank) + "] "));
+    CHECK(log.starts_with("[20"));
   }
+  // The trained models are outputs: each peer's z and the average; sgp eval tests them exactly
+  // as the run did, and the Python reader reads them.
+  const auto average = run_sgp("eval " + (run / "model-average.bin").string());
+  INFO(average.output);
+  CHECK(average.exit_code == 0);
+  CHECK(contains(average.output,
+                 fmt::format("model mlp:512,512, 669706 parameters: test accuracy {:.2f}%",
+                             100.0 * summary["final_average_model_accuracy"].get<double>())));
+  const auto peer = run_sgp("eval " + (run / "peer-2-model.bin").string());
+  CHECK(contains(
+      peer.output,
+      fmt::format(
+          "test accuracy {:.2f}%",
+          100.0 * read_json(run / "peer-2-summary.json")["final_test_accuracy"].get<double>())));
+  if (const char* source = std::getenv("SGP_SOURCE_DIR")) {
+    const auto python = sgp::testing::run_command(
+        "python3 " + (std::filesystem::path(source) / "scripts" / "sgp_model.py").string() + " " +
+        (run / "peer-2-model.bin").string());
+    CHECK(contains(python.output, "model mlp:512,512, 669706 parameters"));
+  }
+  std::filesystem::resize_file(run / "peer-2-model.bin", 1000);
+  const auto damaged = run_sgp("eval " + (run / "peer-2-model.bin").string());
+  CHECK(damaged.exit_code == 2);
+  CHECK(contains(damaged.output, "peer-2-model.bin: not an sgp model file: damaged"));
   const auto monitor = read_jsonl(run / "monitor.jsonl");
   REQUIRE(!monitor.empty());
   CHECK(monitor.back()["iteration"] == 100);
@@ -143,15 +183,51 @@ TEST_CASE("launch --prepare-only writes config.json and starts nothing; summariz
   CHECK(config["peers"] == 3);
   CHECK(config["epochs"] == 0.5);
   CHECK(config["monitor"] == "tcp://127.0.0.1:1");
-  // config.json and the claim's run.json, nothing else: no peer started.
+  // config.json, the topology as mixed and the claim's run.json, nothing else: no peer started.
   std::set<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(run)) files.insert(e.path().filename());
-  CHECK(files == std::set<std::string>{"config.json", "run.json"});
+  CHECK(files == std::set<std::string>{"config.json", "mixing.dot", "run.json"});
   CHECK(config["run_id"] == read_json(run / "run.json")["run_id"]);
 
   r = run_sgp("summarize " + dir.path().string());
   CHECK(r.exit_code == 2);
   CHECK(contains(r.output, (dir / "config.json").string()));
+}
+
+TEST_CASE("a monitor started by hand with the run's config stops once every peer has finished") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 2);
+  const std::string settings =
+      " --device cpu --topology " + topology.string() + " --max-iterations 30 --eval-every 0.1";
+  const auto m = dir / "m";
+  REQUIRE(run_sgp("launch --prepare-only --run-dir " + m.string() + settings).exit_code == 0);
+  const auto log = dir / "monitor.log";
+  const pid_t monitor = start_sgp(
+      "monitor --config " + (m / "config.json").string() + " --bind tcp://127.0.0.1:*", log);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::string endpoint;
+  while (endpoint.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::string text = slurp(log);
+    const auto at = text.find("listening on ");
+    if (at != std::string::npos) endpoint = text.substr(at + 13, text.find(' ', at + 13) - at - 13);
+  }
+  INFO(slurp(log));
+  REQUIRE(!endpoint.empty());
+  CHECK(contains(slurp(log), "until iteration 30"));
+  const auto peers =
+      run_sgp("launch --run-dir " + (dir / "a").string() + " --monitor " + endpoint + settings);
+  CHECK(peers.exit_code == 0);
+  int status = -1;
+  while (::waitpid(monitor, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!WIFEXITED(status)) ::kill(monitor, SIGKILL);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(read_jsonl(m / "monitor.jsonl").back()["iteration"] == 30);
+  CHECK(std::filesystem::exists(m / "model-average.bin"));
 }
 
 TEST_CASE("SGP on a star against local-only peers on the same shards: consensus, accuracy, mass") {
@@ -220,14 +296,27 @@ TEST_CASE("an interrupted run resumes from its newest complete checkpoint and fi
   int status = 0;
   ::waitpid(launcher, &status, 0);
   CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) != 0);  // interrupted
+  CHECK(WEXITSTATUS(status) == 130);  // interrupted by SIGINT, as a shell reports it
   CHECK(processes_mentioning(run.string()) == 0);
   const auto stopped_at = read_jsonl(run / "peer-0.jsonl").back()["iteration"].get<int>();
   REQUIRE(stopped_at < 160);
 
-  const auto second = run_sgp(args + " --resume");
+  // A resume takes the run's settings from its config.json; flags that contradict what the
+  // checkpoints need are refused, each named, and nothing is touched.
+  const std::string log_before = slurp(run / "peer-0.jsonl");
+  const auto contradicted =
+      run_sgp("launch --run-dir " + run.string() + " --resume --batch-size 7 --seed 3");
+  CHECK(contradicted.exit_code == 2);
+  CHECK(contains(contradicted.output, "--batch-size: 32 recorded"));
+  CHECK(contains(contradicted.output, "--seed: 0 recorded"));
+  CHECK(slurp(run / "peer-0.jsonl") == log_before);
+  // Without the original flags (and with one that may change: the time-out).
+  const auto second = run_sgp("launch --run-dir " + run.string() + " --resume --timeout-ms 25000");
   INFO(second.output);
   REQUIRE(second.exit_code == 0);
+  CHECK(contains(second.output, "average model: test accuracy"));  // the monitor ran
+  CHECK(read_json(run / "config.json")["timeout_ms"] == 25000);
+  CHECK(read_json(run / "config.json")["checkpoint_every"] == 20);
   for (int rank = 0; rank < 4; ++rank) {
     CHECK(
         contains(slurp(run / ("peer-" + std::to_string(rank) + ".log")), "resumed from iteration"));
@@ -235,17 +324,28 @@ TEST_CASE("an interrupted run resumes from its newest complete checkpoint and fi
   const auto summary = read_json(run / "summary.json");
   CHECK(summary["sum_of_weights"].get<double>() == doctest::Approx(4.0).epsilon(1e-12));
   CHECK(summary["final_consensus_error"].get<double>() < 1e-8);
-  // The second run's records continue after a checkpoint (>= 40), none repeats iteration 1.
+  // The log reads as one run: the records after the checkpoint the resume started from were
+  // dropped, so no iteration repeats and wall_time never goes back; training records come every
+  // --log-every 10 iterations and cover those 10 (evaluations every 47 are rows of their own).
   const auto records = read_jsonl(run / "peer-0.jsonl");
   CHECK(records.back()["iteration"] == 160);
-  int restarts = 0;
   for (std::size_t i = 1; i < records.size(); ++i) {
-    if (records[i]["iteration"].get<int>() <= records[i - 1]["iteration"].get<int>()) {
-      ++restarts;
-      CHECK(records[i]["iteration"].get<int>() > 40);
-    }
+    CAPTURE(records[i].dump());
+    CHECK(records[i]["iteration"].get<int>() > records[i - 1]["iteration"].get<int>());
+    CHECK(records[i]["wall_time"].get<double>() >= records[i - 1]["wall_time"].get<double>());
   }
-  CHECK(restarts <= 1);
+  int training_rows = 0;
+  for (const auto& r : records) {
+    CAPTURE(r.dump());
+    if (!r.contains("loss")) {
+      CHECK(r.contains("test_accuracy"));
+      continue;
+    }
+    ++training_rows;
+    CHECK(r["iteration"].get<int>() % 10 == 0);
+    CHECK(r["interval"] == 10);
+  }
+  CHECK(training_rows == 16);
 }
 
 TEST_CASE("a finished run: --resume says so and changes nothing; a new run there is refused") {
@@ -260,7 +360,7 @@ TEST_CASE("a finished run: --resume says so and changes nothing; a new run there
   const std::string summary = slurp(run / "summary.json"), log = slurp(run / "peer-0.jsonl");
   REQUIRE(read_json(run / "summary.json")["iterations"] == 20);
 
-  const auto resumed = run_sgp(args + " --resume");
+  const auto resumed = run_sgp("launch --run-dir " + run.string() + " --resume");
   INFO(resumed.output);
   CHECK(resumed.exit_code == 0);
   CHECK(contains(resumed.output, "is finished (every peer here wrote its summary); nothing to do"));
@@ -316,6 +416,12 @@ TEST_CASE("bad peer input gets clear errors") {
     CHECK(contains(r.output, "--rank 4"));
     CHECK(contains(r.output, "0..3"));
   }
+  SUBCASE("WORLD_SIZE that does not match the topology") {
+    const auto r = sgp::testing::run_command("WORLD_SIZE=3 " + sgp::testing::sgp_binary().string() +
+                                             " peer --rank 0 " + base);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "$WORLD_SIZE is 3, but " + topology.string() + " has 4 peers"));
+  }
   SUBCASE("no rank at all") {
     const auto r = sgp::testing::run_command("env -u RANK -u SLURM_PROCID " +
                                              sgp::testing::sgp_binary().string() + " peer " + base);
@@ -340,6 +446,24 @@ TEST_CASE("bad peer input gets clear errors") {
     CHECK(r.exit_code == 2);
     CHECK(contains(r.output, "undirected"));
     CHECK(contains(r.output, "ring.dot"));
+  }
+  SUBCASE("sgp launch refuses what its peers would, before any starts") {
+    const auto ring = sgp::testing::write_local_topology(dir / "ring.dot", "ring", 3);
+    const auto run = dir / "launched";
+    const auto r = run_sgp("launch --algo dpsgd --device cpu --topology " + ring.string() +
+                           " --run-dir " + run.string());
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "--algo dpsgd needs an undirected topology"));
+    CHECK_FALSE(std::filesystem::exists(run / "peer-0.log"));
+    CHECK_FALSE(std::filesystem::exists(run / "config.json"));
+    const auto data = run_sgp("launch --data-dir " + (dir / "nodata").string() + " " + base);
+    CHECK(data.exit_code == 2);
+    CHECK(contains(data.output, "nodata does not exist"));
+  }
+  SUBCASE("command-line errors of CLI11 exit 2") {
+    CHECK(run_sgp("launch --no-such-flag").exit_code == 2);
+    CHECK(run_sgp("launch --epochs").exit_code == 2);
+    CHECK(run_sgp("no-such-command").exit_code == 2);
   }
   SUBCASE("exact on a graph that is not complete") {
     const auto r = run_sgp("peer --rank 0 --algo exact " + base);

@@ -442,6 +442,26 @@ TEST_CASE("the consensus monitor computes the exact error, rejects damage, bound
   CHECK(lines == 1 + (195 - 11 + 1) + 4 + 1);
 }
 
+TEST_CASE("a monitor started with other settings than the peers says what does not match") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  monitor::ConsensusMonitor monitor("mlp:4", "", 2, dir / "monitor.jsonl");  // 3190 parameters
+  CHECK_FALSE(monitor.add(snapshot(0, 10, std::vector<float>(3190, 1.0f))));
+  CHECK_FALSE(monitor.summary().settings_mismatch);  // a good snapshot, waiting for rank 1
+  // The peers train mlp:8 (784*8 + 8 + 8*10 + 10 = 6370 parameters).
+  CHECK_FALSE(monitor.add(snapshot(1, 10, std::vector<float>(6370, 1.0f))));
+  const auto mismatch = monitor.summary().settings_mismatch;
+  REQUIRE(mismatch);
+  CHECK(sgp::testing::contains(*mismatch, "6370 parameters"));
+  CHECK(sgp::testing::contains(*mismatch, "'mlp:4' has 3190"));
+  CHECK(sgp::testing::contains(*mismatch, "sgp monitor --config RUN_DIR/config.json"));
+  // More peers than the monitor was told of.
+  monitor::ConsensusMonitor two("mlp:4", "", 2, dir / "two.jsonl");
+  CHECK_FALSE(two.add(snapshot(3, 10, std::vector<float>(3190, 1.0f))));
+  REQUIRE(two.summary().settings_mismatch);
+  CHECK(sgp::testing::contains(*two.summary().settings_mismatch, "expects 2 peers (ranks 0..1)"));
+}
+
 TEST_CASE("the monitor flags mass drift where mass is conserved, and takes asgp's weights") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;

@@ -1,10 +1,14 @@
 // Claiming a run directory: a new run refuses another run's results, --overwrite deletes only
 // sgp's files, --resume keeps them; the run id in run.json is shared by the run's ranks.
+#include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 
 #include "sgp/error.hpp"
+#include "sgp/peer/model_file.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/run_files.hpp"
 #include "support/input_error.hpp"
@@ -87,4 +91,31 @@ TEST_CASE("a run is finished when every rank wrote its summary") {
   std::ofstream(dir / "peer-1-summary.json") << "{}";
   CHECK(ranks_finished(dir.path(), {0, 1}));
   CHECK_FALSE(ranks_finished(dir.path(), {0, 1, 2}));
+}
+
+TEST_CASE("a model file reads back exactly; a damaged or mismatched one is refused, named") {
+  sgp::testing::TempDir dir;
+  const auto file = dir / "peer-0-model.bin";
+  sgp::peer::ModelFile model{"mlp:4", std::vector<float>(3190)};  // 784*4 + 4 + 4*10 + 10
+  for (std::size_t k = 0; k < model.parameters.size(); ++k) {
+    model.parameters[k] = 0.001f * static_cast<float>(k) - 1.0f;
+  }
+  sgp::peer::write_model_file(file, model);
+  const auto back = sgp::peer::read_model_file(file);
+  CHECK(back.model == "mlp:4");
+  CHECK(back.parameters == model.parameters);
+  // 8 magic + 4 version + 4 length + 5 spec + 8 count + 4 * 3190 + 8 checksum.
+  CHECK(std::filesystem::file_size(file) == 37 + 4 * 3190);
+
+  std::string bytes = sgp::testing::slurp(file);
+  bytes[100] ^= 1;
+  std::ofstream(file, std::ios::binary) << bytes;
+  CHECK(sgp::testing::contains(
+      sgp::testing::input_error_of([&] { sgp::peer::read_model_file(file); }),
+      "peer-0-model.bin: not an sgp model file: damaged (checksum)"));
+  model.parameters.pop_back();
+  sgp::peer::write_model_file(file, model);
+  CHECK(sgp::testing::contains(
+      sgp::testing::input_error_of([&] { sgp::peer::read_model_file(file); }),
+      "3189 parameters, but model 'mlp:4' has 3190"));
 }

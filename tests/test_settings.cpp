@@ -149,6 +149,22 @@ TEST_CASE("flags over a base configuration change only what they name") {
   CHECK(c == base);
 }
 
+TEST_CASE("help shows each switch's real default; --no-X turns it off") {
+  CLI::App app;
+  sgp::cli::SettingFlags::add(app, true);
+  const std::string help = app.help();
+  CHECK(sgp::testing::contains(help, "Nesterov momentum (default on; --no-nesterov for off)"));
+  CHECK_FALSE(sgp::testing::contains(help, "{false}"));
+  CHECK_FALSE(parse_flags({"--no-nesterov"}).nesterov);
+  CHECK(parse_flags({"--nesterov"},
+                    [] {
+                      TrainConfig c;
+                      c.nesterov = false;
+                      return c;
+                    }())
+            .nesterov);
+}
+
 TEST_CASE("bad values are refused naming the flag and what was expected") {
   CHECK(flag_error({"--batch-size", "0"}) ==
         "--batch-size: expected an integer in [1, 65536], got 0");

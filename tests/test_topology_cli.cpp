@@ -41,6 +41,10 @@ TEST_CASE("generate writes a file that check accepts; stdout and --output agree"
   r = run_sgp("topology describe " + file.string());
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "peers: 8"));
+  // The bytes of the default model, W1 (669,706 parameters), not a round figure.
+  CHECK(contains(r.output, "for 669706 parameters"));
+  r = run_sgp("topology describe --model lenet " + file.string());
+  CHECK(contains(r.output, "for 61706 parameters"));
   CHECK(contains(r.output, "predicted rounds to shrink the distance to consensus by 1e-06: 3 "));
 }
 

@@ -3,6 +3,7 @@
 //   InputError     bad user input (file, flag, config); the message names where and what.
 //   IoError        recoverable I/O trouble: a peer gone, a time-out, a bad message.
 //   InvariantError a broken internal invariant (SGP_ENFORCE): a bug, not the user's fault.
+//   Interrupted    stopped by the user (Ctrl-C, SIGTERM): exit 128 + signal.
 #include <stdexcept>
 #include <string>
 
@@ -28,6 +29,17 @@ class IoError : public Error {
 class InvariantError : public Error {
  public:
   using Error::Error;
+};
+
+// The user stopped a command with a signal (Ctrl-C: SIGINT); `sgp` exits 128 + signal, as a
+// shell reports a process killed by it.
+class Interrupted : public Error {
+ public:
+  Interrupted(int signal, const std::string& what) : Error(what), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
 };
 
 namespace detail {

@@ -1,5 +1,7 @@
 #pragma once
-// Logging: spdlog, every line tagged with the peer's rank; level chosen at run time.
+// Logging: spdlog, every line tagged with the host and the peer's rank; level chosen at run time.
+#include <unistd.h>
+
 #include <array>
 #include <span>
 #include <string>
@@ -24,10 +26,22 @@ inline std::span<const NamedValue<LogLevel>> names(LogLevel) {
   return table;
 }
 
-// Sets the default logger's pattern to carry `rank` (-1: no rank, e.g. a launcher) and its level.
+// This machine's name up to the first dot ("" when it has none).
+inline std::string short_host_name() {
+  std::array<char, 256> name{};
+  if (::gethostname(name.data(), name.size() - 1) != 0) return {};
+  std::string host(name.data());
+  return host.substr(0, host.find('.'));
+}
+
+// Sets the default logger's pattern and level. Every line carries the date and time, the host
+// (logs of a multi-host run end up side by side) and `rank` (-1: none, e.g. a launcher):
+// "[2026-11-24 04:11:21.142] [node1 rank 3] [info] ...".
 inline void configure_logging(int rank, LogLevel level) {
-  const std::string tag = rank >= 0 ? fmt::format("rank {}", rank) : std::string("sgp");
-  spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [{}] [%^%l%$] %v", tag));
+  const std::string who = rank >= 0 ? fmt::format("rank {}", rank) : std::string("sgp");
+  const std::string host = short_host_name();
+  const std::string tag = host.empty() ? who : host + " " + who;
+  spdlog::set_pattern(fmt::format("[%Y-%m-%d %H:%M:%S.%e] [{}] [%^%l%$] %v", tag));
   spdlog::set_level(spdlog::level::from_str(std::string(name_of(level))));
 }
 

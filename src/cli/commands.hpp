@@ -18,5 +18,6 @@ void add_sweep_command(CLI::App& app);
 void add_keygen_command(CLI::App& app);
 void add_summarize_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
 
 }  // namespace sgp::cli

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   sgp::cli::add_keygen_command(app);
   sgp::cli::add_summarize_command(app);
   sgp::cli::add_simulate_command(app);
+  sgp::cli::add_eval_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -42,6 +43,9 @@ int main(int argc, char** argv) {
   } catch (const sgp::InputError& e) {
     std::fprintf(stderr, "sgp: error: %s\n", e.what());
     return 2;
+  } catch (const sgp::Interrupted& e) {
+    std::fprintf(stderr, "sgp: %s\n", e.what());
+    return 128 + e.signal();
   } catch (const sgp::IoError& e) {
     std::fprintf(stderr, "sgp: I/O error: %s\n", e.what());
     return 3;

@@ -11,12 +11,14 @@
 
 #include "commands.hpp"
 #include "setting_flags.hpp"
+#include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/log.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/trainer.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
@@ -29,6 +31,12 @@ extern "C" void request_stop(int) { g_stop.store(true); }
 // algorithm (what its push-sum weights promise) and the topology and run directory from a run's
 // config.json.
 constexpr std::array<std::string_view, 4> kSettings = {"model", "data_dir", "keys", "insecure"};
+
+// The last iteration of a run of these settings and peers: every peer evaluates there.
+std::int64_t last_iteration(const peer::TrainConfig& c, int peers) {
+  const auto train = data::load_fashion_mnist(data::resolve_data_dir(c.data_dir), "train");
+  return peer::total_iterations(c, peer::iterations_per_epoch(train.size(), peers, c.batch_size));
+}
 }  // namespace
 
 void add_monitor_command(CLI::App& app) {
@@ -50,7 +58,9 @@ void add_monitor_command(CLI::App& app) {
                   "in the topology or --insecure)")
       ->capture_default_str();
   cmd->add_option("--run-dir", o->run_dir, "where monitor.jsonl goes (default: --config's)");
-  cmd->add_option("--until-iteration", o->until, "exit once this iteration is recorded");
+  cmd->add_option("--until-iteration", o->until,
+                  "exit once this iteration is recorded (default with --config: the run's last "
+                  "iteration, which every peer evaluates; without: never, stop with Ctrl-C)");
   auto flags = SettingFlags::add(*cmd, kSettings);
   flags->add_config_option(*cmd);
   cmd->callback([o, flags] {
@@ -67,11 +77,20 @@ void add_monitor_command(CLI::App& app) {
                                       run.path() / "monitor.jsonl",
                                       monitor::mass_model_of(config.algo));
     transport::SnapshotReceiver receiver(o->bind, curve);
-    spdlog::info("monitor listening on {} for {} peers", receiver.endpoint(), n);
+    // With a run's settings, stop once every peer reported its last iteration.
+    const std::int64_t until =
+        o->until > 0 || flags->config_file().empty() ? o->until : last_iteration(config, n);
+    spdlog::info("monitor listening on {} for {} peers{}", receiver.endpoint(), n,
+                 until > 0 ? fmt::format(", until iteration {}", until) : "");
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);
-    monitor::serve_monitor(monitor, receiver, g_stop, o->until);
-    run.write_json("monitor-summary.json", monitor.summary());
+    monitor::serve_monitor(monitor, receiver, g_stop, until);
+    const auto summary = monitor.summary();
+    run.write_json("monitor-summary.json", summary);
+    monitor.write_average_model(run.path() / "model-average.bin");
+    if (summary.evaluations == 0 && summary.settings_mismatch) {
+      throw InputError(fmt::format("the monitor recorded nothing: {}", *summary.settings_mismatch));
+    }
   });
 }
 

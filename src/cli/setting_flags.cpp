@@ -2,7 +2,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sgp/peer/run_config.hpp"
 
@@ -11,14 +16,15 @@ namespace sgp::cli {
 void SettingFlags::add_flag(CLI::App& cmd, const peer::Setting& s,
                             const peer::TrainConfig& defaults) {
   if (s.is_switch()) {
-    const std::string name = s.flag() + ",!--no-" + s.flag().substr(2);
-    cmd.add_flag_function(
-           name,
-           [this, &s](std::int64_t count) {
-             values_.emplace_back(&s, count > 0 ? "true" : "false");
-           },
-           fmt::format("{} (default {})", s.help(), s.get(defaults).get<bool>() ? "on" : "off"))
+    // Two flags, the second not listed, so that help shows the real default ("(default on)"),
+    // not CLI11's "{false}" for the negated name.
+    const std::string off = "--no-" + s.flag().substr(2);
+    cmd.add_flag_callback(
+           s.flag(), [this, &s] { values_.emplace_back(&s, "true"); },
+           fmt::format("{} (default {}; {} for off)", s.help(),
+                       s.get(defaults).get<bool>() ? "on" : "off", off))
         ->group(std::string(s.group()));
+    cmd.add_flag_callback(off, [this, &s] { values_.emplace_back(&s, "false"); })->group("");
     return;
   }
   const std::string shown = s.text(defaults);
@@ -68,10 +74,50 @@ void SettingFlags::add_config_option(CLI::App& cmd) {
                  "by hand; keys as in config.json); flags given as well override them");
 }
 
+namespace {
+
+// A resume continues the recorded run: a setting its checkpoints depend on (the table's
+// fixed_across_resume rows) may not be given another value; the others may (more epochs, another
+// learning rate, device or time-out), and are reported.
+void check_resume_changes(const peer::TrainConfig& recorded, const peer::TrainConfig& now,
+                          const std::string& source, bool report) {
+  std::vector<std::string> refused, changed;
+  for (const peer::Setting* s : peer::training_settings()) {
+    const auto then = s->get(recorded), current = s->get(now);
+    if (then == current || s->key() == "resume" || s->key() == "run_dir") continue;
+    const auto line =
+        fmt::format("{}: {} recorded, {} given", s->flag(), s->text(recorded), s->text(now));
+    (s->fixed_across_resume() ? refused : changed).push_back(line);
+  }
+  if (!refused.empty()) {
+    throw InputError(fmt::format(
+        "--resume continues the run of {} and these flags contradict it (a resume must keep "
+        "them; leave them out to take the recorded values): {}",
+        source, fmt::join(refused, "; ")));
+  }
+  if (report && !changed.empty()) {
+    spdlog::info("--resume: settings of {}, except {}", source, fmt::join(changed, "; "));
+  }
+}
+
+}  // namespace
+
+std::string SettingFlags::recorded_config() const {
+  if (!config_file_.empty()) return config_file_;
+  const peer::TrainConfig flags = apply({});
+  if (!flags.resume || flags.run_dir.empty()) return {};
+  const auto file = std::filesystem::path(flags.run_dir) / peer::kRunConfigFile;
+  return std::filesystem::exists(file) ? file.string() : std::string();
+}
+
 peer::TrainConfig SettingFlags::configuration() const {
+  const std::string source = recorded_config();
   peer::TrainConfig base;
-  if (!config_file_.empty()) base = peer::read_run_config(config_file_).settings;
+  if (!source.empty()) base = peer::read_run_config(source).settings;
   peer::TrainConfig config = apply(base);
+  if (config.resume && !source.empty()) {
+    check_resume_changes(base, config, source, config_file_.empty());
+  }
   peer::validate(config);
   return config;
 }

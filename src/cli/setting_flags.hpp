@@ -31,8 +31,10 @@ class SettingFlags {
   // before the flags are laid over them.
   void add_config_option(CLI::App& command);
 
-  // The configuration of this command line: the --config file's settings (or the defaults),
-  // the flags over them, then validate(). InputError naming the flag or file for a bad value.
+  // The configuration of this command line: the --config file's settings (with --resume and
+  // no --config: <run-dir>/config.json's, when there is one; else the defaults), the flags over
+  // them, then validate(). A resume refuses flags that contradict the recorded settings its
+  // checkpoints depend on, naming each. InputError naming the flag or file for a bad value.
   peer::TrainConfig configuration() const;
 
   // `base` with every flag given laid over it; InputError "--flag: what" for a bad value.
@@ -42,6 +44,8 @@ class SettingFlags {
   std::vector<const peer::Setting*> given() const;
 
  private:
+  // The config.json the settings start from: --config, else <run-dir>/config.json on a resume.
+  std::string recorded_config() const;
   void add_flag(CLI::App& command, const peer::Setting& setting, const peer::TrainConfig& defaults);
 
   std::string config_file_;

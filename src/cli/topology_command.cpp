@@ -17,6 +17,8 @@
 
 #include "commands.hpp"
 #include "sgp/error.hpp"
+#include "sgp/model/model_spec.hpp"
+#include "sgp/peer/train_config.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
@@ -126,10 +128,14 @@ void add_readdress(CLI::App& topo) {
   });
 }
 
+// What sgp trains on: Fashion-MNIST's 28 x 28 grey images, 10 classes.
+constexpr model::Shape kFashionMnistShape{28, 28, 1};
+
 struct FileArgs {
   std::string file;
   bool require_endpoints = false;
-  std::int64_t params = 1'000'000;
+  std::int64_t params = 0;  // 0: the parameter count of `model`
+  std::string model = peer::TrainConfig{}.model;
   double tolerance = 1e-6;
   std::string output;
 };
@@ -184,17 +190,25 @@ void add_describe(CLI::App& topo) {
       "M_{P-1}...M_0 (M_p[j][i] = weight i pushes to j), with the predicted rounds to shrink the "
       "distance to consensus by --tolerance: P * ceil(ln tol / ln sigma).",
       *args);
-  cmd->add_option("--params", args->params, "model parameter count for the bytes per round")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--model", args->model,
+                  "the model whose parameters are pushed (as sgp launch --model), for the bytes "
+                  "per round")
+      ->capture_default_str();
+  cmd->add_option("--params", args->params,
+                  "parameter count for the bytes per round, instead of --model's")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--tolerance", args->tolerance, "shrink factor for the predicted rounds")
       ->capture_default_str()
       ->check(CLI::Range(1e-300, 0.999999));
   cmd->callback([args] {
     const auto schedule = read(*args);
+    const auto params = args->params > 0
+                            ? args->params
+                            : static_cast<std::int64_t>(model::parameter_count(
+                                  model::parse_model_spec(args->model), kFashionMnistShape, 10));
     std::cout << args->file << "\n"
               << topology::format_report(
-                     topology::analyze_topology(schedule, args->params, args->tolerance));
+                     topology::analyze_topology(schedule, params, args->tolerance));
   });
 }
 

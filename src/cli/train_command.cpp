@@ -39,6 +39,7 @@ void add_train_command(CLI::App& app) {
     peer::write_run_config(run, config, "train", 1);
     peer::Trainer trainer(config, 0, 1, *backend, train, test, run);
     const auto summary = trainer.run();
+    peer::write_model_file(run.path() / "peer-0-model.bin", trainer.trained_model());
     run.write_json("summary.json", summary);
     spdlog::info("test accuracy {:.2f}%, {:.0f} samples/s; results in {}",
                  100.0 * summary.final_test_accuracy, summary.samples_per_second, run.path());

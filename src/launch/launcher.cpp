@@ -8,6 +8,7 @@
 #include <atomic>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -15,16 +16,19 @@
 #include <fmt/std.h>
 #include <spdlog/spdlog.h>
 
+#include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
+#include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/run_files.hpp"
 #include "sgp/peer/settings.hpp"
+#include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
@@ -62,8 +66,9 @@ void log_combined_progress(const std::filesystem::path& dir, const std::vector<i
   std::vector<std::string> parts;
   for (int r : ranks) {
     std::ifstream log(dir / fmt::format("peer-{}.jsonl", r));
-    std::string line, last;
-    while (std::getline(log, line)) last = line;
+    std::string line, last;  // the last training record (evaluations have no loss)
+    while (std::getline(log, line))
+      if (line.find("\"loss\"") != std::string::npos) last = line;
     try {
       const auto j = nlohmann::json::parse(last);
       parts.push_back(fmt::format("{}: it {} loss {:.3f}", r, j["iteration"].get<long>(),
@@ -104,12 +109,16 @@ class LocalMonitor {
   void start() {
     thread_ = std::thread([this] { monitor::serve_monitor(monitor_, receiver_, stop_); });
   }
-  peer::MonitorSummary stop() {
+  peer::MonitorSummary stop(const std::filesystem::path& run_dir) {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
+    monitor_.write_average_model(run_dir / "model-average.bin");
     return monitor_.summary();
   }
-  ~LocalMonitor() { stop(); }
+  ~LocalMonitor() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
 
  private:
   static constexpr const char* kBind = "tcp://127.0.0.1:*";
@@ -123,6 +132,19 @@ void log_results(const peer::RunSummary& s, const std::filesystem::path& dir) {
   if (s.final_average_model_accuracy && s.final_consensus_error) {
     spdlog::info("average model: test accuracy {:.2f}%, relative consensus error {:.3e}",
                  100.0 * *s.final_average_model_accuracy, *s.final_consensus_error);
+  } else if (s.monitor_settings_mismatch) {
+    spdlog::warn("no average model: the monitor refused the peers' snapshots: {}",
+                 *s.monitor_settings_mismatch);
+  } else if (!s.monitor_evaluations) {
+    spdlog::warn(
+        "no average model here: no monitor-summary.json in {} (a monitor started by hand writes "
+        "it in its own --run-dir)",
+        dir);
+  } else {
+    spdlog::warn(
+        "no average model of the last iteration: the monitor's last complete record "
+        "is of iteration {} (see monitor.jsonl)",
+        s.last_monitored_iteration.value_or(0));
   }
   if (s.mean_peer_accuracy && s.median_iteration_ms) {
     spdlog::info("peers: mean test accuracy {:.2f}%, median iteration {:.2f} ms",
@@ -143,13 +165,49 @@ std::vector<int> ranks_on_this_host(const topology::Schedule& schedule) {
   return ranks;
 }
 
+namespace {
+
+// What every peer would refuse at its start, refused once before any starts (exit 2): a
+// topology the algorithm cannot mix on, a data directory that is not there.
+// Returns the schedule the peers will mix with.
+topology::Schedule check_before_start(const peer::TrainConfig& c,
+                                      const topology::Schedule& schedule) {
+  const std::optional<double> self_weight =
+      c.self_weight > 0.0 ? std::optional<double>(c.self_weight) : std::nullopt;
+  auto mixing = peer::mixing_schedule(c.algo, schedule, self_weight, c.topology);
+  const auto data = data::resolve_data_dir(c.data_dir);
+  if (!std::filesystem::is_directory(data)) {
+    throw InputError(fmt::format(
+        "data directory {} does not exist (give --data-dir, set $SGP_DATA_DIR, or install the "
+        "Debian package dataset-fashion-mnist)",
+        data.string()));
+  }
+  return mixing;
+}
+
+// The run directory is self-contained: the topology as the peers mix on it (the file's graph
+// and endpoints with the weights actually used) goes next to config.json.
+void write_run_files(const peer::RunDirectory& run, const peer::TrainConfig& c, int n,
+                     const topology::Schedule& mixing) {
+  peer::write_run_config(run, c, "launch", n, &mixing);
+  peer::write_file_atomically(
+      run.path() / peer::kMixingTopologyFile,
+      topology::to_dot(mixing, fmt::format("the topology of this run as mixed: {} (--algo {}, "
+                                           "--self-weight {})",
+                                           c.topology, name_of(c.algo), c.self_weight)));
+}
+
+}  // namespace
+
 std::filesystem::path prepare_run(peer::TrainConfig config) {
   peer::validate(config);
-  const int n = peer::load_topology(config).num_peers();
+  const auto schedule = peer::load_topology(config);
+  const auto mixing = check_before_start(config, schedule);
+  const int n = schedule.num_peers();
   if (config.run_dir.empty()) config.run_dir = peer::create_default_run_dir("launch").string();
   peer::RunDirectory run(config.run_dir, -1);
   run.claim({peer::run_start_of(config), {}});  // the whole run, as a launcher of every rank
-  peer::write_run_config(run, config, "launch", n);
+  write_run_files(run, config, n, mixing);
   spdlog::info("wrote {} for {} peers", run.path() / peer::kRunConfigFile, n);
   return run.path();
 }
@@ -177,6 +235,7 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   const topology::Schedule schedule = peer::load_topology(c);
   const int n = schedule.num_peers();
   const std::vector<int> local = ranks_to_start(o, schedule);
+  const auto mixing = check_before_start(c, schedule);
   if (c.run_dir.empty()) c.run_dir = peer::create_default_run_dir("launch").string();
   peer::RunDirectory run(c.run_dir, -1);
   if (c.resume && peer::ranks_finished(run.path(), local)) {
@@ -191,20 +250,20 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   run.claim(
       {peer::run_start_of(c), static_cast<int>(local.size()) == n ? std::vector<int>{} : local});
 
-  // Bound before the peers start, so that they can be told where it is.
+  // Bound before the peers start, so that they can be told where it is: on their command line,
+  // not in config.json, whose settings a resume takes up again (this port will be gone by then).
   std::unique_ptr<LocalMonitor> monitor;
   if (!o.no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n) {
     monitor = std::make_unique<LocalMonitor>(c, schedule, run.path());
-    c.monitor = monitor->endpoint();
   }
-  peer::write_run_config(run, c, "launch", n);
+  write_run_files(run, c, n, mixing);
 
   std::vector<ChildSpec> children;
   const auto config_file = (run.path() / peer::kRunConfigFile).string();
   for (int r : local) {
-    children.push_back({r,
-                        {"peer", "--config", config_file, "--rank", std::to_string(r)},
-                        run.path() / fmt::format("peer-{}.log", r)});
+    std::vector<std::string> args = {"peer", "--config", config_file, "--rank", std::to_string(r)};
+    if (monitor) args.insert(args.end(), {"--monitor", monitor->endpoint()});
+    children.push_back({r, std::move(args), run.path() / fmt::format("peer-{}.log", r)});
   }
   spdlog::info("starting ranks {} of {} ({}), results in {}", fmt::join(local, ","), n,
                name_of(c.algo), run.path());
@@ -223,13 +282,14 @@ peer::RunSummary launch_peers(LaunchOptions o) {
       failures.push_back(*failure);
     }
   }
-  if (monitor) run.write_json("monitor-summary.json", monitor->stop());
+  if (monitor) run.write_json("monitor-summary.json", monitor->stop(run.path()));
 
   if (processes.interrupted()) {
-    throw IoError(fmt::format(
-        "interrupted by signal {}: every peer was stopped; results so far in {} (resume with "
-        "--resume if checkpoints were on)",
-        processes.interrupted(), run.path()));
+    throw Interrupted(
+        processes.interrupted(),
+        fmt::format("interrupted by signal {}: every peer was stopped; results so far in {} "
+                    "(continue with sgp launch --run-dir {} --resume if checkpoints were on)",
+                    processes.interrupted(), run.path(), run.path()));
   }
   if (!failures.empty() && (!go_on || failures.size() == local.size())) {
     throw IoError(fmt::format("{}\n{}; logs in {}", failures.front().describe(),

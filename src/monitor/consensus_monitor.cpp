@@ -12,6 +12,7 @@
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/model/model_spec.hpp"
 #include "sgp/peer/evaluator.hpp"
+#include "sgp/peer/model_file.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
 namespace sgp::monitor {
@@ -75,11 +76,31 @@ ConsensusMonitor::ConsensusMonitor(const std::string& model, const std::string& 
                                               peer::input_shape(test_), test_.num_classes)),
       num_peers_(num_peers),
       mass_(mass),
-      log_(std::move(log)) {}
+      log_(std::move(log)),
+      model_(model) {}
 
 ConsensusMonitor::~ConsensusMonitor() = default;
 
+void ConsensusMonitor::explain_mismatch(const gossip::WireHeader& h, gossip::RejectCause cause) {
+  if (mismatch_) return;
+  if (cause == gossip::RejectCause::bad_size && h.total != parameter_count_) {
+    mismatch_ = fmt::format(
+        "rank {} sends snapshots of a model with {} parameters, but this monitor's model '{}' "
+        "has {}: start it with the peers' settings (sgp monitor --config RUN_DIR/config.json, "
+        "or the --model they were given)",
+        h.sender, h.total, model_, parameter_count_);
+  } else if (cause == gossip::RejectCause::unknown_sender && h.sender >= num_peers_) {
+    mismatch_ = fmt::format(
+        "a snapshot comes from rank {}, but this monitor expects {} peers (ranks 0..{}): start "
+        "it with the peers' topology (--topology FILE, or --config RUN_DIR/config.json)",
+        h.sender, num_peers_, num_peers_ - 1);
+  }
+  if (mismatch_) spdlog::error("monitor: {}", *mismatch_);
+}
+
 std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
+  std::optional<gossip::WireHeader> header;
+  if (message.num_frames() == 2) header = gossip::parse_header(message.frame(0));
   // self = num_peers: every rank 0..N-1 is a valid sender to the monitor.
   auto decoded = gossip::decode_message(
       std::move(message), gossip::Chunking(parameter_count_, 0), num_peers_ + 1, num_peers_,
@@ -87,6 +108,7 @@ std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
       mass_ == MassModel::conserved ? gossip::WeightBound::push_sum : gossip::WeightBound::finite);
   if (auto* cause = std::get_if<gossip::RejectCause>(&decoded)) {
     ++rejected_;
+    if (header) explain_mismatch(*header, *cause);
     warn(rejected_, fmt::format("rejected a snapshot: {}", gossip::reject_cause_name(*cause)));
     return std::nullopt;
   }
@@ -173,6 +195,7 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
     mean[k] = static_cast<float>(sum / static_cast<double>(z.size()));
   }
   compute::DeviceBuffer<float> average(*backend_, std::span<const float>(mean));
+  average_ = mean;
   const Evaluation eval = evaluator_->evaluate(average.data());
   record.average_model_accuracy = eval.accuracy;
   record.average_model_loss = eval.loss;
@@ -222,12 +245,17 @@ void serve_monitor(ConsensusMonitor& monitor, transport::SnapshotReceiver& recei
   }
 }
 
+void ConsensusMonitor::write_average_model(const std::filesystem::path& path) const {
+  if (!average_.empty()) peer::write_model_file(path, {model_, average_});
+}
+
 peer::MonitorSummary ConsensusMonitor::summary() const {
   peer::MonitorSummary s;
   s.evaluations = static_cast<std::int64_t>(records_.size());
   s.rejected_snapshots = rejected_;
   s.dropped_snapshots = dropped_;
   s.mass_drift_records = drift_records_;
+  s.settings_mismatch = mismatch_;
   if (!records_.empty()) {
     const auto& last = records_.back();
     s.final_iteration = last.iteration;

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -76,6 +77,13 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   if (rank < 0 || rank >= n) {
     throw InputError(fmt::format("--rank {}: {} has ranks 0..{}", rank, config.topology, n - 1));
   }
+  // torchrun and Slurm set WORLD_SIZE: a topology of another size is the wrong file.
+  if (const char* world = std::getenv("WORLD_SIZE"); world && *world) {
+    if (std::string(world) != std::to_string(n)) {
+      throw InputError(
+          fmt::format("$WORLD_SIZE is {}, but {} has {} peers", world, config.topology, n));
+    }
+  }
   const std::optional<double> self_weight =
       config.self_weight > 0.0 ? std::optional<double>(config.self_weight) : std::nullopt;
   const topology::Schedule schedule =
@@ -143,6 +151,7 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   }
   Trainer trainer(config, rank, n, *backend, train, test, run, comm);
   PeerSummary summary = trainer.run();
+  write_model_file(run.path() / fmt::format("peer-{}-model.bin", rank), trainer.trained_model());
   if (publisher) summary.dropped_snapshots = publisher->dropped();
   run.write_json(peer_summary_file(rank), summary);
   return summary;

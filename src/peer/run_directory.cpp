@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -119,12 +120,38 @@ void RunDirectory::write_json(const std::string& name, const nlohmann::json& val
   write_file_atomically(dir_ / name, value.dump(2) + "\n");
 }
 
-void RunDirectory::log(const nlohmann::json& record) {
+std::filesystem::path RunDirectory::log_path() const {
   SGP_ENFORCE(rank_ >= 0, "this run directory has no peer log");
+  return dir_ / fmt::format("peer-{}.jsonl", rank_);
+}
+
+double RunDirectory::rewind_log(std::int64_t iteration) {
+  SGP_ENFORCE(!log_.is_open(), "rewind the log before writing to it");
+  std::ifstream in(log_path());
+  if (!in) return 0.0;
+  std::string kept, line;
+  double wall_time = 0.0;
+  while (std::getline(in, line)) {
+    const auto record = nlohmann::json::parse(line, nullptr, false);
+    if (!record.is_object() || !record.contains("iteration") ||
+        !record["iteration"].is_number_integer() ||
+        record["iteration"].get<std::int64_t>() > iteration) {
+      continue;
+    }
+    kept += line + '\n';
+    if (record.contains("wall_time") && record["wall_time"].is_number()) {
+      wall_time = std::max(wall_time, record["wall_time"].get<double>());
+    }
+  }
+  in.close();
+  write_file_atomically(log_path(), kept);
+  return wall_time;
+}
+
+void RunDirectory::log(const nlohmann::json& record) {
   if (!log_.is_open()) {
-    const auto log_path = dir_ / fmt::format("peer-{}.jsonl", rank_);
-    log_.open(log_path, std::ios::app);
-    if (!log_) throw IoError(fmt::format("{}: cannot open for writing", log_path));
+    log_.open(log_path(), std::ios::app);
+    if (!log_) throw IoError(fmt::format("{}: cannot open for writing", log_path()));
   }
   log_ << record.dump() << '\n';
   log_.flush();

@@ -24,14 +24,17 @@ namespace sgp::peer {
 namespace {
 
 // Files of the run as a whole (not of one rank).
-constexpr std::array<std::string_view, 8> kRunFiles = {
-    "config.json",          "run.json",        "summary.json",  "partition.json", "monitor.jsonl",
-    "monitor-summary.json", "consensus.jsonl", "simulate.jsonl"};
+constexpr std::array<std::string_view, 10> kRunFiles = {"config.json",     "run.json",
+                                                        "summary.json",    "partition.json",
+                                                        "monitor.jsonl",   "monitor-summary.json",
+                                                        "consensus.jsonl", "simulate.jsonl",
+                                                        "mixing.dot",      "model-average.bin"};
 
-// The rank of "peer-<rank>.jsonl", "peer-<rank>-summary.json" or "peer-<rank>.log".
+// The rank of "peer-<rank>.jsonl", "peer-<rank>-summary.json", "peer-<rank>-model.bin" or
+// "peer-<rank>.log".
 std::optional<int> peer_file_rank(const std::string& name) {
   if (!name.starts_with("peer-")) return std::nullopt;
-  for (const char* suffix : {".jsonl", "-summary.json", ".log"}) {
+  for (const char* suffix : {".jsonl", "-summary.json", "-model.bin", ".log"}) {
     if (!name.ends_with(suffix)) continue;
     const std::string digits = name.substr(5, name.size() - 5 - std::strlen(suffix));
     if (digits.empty() || digits.size() > 9 ||

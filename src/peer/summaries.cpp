@@ -87,6 +87,7 @@ void fields(S& s, V& v) {
   v("final_average_model_loss", s.final_average_model_loss);
   v("final_peers", s.final_peers);
   v("final_sum_of_weights", s.final_sum_of_weights);
+  v("settings_mismatch", s.settings_mismatch);
 }
 
 template <class S, class V>
@@ -98,6 +99,7 @@ void fields(S& s, V& v) {
   v("device", s.device);
   v("missing_peers", s.missing_peers);
   v("failed_peers", s.failed_peers);
+  v("monitor_settings_mismatch", s.monitor_settings_mismatch);
   v("mean_peer_accuracy", s.mean_peer_accuracy);
   v("min_peer_accuracy", s.min_peer_accuracy);
   v("max_peer_accuracy", s.max_peer_accuracy);
@@ -129,6 +131,7 @@ void read_fields(const json& j, S& s) {
 
 void add_monitor(RunSummary& out, const MonitorSummary& m) {
   out.monitor_evaluations = m.evaluations;
+  out.monitor_settings_mismatch = m.settings_mismatch;
   if (!m.final_iteration) return;
   if (out.iterations && *m.final_iteration == *out.iterations) {
     out.final_average_model_accuracy = m.final_average_model_accuracy;

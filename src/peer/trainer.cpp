@@ -56,11 +56,6 @@ model::LrScheduleOptions lr_options(const TrainConfig& c, int num_peers, std::in
   return o;
 }
 
-std::int64_t total_iterations(const TrainConfig& c, std::int64_t per_epoch) {
-  auto total = std::max<std::int64_t>(1, std::llround(c.epochs * static_cast<double>(per_epoch)));
-  return c.max_iterations > 0 ? std::min(total, c.max_iterations) : total;
-}
-
 // Every peer's shard (the same split on every peer); rank 0 records their label histograms in
 // partition.json.
 std::vector<std::vector<std::size_t>> partition(const TrainConfig& c, int rank, int num_peers,
@@ -82,6 +77,11 @@ std::vector<std::vector<std::size_t>> partition(const TrainConfig& c, int rank, 
 }
 
 }  // namespace
+
+std::int64_t total_iterations(const TrainConfig& c, std::int64_t per_epoch) {
+  auto total = std::max<std::int64_t>(1, std::llround(c.epochs * static_cast<double>(per_epoch)));
+  return c.max_iterations > 0 ? std::min(total, c.max_iterations) : total;
+}
 
 std::int64_t iterations_per_epoch(std::size_t train_size, int num_peers, int batch_size) {
   const auto global_batch = static_cast<std::size_t>(num_peers) * batch_size;
@@ -308,19 +308,28 @@ double Trainer::step(std::int64_t it, Tally& t) {
   return lr;
 }
 
-// One JSONL record after iteration `it`; with `eval` also the test accuracy of z, handed to the
-// monitor too.
-void Trainer::record(std::int64_t it, double lr, bool eval, bool last, double wall, Tally& t) {
+// Training rows come every --log-every iterations (and at the end), whatever the evaluations
+// do: an evaluation between two is a row of its own, with only its test fields.
+void Trainer::record(std::int64_t it, double lr, bool eval, bool training, bool last, double wall,
+                     Tally& t) {
   State& s = *state_;
-  t.last_loss = t.window_loss / static_cast<double>(t.window_count);
   nlohmann::json record = {
       {"iteration", it + 1},
       {"epoch", static_cast<double>(it + 1) / static_cast<double>(s.per_epoch)},
       {"wall_time", wall},
-      {"loss", t.last_loss},
-      {"lr", lr},
-      {"compute_s", t.compute_seconds},
   };
+  if (training) add_training_fields(record, lr, last, t);
+  if (eval) add_evaluation(record, it, last, t);
+  s.run.log(record);
+}
+
+void Trainer::add_training_fields(nlohmann::json& record, double lr, bool last, Tally& t) {
+  State& s = *state_;
+  t.last_loss = t.window_loss / static_cast<double>(t.window_count);
+  record["interval"] = t.window_count;  // iterations the fields below cover
+  record["loss"] = t.last_loss;
+  record["lr"] = lr;
+  record["compute_s"] = t.compute_seconds;
   if (s.engine) {
     if (last) {  // overlap: apply every message still in flight; asgp: mix until all are done
       const auto finishing = Clock::now();
@@ -341,21 +350,23 @@ void Trainer::record(std::int64_t it, double lr, bool eval, bool last, double wa
     record["rejected_messages"] = m.rejected_total();
     t.before = m;
   }
-  if (eval) {
-    const float* z = s.debiased();
-    t.last_eval = s.evaluator.evaluate(z);
-    record["test_accuracy"] = t.last_eval.accuracy;
-    record["test_loss"] = t.last_eval.loss;
-    if (s.comm.snapshot) {
-      std::vector<float> host(s.x.size());
-      s.backend.download(host.data(), z, host.size() * sizeof(float));
-      s.comm.snapshot(it + 1, last, host, s.engine ? s.engine->weight() : 1.0);
-    }
-  }
-  s.run.log(record);
   t.window_loss = 0.0;
   t.window_count = 0;
   t.compute_seconds = t.comm_seconds = 0.0;
+}
+
+// The test accuracy of z, handed to the monitor too.
+void Trainer::add_evaluation(nlohmann::json& record, std::int64_t it, bool last, Tally& t) {
+  State& s = *state_;
+  const float* z = s.debiased();
+  t.last_eval = s.evaluator.evaluate(z);
+  record["test_accuracy"] = t.last_eval.accuracy;
+  record["test_loss"] = t.last_eval.loss;
+  if (s.comm.snapshot) {
+    std::vector<float> host(s.x.size());
+    s.backend.download(host.data(), z, host.size() * sizeof(float));
+    s.comm.snapshot(it + 1, last, host, s.engine ? s.engine->weight() : 1.0);
+  }
 }
 
 PeerSummary Trainer::summary(const Tally& t, double wall) const {
@@ -401,6 +412,13 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
   return summary;
 }
 
+ModelFile Trainer::trained_model() {
+  State& s = *state_;
+  ModelFile out{s.config.model, std::vector<float>(s.x.size())};
+  s.backend.download(out.parameters.data(), s.debiased(), out.parameters.size() * sizeof(float));
+  return out;
+}
+
 PeerSummary Trainer::run() {
   State& s = *state_;
   const TrainConfig& c = s.config;
@@ -415,7 +433,10 @@ PeerSummary Trainer::run() {
                s.engine ? fmt::format(", {} with {} peers", name_of(c.algo), s.num_peers) : "");
   Progress progress(fmt::format("rank {}", s.rank), s.total);
   t.iteration_seconds.reserve(static_cast<std::size_t>(s.total));
+  // A resumed run's log continues from its checkpoint: later records are written again.
+  const double earlier_wall = c.resume && !s.comm.join ? s.run.rewind_log(start_iteration) : 0.0;
   const auto start = Clock::now();
+  auto wall = [&] { return earlier_wall + seconds_since(start); };
   for (std::int64_t it = start_iteration; it < s.total; ++it) {
     if (s.async && s.comm.leave_requested && s.comm.leave_requested->load()) {
       s.async->leave();
@@ -426,16 +447,16 @@ PeerSummary Trainer::run() {
     const double lr = step(it, t);
     const bool last = it + 1 == s.total;
     const bool eval = last || (it + 1) % eval_every == 0;
-    if (eval || (it + 1) % c.log_every == 0) record(it, lr, eval, last, seconds_since(start), t);
+    const bool training_row = last || (it + 1) % c.log_every == 0;
+    if (eval || training_row) record(it, lr, eval, training_row, last, wall(), t);
     if (s.checkpoints && c.checkpoint_every > 0 && ((it + 1) % c.checkpoint_every == 0 || last)) {
       s.save_checkpoint(it + 1);
     }
     progress.update(
         it + 1, fmt::format("loss {:.4f}  acc {:.2f}%", t.last_loss, 100.0 * t.last_eval.accuracy));
   }
-  const double wall = seconds_since(start);
   progress.finish(fmt::format("test accuracy {:.2f}%", 100.0 * t.last_eval.accuracy));
-  return summary(t, wall);
+  return summary(t, wall());
 }
 
 }  // namespace sgp::peer

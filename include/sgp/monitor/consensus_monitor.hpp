@@ -24,6 +24,7 @@
 
 #include "sgp/compute/backend.hpp"
 #include "sgp/data/dataset.hpp"
+#include "sgp/gossip/wire_format.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/summaries.hpp"
 #include "sgp/transport/message.hpp"
@@ -77,10 +78,16 @@ class ConsensusMonitor {
   // Valid snapshots given up: their iteration could no longer complete.
   std::uint64_t dropped() const { return dropped_; }
   peer::MonitorSummary summary() const;
+  // Writes the average model of the last record (the mean of the peers' z) to `path`; nothing
+  // when there is no record.
+  void write_average_model(const std::filesystem::path& path) const;
 
  private:
   MonitorRecord complete(std::int64_t iteration);
   bool far_ahead(std::int64_t iteration) const;  // beyond any genuine next evaluation
+  // A snapshot refused for its size or sender: when its header says it comes from peers with
+  // another model or more ranks, logs (once) what does not match and how to fix it.
+  void explain_mismatch(const gossip::WireHeader& header, gossip::RejectCause cause);
 
   std::unique_ptr<compute::Backend> backend_;
   data::Dataset test_;
@@ -95,6 +102,9 @@ class ConsensusMonitor {
   std::vector<MonitorRecord> records_;
   std::uint64_t rejected_ = 0;
   std::uint64_t dropped_ = 0;
+  std::string model_;
+  std::optional<std::string> mismatch_;
+  std::vector<float> average_;  // of the last record
 };
 
 // Receives snapshots into `monitor` until `stop` is set, then drains what is still queued

@@ -8,11 +8,17 @@
 
 #include "sgp/peer/train_config.hpp"
 
+namespace sgp::topology {
+class Schedule;
+}
+
 namespace sgp::peer {
 
 class RunDirectory;
 
 inline constexpr std::string_view kRunConfigFile = "config.json";
+// The topology as the peers mix on it (sgp launch): the file's graph with the weights used.
+inline constexpr std::string_view kMixingTopologyFile = "mixing.dot";
 
 struct RunConfig {
   TrainConfig settings;
@@ -20,8 +26,12 @@ struct RunConfig {
   int peers = 0;
 };
 
+// With `mixing` (the schedule the peers mix with: the file's weights after --self-weight, or
+// the algorithm's own), also "mixing_self_weights": every p_ii kept in any phase, distinct and
+// ascending (one value for a regular graph), so that uniform weights are recorded as numbers.
 void write_run_config(const RunDirectory& run, const TrainConfig& settings,
-                      std::string_view command, int peers);
+                      std::string_view command, int peers,
+                      const topology::Schedule* mixing = nullptr);
 // InputError naming the file and the key when it cannot be read or holds a bad setting.
 RunConfig read_run_config(const std::filesystem::path& file);
 

@@ -1,6 +1,7 @@
 #pragma once
 // A run directory: config.json, peer-<rank>.jsonl (one JSON object per logged step, flushed as
 // written so a crash loses nothing logged) and summary.json. Whole files are written atomically.
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -42,8 +43,13 @@ class RunDirectory {
   void write_json(const std::string& name, const nlohmann::json& value) const;
   // Appends one line to peer-<rank>.jsonl (opened on the first record) and flushes it.
   void log(const nlohmann::json& record);
+  // A resume from `iteration`: drops the records of peer-<rank>.jsonl after it (the resumed run
+  // writes them again; a line torn by a kill goes too) and returns the wall_time of the last
+  // record kept (0 when none), from which the resumed run's wall_time continues.
+  double rewind_log(std::int64_t iteration);
 
  private:
+  std::filesystem::path log_path() const;
   std::filesystem::path dir_;
   int rank_;
   std::string run_id_;

@@ -57,6 +57,9 @@ struct MonitorSummary {
   std::optional<double> final_average_model_loss;
   std::optional<int> final_peers;              // snapshots in the last record
   std::optional<double> final_sum_of_weights;  // their push-sum weights
+  // Snapshots that did not fit the monitor's settings (another model or number of peers): what
+  // did not match and how to fix it, for the first of them.
+  std::optional<std::string> settings_mismatch;
 };
 
 struct RunSummary {
@@ -66,6 +69,7 @@ struct RunSummary {
   std::optional<std::string> device;
   std::vector<int> missing_peers;  // ranks whose summary is not there
   std::vector<int> failed_peers;   // ranks whose process failed (sgp launch --on-peer-failure)
+  std::optional<std::string> monitor_settings_mismatch;  // MonitorSummary::settings_mismatch
   std::optional<double> mean_peer_accuracy, min_peer_accuracy, max_peer_accuracy;
   std::optional<double> median_iteration_ms;       // median over the peers' medians
   std::optional<double> p90_iteration_ms;          // max over the peers

@@ -9,8 +9,11 @@
 #include <memory>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "sgp/compute/backend.hpp"
 #include "sgp/data/dataset.hpp"
+#include "sgp/peer/model_file.hpp"
 #include "sgp/peer/summaries.hpp"
 #include "sgp/peer/train_config.hpp"
 
@@ -28,6 +31,8 @@ class RunDirectory;
 // Iterations per epoch when `num_peers` peers each take `batch_size` samples per iteration:
 // the same on every peer, so that synchronous gossip rounds line up.
 std::int64_t iterations_per_epoch(std::size_t train_size, int num_peers, int batch_size);
+// The iterations a run of these settings trains (--epochs, capped by --max-iterations).
+std::int64_t total_iterations(const TrainConfig& config, std::int64_t per_epoch);
 
 // Median and 90th percentile of `values` (copied), ignoring the first `skip` entries.
 struct Percentiles {
@@ -61,12 +66,19 @@ class Trainer {
   // Runs to the end (or from the newest complete checkpoint with config.resume); returns the
   // summary that was also written to the run directory.
   PeerSummary run();
+  // The model this peer ends with: its de-biased z = x / w and the spec.
+  ModelFile trained_model();
 
  private:
   struct State;
   struct Tally;
   double step(std::int64_t iteration, Tally& tally);
-  void record(std::int64_t iteration, double lr, bool eval, bool last, double wall, Tally& tally);
+  // One line of peer-<rank>.jsonl after `iteration`: the training fields of the interval since
+  // the last such line when `training`, the test accuracy of z when `eval`.
+  void record(std::int64_t iteration, double lr, bool eval, bool training, bool last, double wall,
+              Tally& tally);
+  void add_training_fields(nlohmann::json& record, double lr, bool last, Tally& tally);
+  void add_evaluation(nlohmann::json& record, std::int64_t iteration, bool last, Tally& tally);
   PeerSummary summary(const Tally& tally, double wall) const;
 
   std::unique_ptr<State> state_;
