@@ -17,6 +17,7 @@
 
 #include "sgp/error.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/launch/emulated_hosts.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
@@ -25,6 +26,7 @@
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/run_files.hpp"
 #include "sgp/peer/settings.hpp"
+#include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
@@ -94,11 +96,12 @@ std::vector<int> ranks_to_start(const LaunchOptions& o, const topology::Schedule
 // The consensus monitor on its own thread, for runs whose peers are all on this host.
 class LocalMonitor {
  public:
+  // `bind`: tcp://ADDRESS:* on an address every peer reaches.
   LocalMonitor(const peer::TrainConfig& c, const topology::Schedule& schedule,
-               const std::filesystem::path& run_dir)
+               const std::filesystem::path& run_dir, const std::string& bind)
       : monitor_(c.model, c.data_dir, schedule.num_peers(), run_dir / "monitor.jsonl",
                  monitor::mass_model_of(c.algo)),
-        receiver_(kBind, gossip::monitor_curve(schedule, peer::security(c), kBind)) {}
+        receiver_(bind, gossip::monitor_curve(schedule, peer::security(c), bind)) {}
   std::string endpoint() const { return receiver_.endpoint(); }
   // Call after LocalProcesses blocked SIGINT/SIGTERM, so that the thread inherits the mask.
   void start() {
@@ -112,11 +115,50 @@ class LocalMonitor {
   ~LocalMonitor() { stop(); }
 
  private:
-  static constexpr const char* kBind = "tcp://127.0.0.1:*";
   monitor::ConsensusMonitor monitor_;
   transport::SnapshotReceiver receiver_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+};
+
+// --link-rate: every rank on its own emulated host. The topology is readdressed onto the hosts
+// (run_dir/topology-emulated.dot, which the peers then read) and each peer is started inside its
+// host's namespace with `ip netns exec`.
+class Emulation {
+ public:
+  Emulation(peer::TrainConfig& c, const peer::LinkRate& rate, const std::vector<int>& local, int n,
+            const std::filesystem::path& run_dir)
+      : hosts_(fmt::format("sgpe{}", ::getpid()), n, rate) {
+    if (static_cast<int>(local.size()) != n) {
+      throw InputError(
+          "--link-rate: sgp launch emulates every host of the run on this machine, so it starts "
+          "every rank (leave --ranks out)");
+    }
+    topology::Schedule schedule = peer::load_topology(c);
+    std::vector<std::string> endpoints;
+    for (int r = 0; r < n; ++r)
+      endpoints.push_back(fmt::format("tcp://{}:{}", hosts_.address(r), kPort));
+    schedule.set_endpoints(std::move(endpoints));
+    const auto file = run_dir / "topology-emulated.dot";
+    topology::write_dot_file(
+        schedule, file, fmt::format("{} on emulated hosts, egress {}", c.topology, c.link_rate));
+    c.topology = file.string();
+    // The hosts' network is reachable from this machine only, as loopback is: without keys,
+    // plain TCP on it is no more exposed than the loopback run it stands for.
+    if (!schedule.has_public_keys()) c.insecure = true;
+  }
+  std::string monitor_bind() const { return fmt::format("tcp://{}:*", hosts_.bridge_address()); }
+  // `sgp peer ARGS` inside rank r's host: ip netns exec NAME /proc/<launcher>/exe ARGS.
+  std::vector<std::string> command(int r, std::vector<std::string> args) const {
+    std::vector<std::string> words = {"netns", "exec", hosts_.namespace_name(r),
+                                      fmt::format("/proc/{}/exe", ::getpid())};
+    words.insert(words.end(), args.begin(), args.end());
+    return words;
+  }
+
+ private:
+  static constexpr int kPort = 29500;  // each host has its own ports
+  EmulatedHosts hosts_;
 };
 
 void log_results(const peer::RunSummary& s, const std::filesystem::path& dir) {
@@ -191,10 +233,16 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   run.claim(
       {peer::run_start_of(c), static_cast<int>(local.size()) == n ? std::vector<int>{} : local});
 
+  const peer::LinkRate link_rate = peer::parse_link_rate(c.link_rate);
+  std::unique_ptr<Emulation> emulation;
+  if (link_rate.emulated)
+    emulation = std::make_unique<Emulation>(c, link_rate, local, n, run.path());
+
   // Bound before the peers start, so that they can be told where it is.
   std::unique_ptr<LocalMonitor> monitor;
   if (!o.no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n) {
-    monitor = std::make_unique<LocalMonitor>(c, schedule, run.path());
+    monitor = std::make_unique<LocalMonitor>(
+        c, schedule, run.path(), emulation ? emulation->monitor_bind() : "tcp://127.0.0.1:*");
     c.monitor = monitor->endpoint();
   }
   peer::write_run_config(run, c, "launch", n);
@@ -202,13 +250,14 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   std::vector<ChildSpec> children;
   const auto config_file = (run.path() / peer::kRunConfigFile).string();
   for (int r : local) {
-    children.push_back({r,
-                        {"peer", "--config", config_file, "--rank", std::to_string(r)},
+    std::vector<std::string> args = {"peer", "--config", config_file, "--rank", std::to_string(r)};
+    children.push_back({r, emulation ? emulation->command(r, std::move(args)) : std::move(args),
                         run.path() / fmt::format("peer-{}.log", r)});
   }
   spdlog::info("starting ranks {} of {} ({}), results in {}", fmt::join(local, ","), n,
                name_of(c.algo), run.path());
-  LocalProcesses processes(children);
+  LocalProcesses processes(children,
+                           emulation ? std::filesystem::path(ip_program()) : self_executable());
   if (monitor) monitor->start();
   const bool go_on = c.on_peer_failure == peer::PeerFailure::go_on ||
                      (c.on_peer_failure == peer::PeerFailure::automatic &&

@@ -10,6 +10,7 @@
 #include "setting_types.hpp"
 #include "sgp/data/partition.hpp"
 #include "sgp/model/model_spec.hpp"
+#include "sgp/peer/link_rate.hpp"
 #include "sgp/peer/straggler.hpp"
 #include "sgp/transport/faulty_transport.hpp"
 
@@ -129,6 +130,10 @@ namespace {
 
 std::string check_inject(const std::string& spec) {
   return parse_problem(spec, transport::parse_fault_spec);
+}
+
+std::string check_link_rate(const std::string& rate) {
+  return parse_problem(rate, parse_link_rate);
 }
 
 std::string check_straggler(const std::string& spec) {
@@ -269,6 +274,11 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
             "without keys, allow endpoints other than loopback (unauthenticated, unencrypted: "
             "anyone who can reach a port can pose as a peer)",
             S::peers, true, &C::insecure);
+  add<std::string>(r, "link_rate", kPeers,
+                   "sgp launch: run each peer on its own emulated host (a network namespace here, "
+                   "needs root and iproute2) whose egress tc limits to this rate: 100mbit, 1gbit, "
+                   "... or unlimited (none: no emulation)",
+                   S::peers, true, &C::link_rate, Range{}, check_link_rate);
 }
 
 // Faults: tolerating them (asgp) and injecting them.

@@ -59,6 +59,7 @@ struct TrainConfig {
   std::string monitor;                // endpoint of the consensus monitor; empty: none
   std::string keys_dir;               // CURVE secret keys (`sgp keygen`); empty: none
   bool insecure = false;              // allow plain TCP on non-loopback endpoints
+  std::string link_rate;  // sgp launch: emulated hosts with this egress limit (peer/link_rate)
   // fault tolerance (asgp)
   bool running_sums = true;  // asgp: lost messages cost no mass (false: plain push-sum)
   std::string inject;  // transport faults, e.g. "drop=0.05,seed=1" (transport/faulty_transport)
