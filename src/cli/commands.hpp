@@ -17,5 +17,6 @@ void add_consensus_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_keygen_command(CLI::App& app);
 void add_summarize_command(CLI::App& app);
+void add_emulate_command(CLI::App& app);
 
 }  // namespace sgp::cli

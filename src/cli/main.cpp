@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   sgp::cli::add_sweep_command(app);
   sgp::cli::add_keygen_command(app);
   sgp::cli::add_summarize_command(app);
+  sgp::cli::add_emulate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

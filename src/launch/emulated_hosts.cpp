@@ -14,6 +14,8 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/error.hpp"
+#include "sgp/topology/dot_file.hpp"
+#include "sgp/topology/schedule.hpp"
 
 namespace sgp::launch {
 
@@ -172,6 +174,28 @@ int remove_emulated_hosts(const std::string& prefix) {
   }
   run(fmt::format("ip link del {}-br 2>/dev/null", prefix));  // absent: nothing to do
   return removed;
+}
+
+std::string emulate_up(const std::string& prefix, const std::filesystem::path& topology,
+                       const peer::LinkRate& rate, const std::filesystem::path& out) {
+  topology::DotReadOptions options;
+  options.require_endpoints = false;
+  topology::Schedule schedule = topology::read_dot_file(topology, options);
+  const int n = schedule.num_peers();
+  EmulatedHosts hosts(prefix, n, rate);
+  std::vector<std::string> endpoints;
+  std::string description;
+  for (int r = 0; r < n; ++r) {
+    endpoints.push_back(fmt::format("tcp://{}:29500", hosts.address(r)));
+    description += fmt::format("rank {}: namespace {}, address {}\n", r, hosts.namespace_name(r),
+                               hosts.address(r));
+  }
+  schedule.set_endpoints(std::move(endpoints));
+  topology::write_dot_file(schedule, out,
+                           fmt::format("{} on the emulated hosts {}-*", topology.string(), prefix));
+  hosts.release();
+  return description +
+         fmt::format("bridge {}-br: {} (bind a monitor there)\n", prefix, hosts.bridge_address());
 }
 
 }  // namespace sgp::launch

@@ -5,6 +5,7 @@
 // PREFIX-br in this (the root) namespace, which has 10.A.B.254 so that processes here (the
 // consensus monitor) reach every host. Each host's egress goes through a tc tbf qdisc at the
 // given rate (this kernel has no netem: no latency). Needs root and iproute2 (ip, tc).
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,12 @@ void require_emulation_tools();
 // Deletes the namespaces PREFIX-<number> and the bridge PREFIX-br (what `sgp emulate up` left);
 // returns how many namespaces went. Nothing there is not an error.
 int remove_emulated_hosts(const std::string& prefix);
+
+// `sgp emulate up`: one emulated host per rank of the topology file `topology`, left running,
+// and `out`: that topology readdressed onto them (rank r at tcp://<host r>:29500). Returns the
+// hosts' description (names, addresses, the bridge's address for a monitor).
+std::string emulate_up(const std::string& prefix, const std::filesystem::path& topology,
+                       const peer::LinkRate& rate, const std::filesystem::path& out);
 
 // The path of ip(8), for running a command inside a host: ip netns exec NAME ...
 std::string ip_program();
