@@ -274,6 +274,10 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
             "without keys, allow endpoints other than loopback (unauthenticated, unencrypted: "
             "anyone who can reach a port can pose as a peer)",
             S::peers, true, &C::insecure);
+  add<bool>(r, "local_ipc", kPeers,
+            "peers on one host exchange over ipc:// (Unix sockets) instead of TCP loopback "
+            "(--no-local-ipc: TCP everywhere)",
+            S::peers, true, &C::local_ipc);
   add<std::string>(r, "link_rate", kPeers,
                    "sgp launch: run each peer on its own emulated host (a network namespace here, "
                    "needs root and iproute2) whose egress tc limits to this rate: 100mbit, 1gbit, "

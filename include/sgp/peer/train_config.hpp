@@ -59,6 +59,7 @@ struct TrainConfig {
   std::string monitor;                // endpoint of the consensus monitor; empty: none
   std::string keys_dir;               // CURVE secret keys (`sgp keygen`); empty: none
   bool insecure = false;              // allow plain TCP on non-loopback endpoints
+  bool local_ipc = true;  // peers of one host exchange over ipc:// instead of TCP loopback
   std::string link_rate;  // sgp launch: emulated hosts with this egress limit (peer/link_rate)
   // fault tolerance (asgp)
   bool running_sums = true;  // asgp: lost messages cost no mass (false: plain push-sum)
