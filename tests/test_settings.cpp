@@ -61,6 +61,7 @@ TrainConfig unusual() {
   c.keys_dir = "keys";
   c.insecure = true;
   c.local_ipc = false;
+  c.comm_thread = "off";
   c.link_rate = "1gbit";
   c.run_dir = "runs/x";
   c.overwrite = true;

@@ -132,6 +132,11 @@ std::string check_inject(const std::string& spec) {
   return parse_problem(spec, transport::parse_fault_spec);
 }
 
+std::string check_comm_thread(const std::string& value) {
+  if (value == "auto" || value == "on" || value == "off") return {};
+  return fmt::format("'{}' is not one of auto, on, off", value);
+}
+
 std::string check_link_rate(const std::string& rate) {
   return parse_problem(rate, parse_link_rate);
 }
@@ -246,6 +251,11 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
       .fix_across_resume();
   add<int>(r, "tau", kPeers, "osgp: how many rounds an in-neighbour may lag behind", S::peers, true,
            &C::tau, between(0, 100));
+  add<std::string>(r, "comm_thread", kPeers,
+                   "osgp: communicate on a thread of its own (on), on the training thread "
+                   "between steps (off), or auto: off when this host has no more cores than "
+                   "peers",
+                   S::peers, true, &C::comm_thread, Range{}, check_comm_thread);
   add<int>(r, "gossip_every", kPeers, "gossip once every H iterations", S::peers, true,
            &C::gossip_every, between(1, 1000000))
       .fix_across_resume();
