@@ -224,8 +224,7 @@ algo = ["sgp", "osgp"]
 link_rate = ["unlimited", "1gbit", "100mbit"]
 )");
   REQUIRE(spec.points.size() == 6);
-  CHECK(spec.points[0].name() ==
-        "one-peer-exponential_n4_auniform_sgp_h1_s0_link_rate-unlimited");
+  CHECK(spec.points[0].name() == "one-peer-exponential_n4_auniform_sgp_h1_s0_link_rate-unlimited");
   CHECK(spec.points[4].name() == "one-peer-exponential_n4_auniform_osgp_h1_s0_link_rate-1gbit");
   CHECK(spec.points[5].config.link_rate == "100mbit");
   CHECK(error_of("name = \"x\"\n[grid]\nlink_rate = [\"fast\"]\n") ==
