@@ -51,7 +51,7 @@ struct TrainConfig {
   std::string topology;  // DOT file
   Algorithm algo = Algorithm::sgp;
   int tau = 1;                        // osgp: staleness bound in rounds
-  std::string comm_thread = "auto";   // osgp: auto | on | off (the engine's comm_thread)
+  std::string comm_thread = "on";     // osgp: on | off | auto (the engine's comm_thread)
   int gossip_every = 1;               // H: gossip once every H iterations
   double self_weight = 0.0;           // > 0: mixing rate a overriding the file's weights
   int timeout_ms = 30000;             // a missing peer's message fails the run after this
