@@ -8,6 +8,7 @@
 #include <limits>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/error.hpp"
@@ -99,7 +100,9 @@ TEST_CASE("sync push-sum reaches the exact mean and conserves weight every round
 TEST_CASE("overlap push-sum (tau 0, 1, 2) converges and conserves mass after finish") {
   for (int tau : {0, 1, 2}) {
     for (const auto& [name, s] : all_cases()) {
-      {
+      // With its communication thread, and inline (the caller's thread does its work).
+      for (bool comm_thread : {true, false}) {
+        CAPTURE(comm_thread);
         CAPTURE(tau);
         CAPTURE(name);
         const int n = s.num_peers();
@@ -109,20 +112,27 @@ TEST_CASE("overlap push-sum (tau 0, 1, 2) converges and conserves mass after fin
         gossip::PushSumConfig cfg;
         cfg.mode = gossip::Mode::overlap;
         cfg.tau = tau;
+        cfg.comm_thread = comm_thread;
         cfg.chunk_elements = 5;  // 7 chunks: whole messages must be applied, never a part
         cfg.timeout = std::chrono::milliseconds(20000);
         auto results = run_inproc(s, net, kDim, rounds, cfg);
         // Late messages take other float32 rounding paths than sync mode: 32 ulps (4e-6).
-        check_consensus(results, s, kDim, rounds, 4e-6);
+        // Inline, a message is applied only at the next step, always the latest allowed: the
+        // peers agree, but their common value drifts by up to 64 ulps (4.5e-6 measured on the
+        // 16-peer torus with tau 2).
+        check_consensus(results, s, kDim, rounds, comm_thread ? 4e-6 : 8e-6);
       }
     }
   }
 }
 
 TEST_CASE("the device path (host staging, uploads into device scratch) mixes the same way") {
-  for (auto mode : {gossip::Mode::sync, gossip::Mode::overlap}) {
+  for (auto [mode, comm_thread] : {std::pair{gossip::Mode::sync, true},
+                                   {gossip::Mode::overlap, true},
+                                   {gossip::Mode::overlap, false}}) {
     for (int n : {3, 8}) {
       CAPTURE(sgp::name_of(mode));
+      CAPTURE(comm_thread);
       CAPTURE(n);
       topology::GeneratorOptions options;
       options.num_peers = n;
@@ -132,6 +142,7 @@ TEST_CASE("the device path (host staging, uploads into device scratch) mixes the
       transport::InProcNetwork net(n);
       gossip::PushSumConfig cfg;
       cfg.mode = mode;
+      cfg.comm_thread = comm_thread;
       cfg.chunk_elements = 5;
       cfg.timeout = std::chrono::milliseconds(20000);
       auto results = run_inproc(s, net, kDim, rounds, cfg, {}, {},

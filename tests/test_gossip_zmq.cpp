@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <utility>
 
 #include "sgp/error.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
@@ -108,12 +109,16 @@ struct KeyedPeers {
 TEST_CASE("push-sum over ZeroMQ: 4 and 8 peers, sync and overlap, exact mean and mass") {
   constexpr std::size_t dim = 100003;  // 400 kB vectors in 11 chunks (the last one 3 floats)
   for (int n : {4, 8}) {
-    for (auto mode : {gossip::Mode::sync, gossip::Mode::overlap}) {
+    for (auto [mode, comm_thread] : {std::pair{gossip::Mode::sync, true},
+                                     {gossip::Mode::overlap, true},
+                                     {gossip::Mode::overlap, false}}) {
       CAPTURE(n);
       CAPTURE(sgp::name_of(mode));
+      CAPTURE(comm_thread);
       const auto s = sgp::testing::make_schedule(Graph::exponential, n);
       gossip::PushSumConfig cfg;
       cfg.mode = mode;
+      cfg.comm_thread = comm_thread;
       cfg.timeout = std::chrono::milliseconds(20000);
       cfg.chunk_elements = 10000;
       const int delay = mode == gossip::Mode::overlap ? cfg.tau : 0;

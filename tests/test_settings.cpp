@@ -61,6 +61,9 @@ TrainConfig unusual() {
   c.straggler = "2:4";
   c.keys_dir = "keys";
   c.insecure = true;
+  c.local_ipc = false;
+  c.comm_thread = "off";
+  c.link_rate = "1gbit";
   c.run_dir = "runs/x";
   c.overwrite = true;
   c.log_every = 7;
@@ -198,6 +201,11 @@ TEST_CASE("bad values are refused naming the flag and what was expected") {
   CHECK(flag_error({"--straggler", "3"}) ==
         "--straggler: '3': no ':' (expected RANK:FACTOR, e.g. 3:4)");
   CHECK(flag_error({"--straggler", "-1:4"}).starts_with("--straggler: '-1:4': RANK must be"));
+  CHECK(flag_error({"--link-rate", "1gbps"}) ==
+        "--link-rate: '1gbps': no unit (bit, kbit, mbit or gbit) (expected none, unlimited or a "
+        "rate such as 100mbit, 1gbit)");
+  CHECK(flag_error({"--link-rate", "0.1bit"}).starts_with("--link-rate: '0.1bit': outside"));
+  CHECK(flag_error({"--link-rate", "xmbit"}).starts_with("--link-rate: 'xmbit': not a number"));
   for (const char* factor : {"0:0.5", "0:nan", "0:1e9", "0:4x"}) {
     CHECK(flag_error({"--straggler", factor}).find("FACTOR must be a number in [1, 1000]") !=
           std::string::npos);

@@ -237,3 +237,21 @@ model = "lenet"
   CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nmodel = \"vgg\"\n"),
                  "sweeps/test.toml:5:9: train.model: 'vgg' is not a model"));
 }
+
+TEST_CASE("link_rate is a grid key: one sweep compares algorithms across bandwidths") {
+  const auto spec = parse(R"(
+name = "bandwidth"
+[grid]
+topology = ["one-peer-exponential"]
+peers = [4]
+algo = ["sgp", "osgp"]
+link_rate = ["unlimited", "1gbit", "100mbit"]
+)");
+  REQUIRE(spec.points.size() == 6);
+  CHECK(spec.points[0].name() == "one-peer-exponential_n4_auniform_sgp_h1_s0_link_rate-unlimited");
+  CHECK(spec.points[4].name() == "one-peer-exponential_n4_auniform_osgp_h1_s0_link_rate-1gbit");
+  CHECK(spec.points[5].config.link_rate == "100mbit");
+  CHECK(error_of("name = \"x\"\n[grid]\nlink_rate = [\"fast\"]\n") ==
+        "sweeps/test.toml:3:14: grid.link_rate: 'fast': no unit (bit, kbit, mbit or gbit) "
+        "(expected none, unlimited or a rate such as 100mbit, 1gbit)");
+}

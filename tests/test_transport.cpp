@@ -102,6 +102,42 @@ TEST_CASE("ZeroMQ transport: messages to a peer that is not up are held, then di
   CHECK_THROWS_AS(a.send(1, bytes_of(64, 0), payload, [] {}), IoError);
 }
 
+TEST_CASE("ZeroMQ transport: peers of one host exchange over ipc://, not TCP loopback") {
+  // A port where nothing listens on TCP once the probe is gone; the receiver listens only at
+  // the ipc endpoint that a transport bound at tcp://127.0.0.1:PORT would add.
+  std::string tcp;
+  {
+    ZmqTransport probe(9, "tcp://127.0.0.1:*", kLimits, {.local_ipc = false});
+    tcp = probe.endpoint();
+  }
+  const std::string ipc = local_ipc_endpoint(tcp);
+  CHECK(ipc == "ipc://@sgp-127.0.0.1-" + tcp.substr(tcp.rfind(':') + 1));
+  ZmqTransport receiver(1, ipc, kLimits);
+  SUBCASE("local_ipc (the default): a connect to the tcp endpoint reaches the ipc listener") {
+    ZmqTransport sender(0, "tcp://127.0.0.1:*", kLimits);
+    sender.connect(1, tcp);
+    check_round_trip(sender, receiver, 3 << 20);
+  }
+  SUBCASE("local_ipc off: the message goes to the TCP port, where nobody listens") {
+    ZmqTransport sender(0, "tcp://127.0.0.1:*", kLimits, {.local_ipc = false});
+    sender.connect(1, tcp);
+    sender.send(1, bytes_of(64, 1), bytes_of(1024, 2), [] {});
+    CHECK_FALSE(receiver.receive(300ms).has_value());
+    sender.discard_pending(1);
+  }
+  CHECK(local_ipc_endpoint("tcp://127.0.0.1:*").empty());
+  CHECK(local_ipc_endpoint("ipc:///tmp/x").empty());
+}
+
+TEST_CASE(
+    "ZeroMQ transport: a transport bound at tcp://HOST:PORT also listens at its ipc endpoint") {
+  ZmqTransport receiver(1, "tcp://127.0.0.1:*", kLimits);
+  // A sender that is told the ipc endpoint itself (local_ipc changes only tcp endpoints).
+  ZmqTransport sender(0, "tcp://127.0.0.1:*", kLimits, {.local_ipc = false});
+  sender.connect(1, local_ipc_endpoint(receiver.endpoint()));
+  check_round_trip(sender, receiver, 1 << 16);
+}
+
 TEST_CASE("ZeroMQ transport: a bad endpoint is an IoError naming it") {
   CHECK_THROWS_WITH_AS(ZmqTransport(0, "tcp://not-an-address:x", kLimits),
                        doctest::Contains("tcp://not-an-address:x"), IoError);

@@ -19,5 +19,6 @@ void add_keygen_command(CLI::App& app);
 void add_summarize_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_emulate_command(CLI::App& app);
 
 }  // namespace sgp::cli

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   sgp::cli::add_summarize_command(app);
   sgp::cli::add_simulate_command(app);
   sgp::cli::add_eval_command(app);
+  sgp::cli::add_emulate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -66,7 +66,7 @@ PushSumEngine::PushSumEngine(compute::Backend& backend, topology::Schedule sched
   tracker_ = std::make_unique<RoundTracker>(schedule_, rank_, rounds_ahead_bound(schedule_, config),
                                             chunking_.chunks());
   if (!host_x_) scratch_device_ = static_cast<float*>(backend_.allocate(n_ * sizeof(float)));
-  if (config_.mode == Mode::overlap) comm_thread_ = std::thread([this] { comm_loop(); });
+  if (threaded()) comm_thread_ = std::thread([this] { comm_loop(); });
 }
 
 PushSumEngine::~PushSumEngine() {
@@ -297,7 +297,7 @@ void PushSumEngine::send_round(std::int64_t round, const std::byte* src, double 
     throw;
   }
   std::lock_guard lock(metrics_mutex_);
-  if (config_.mode == Mode::sync) metrics_.send_seconds += seconds_since(start);  // caller's
+  if (!threaded()) metrics_.send_seconds += seconds_since(start);  // the caller's thread
 }
 
 void PushSumEngine::mix() {
@@ -316,7 +316,7 @@ void PushSumEngine::mix() {
         releases.push_back(in_flight_->hold(src + chunking_.offset(c) * element_bytes_, e.peer));
       }
     }
-    if (config_.mode == Mode::overlap) {
+    if (threaded()) {
       {
         std::lock_guard lock(comm_mutex_);
         send_queue_.push_back(SendJob{r, src, w_, std::move(releases), !host_x_});
@@ -326,6 +326,8 @@ void PushSumEngine::mix() {
       metrics_.send_seconds += seconds_since(start);
     } else {
       try {
+        // Inline overlap on a GPU: the snapshot's download must be done before it is sent.
+        if (config_.mode == Mode::overlap && !host_x_) backend_.wait_transfers();
         send_round(r, src, w_, std::move(releases));
       } catch (const IoError&) {
         failed_ = true;
@@ -474,7 +476,7 @@ void PushSumEngine::apply(const DecodedMessage& m) {
 // in sync mode the checksums (decode) count as apply time, in overlap mode the communication
 // thread does them.
 std::optional<DecodedMessage> PushSumEngine::next_message(Clock::time_point deadline) {
-  if (config_.mode == Mode::overlap) {
+  if (threaded()) {
     const auto start = Clock::now();
     std::unique_lock lock(comm_mutex_);
     inbox_ready_.wait_until(lock, deadline, [&] { return !inbox_.empty() || comm_error_; });
@@ -529,6 +531,13 @@ std::optional<DecodedMessage> PushSumEngine::decode(transport::Message message) 
 }
 
 void PushSumEngine::drain_inbox() {
+  if (!threaded()) {
+    // Inline overlap: whatever the transport holds now, without waiting.
+    while (auto message = transport_.receive(std::chrono::milliseconds(0))) {
+      if (auto decoded = decode(std::move(*message))) admit(std::move(*decoded));
+    }
+    return;
+  }
   std::deque<DecodedMessage> arrived;
   {
     std::lock_guard lock(comm_mutex_);

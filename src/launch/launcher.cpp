@@ -19,6 +19,7 @@
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/launch/emulated_hosts.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
@@ -99,11 +100,12 @@ std::vector<int> ranks_to_start(const LaunchOptions& o, const topology::Schedule
 // The consensus monitor on its own thread, for runs whose peers are all on this host.
 class LocalMonitor {
  public:
+  // `bind`: tcp://ADDRESS:* on an address every peer reaches.
   LocalMonitor(const peer::TrainConfig& c, const topology::Schedule& schedule,
-               const std::filesystem::path& run_dir)
+               const std::filesystem::path& run_dir, const std::string& bind)
       : monitor_(c.model, c.data_dir, schedule.num_peers(), run_dir / "monitor.jsonl",
                  monitor::mass_model_of(c.algo)),
-        receiver_(kBind, gossip::monitor_curve(schedule, peer::security(c), kBind)) {}
+        receiver_(bind, gossip::monitor_curve(schedule, peer::security(c), bind)) {}
   std::string endpoint() const { return receiver_.endpoint(); }
   // Call after LocalProcesses blocked SIGINT/SIGTERM, so that the thread inherits the mask.
   void start() {
@@ -121,11 +123,50 @@ class LocalMonitor {
   }
 
  private:
-  static constexpr const char* kBind = "tcp://127.0.0.1:*";
   monitor::ConsensusMonitor monitor_;
   transport::SnapshotReceiver receiver_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+};
+
+// --link-rate: every rank on its own emulated host. The topology is readdressed onto the hosts
+// (run_dir/topology-emulated.dot, which the peers then read) and each peer is started inside its
+// host's namespace with `ip netns exec`.
+class Emulation {
+ public:
+  Emulation(peer::TrainConfig& c, const peer::LinkRate& rate, const std::vector<int>& local, int n,
+            const std::filesystem::path& run_dir)
+      : hosts_(fmt::format("sgpe{}", ::getpid()), n, rate) {
+    if (static_cast<int>(local.size()) != n) {
+      throw InputError(
+          "--link-rate: sgp launch emulates every host of the run on this machine, so it starts "
+          "every rank (leave --ranks out)");
+    }
+    topology::Schedule schedule = peer::load_topology(c);
+    std::vector<std::string> endpoints;
+    for (int r = 0; r < n; ++r)
+      endpoints.push_back(fmt::format("tcp://{}:{}", hosts_.address(r), kPort));
+    schedule.set_endpoints(std::move(endpoints));
+    const auto file = run_dir / "topology-emulated.dot";
+    topology::write_dot_file(
+        schedule, file, fmt::format("{} on emulated hosts, egress {}", c.topology, c.link_rate));
+    c.topology = file.string();
+    // The hosts' network is reachable from this machine only, as loopback is: without keys,
+    // plain TCP on it is no more exposed than the loopback run it stands for.
+    if (!schedule.has_public_keys()) c.insecure = true;
+  }
+  std::string monitor_bind() const { return fmt::format("tcp://{}:*", hosts_.bridge_address()); }
+  // `sgp peer ARGS` inside rank r's host: ip netns exec NAME /proc/<launcher>/exe ARGS.
+  std::vector<std::string> command(int r, std::vector<std::string> args) const {
+    std::vector<std::string> words = {"netns", "exec", hosts_.namespace_name(r),
+                                      fmt::format("/proc/{}/exe", ::getpid())};
+    words.insert(words.end(), args.begin(), args.end());
+    return words;
+  }
+
+ private:
+  static constexpr int kPort = 29500;  // each host has its own ports
+  EmulatedHosts hosts_;
 };
 
 void log_results(const peer::RunSummary& s, const std::filesystem::path& dir) {
@@ -250,11 +291,17 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   run.claim(
       {peer::run_start_of(c), static_cast<int>(local.size()) == n ? std::vector<int>{} : local});
 
+  const peer::LinkRate link_rate = peer::parse_link_rate(c.link_rate);
+  std::unique_ptr<Emulation> emulation;
+  if (link_rate.emulated)
+    emulation = std::make_unique<Emulation>(c, link_rate, local, n, run.path());
+
   // Bound before the peers start, so that they can be told where it is: on their command line,
   // not in config.json, whose settings a resume takes up again (this port will be gone by then).
   std::unique_ptr<LocalMonitor> monitor;
   if (!o.no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n) {
-    monitor = std::make_unique<LocalMonitor>(c, schedule, run.path());
+    monitor = std::make_unique<LocalMonitor>(
+        c, schedule, run.path(), emulation ? emulation->monitor_bind() : "tcp://127.0.0.1:*");
   }
   write_run_files(run, c, n, mixing);
 
@@ -263,11 +310,13 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   for (int r : local) {
     std::vector<std::string> args = {"peer", "--config", config_file, "--rank", std::to_string(r)};
     if (monitor) args.insert(args.end(), {"--monitor", monitor->endpoint()});
-    children.push_back({r, std::move(args), run.path() / fmt::format("peer-{}.log", r)});
+    children.push_back({r, emulation ? emulation->command(r, std::move(args)) : std::move(args),
+                        run.path() / fmt::format("peer-{}.log", r)});
   }
   spdlog::info("starting ranks {} of {} ({}), results in {}", fmt::join(local, ","), n,
                name_of(c.algo), run.path());
-  LocalProcesses processes(children);
+  LocalProcesses processes(children,
+                           emulation ? std::filesystem::path(ip_program()) : self_executable());
   if (monitor) monitor->start();
   const bool go_on = c.on_peer_failure == peer::PeerFailure::go_on ||
                      (c.on_peer_failure == peer::PeerFailure::automatic &&

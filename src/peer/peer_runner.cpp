@@ -113,6 +113,7 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
     const gossip::Mode mode = info(config.algo).mode;
     transport::ZmqOptions zmq;
     zmq.send_timeout = std::chrono::milliseconds(config.timeout_ms);
+    zmq.local_ipc = config.local_ipc;
     // asgp: what is still queued for a dead peer at the end must not hold the exit for long.
     if (mode == gossip::Mode::async) {
       zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));

@@ -10,6 +10,7 @@
 #include "setting_types.hpp"
 #include "sgp/data/partition.hpp"
 #include "sgp/model/model_spec.hpp"
+#include "sgp/peer/link_rate.hpp"
 #include "sgp/peer/straggler.hpp"
 #include "sgp/transport/faulty_transport.hpp"
 
@@ -131,6 +132,15 @@ std::string check_inject(const std::string& spec) {
   return parse_problem(spec, transport::parse_fault_spec);
 }
 
+std::string check_comm_thread(const std::string& value) {
+  if (value == "auto" || value == "on" || value == "off") return {};
+  return fmt::format("'{}' is not one of auto, on, off", value);
+}
+
+std::string check_link_rate(const std::string& rate) {
+  return parse_problem(rate, parse_link_rate);
+}
+
 std::string check_straggler(const std::string& spec) {
   return parse_problem(spec, parse_straggler_spec);
 }
@@ -248,6 +258,11 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
       S::peers, true, &C::compress);
   add<int>(r, "tau", kPeers, "osgp: how many rounds an in-neighbour may lag behind", S::peers, true,
            &C::tau, between(0, 100));
+  add<std::string>(r, "comm_thread", kPeers,
+                   "osgp: communicate on a thread of its own (on), on the training thread "
+                   "between steps (off), or auto: off when this host has no more cores than "
+                   "peers (off measured slower on 2 cores with 4 peers, hence on by default)",
+                   S::peers, true, &C::comm_thread, Range{}, check_comm_thread);
   add<int>(r, "gossip_every", kPeers, "gossip once every H iterations", S::peers, true,
            &C::gossip_every, between(1, 1000000))
       .fix_across_resume();
@@ -276,6 +291,15 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
             "without keys, allow endpoints other than loopback (unauthenticated, unencrypted: "
             "anyone who can reach a port can pose as a peer)",
             S::peers, true, &C::insecure);
+  add<bool>(r, "local_ipc", kPeers,
+            "peers on one host exchange over ipc:// (Unix sockets) instead of TCP loopback "
+            "(--no-local-ipc: TCP everywhere)",
+            S::peers, true, &C::local_ipc);
+  add<std::string>(r, "link_rate", kPeers,
+                   "sgp launch: run each peer on its own emulated host (a network namespace here, "
+                   "needs root and iproute2) whose egress tc limits to this rate: 100mbit, 1gbit, "
+                   "... or unlimited (none: no emulation)",
+                   S::peers, true, &C::link_rate, Range{}, check_link_rate);
 }
 
 // Faults: tolerating them (asgp) and injecting them.

@@ -165,10 +165,35 @@ struct Trainer::State {
     if (comm.schedule) start_engine();
   }
 
+  // osgp's communication thread: with --comm-thread auto, only when this host has more cores
+  // than peers (the ranks whose endpoint has this rank's host); else its handoffs cost more
+  // than the overlap brings.
+  bool overlap_thread() const {
+    if (config.comm_thread != "auto") return config.comm_thread == "on";
+    const auto& s = *comm.schedule;
+    if (!s.has_endpoints()) return true;
+    const auto host = [&](int r) {
+      const std::string& e = s.endpoint(r);
+      const std::string h = e.substr(0, e.rfind(':'));
+      return h.find("://127.") != std::string::npos ? std::string("loopback") : h;
+    };
+    int here = 0;
+    for (int r = 0; r < s.num_peers(); ++r) here += host(r) == host(rank);
+    const bool threaded = static_cast<int>(std::thread::hardware_concurrency()) > here;
+    if (info(config.algo).mode == gossip::Mode::overlap && !threaded) {
+      spdlog::info(
+          "rank {}: {} peers on this host, {} cores: osgp communicates between steps "
+          "(--comm-thread on to use a thread)",
+          rank, here, std::thread::hardware_concurrency());
+    }
+    return threaded;
+  }
+
   void start_engine() {
     gossip::PushSumConfig gc;
     gc.mode = info(config.algo).mode;
     gc.tau = config.tau;
+    gc.comm_thread = overlap_thread();
     gc.gossip_every = config.gossip_every;
     gc.timeout = std::chrono::milliseconds(config.timeout_ms);
     gc.running_sums = config.running_sums;

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string_view>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 
@@ -38,6 +41,25 @@ void release_payload(void* /*data*/, void* hint) noexcept {
 }
 
 int ms(std::chrono::milliseconds d) { return static_cast<int>(d.count()); }
+
+// HOST and PORT of "tcp://HOST:PORT" (nothing when it is not that, e.g. a wildcard port).
+std::optional<std::pair<std::string, std::string>> tcp_host_port(const std::string& endpoint) {
+  constexpr std::string_view kScheme = "tcp://";
+  if (!endpoint.starts_with(kScheme)) return std::nullopt;
+  const auto colon = endpoint.rfind(':');
+  if (colon == std::string::npos || colon < kScheme.size()) return std::nullopt;
+  std::string host = endpoint.substr(kScheme.size(), colon - kScheme.size());
+  std::string port = endpoint.substr(colon + 1);
+  if (host.empty() || port.empty() || port.find_first_not_of("0123456789") != std::string::npos ||
+      host.find(';') != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::pair{std::move(host), std::move(port)};
+}
+
+// Only numeric 127.x: ZMQ_LAST_ENDPOINT names the bound host numerically, so "localhost" on the
+// connecting side would not name the same ipc endpoint (it goes over TCP).
+bool is_loopback_host(const std::string& host) { return host.starts_with("127."); }
 
 }  // namespace
 
@@ -74,8 +96,30 @@ ZmqTransport::ZmqTransport(int rank, const std::string& bind_endpoint, ReceiveLi
                               bind_endpoint, e.what()));
   }
   endpoint_ = pull.get(zmq::sockopt::last_endpoint);
+  if (options_.local_ipc) bind_local_ipc();
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw IoError(fmt::format("eventfd: {}", std::strerror(errno)));
+}
+
+std::string local_ipc_endpoint(const std::string& tcp) {
+  const auto host_port = tcp_host_port(tcp);
+  if (!host_port) return {};
+  return fmt::format("ipc://@sgp-{}-{}", host_port->first, host_port->second);
+}
+
+// The second listening endpoint of the PULL socket, for peers of this host (header).
+void ZmqTransport::bind_local_ipc() {
+  const auto host_port = tcp_host_port(endpoint_);
+  if (!host_port) return;
+  const std::string ipc = local_ipc_endpoint(endpoint_);
+  try {
+    sockets_->pull.bind(ipc);
+  } catch (const zmq::error_t& e) {
+    throw IoError(
+        fmt::format("rank {}: cannot bind the local receive socket at '{}' (beside {}): {}", rank_,
+                    ipc, endpoint_, e.what()));
+  }
+  bound_host_ = host_port->first;
 }
 
 ZmqTransport::~ZmqTransport() {
@@ -99,8 +143,13 @@ void ZmqTransport::connect(int dest, const std::string& endpoint) {
     socket.set(zmq::sockopt::curve_publickey, options_.curve->own.public_key);
     socket.set(zmq::sockopt::curve_secretkey, options_.curve->own.secret_key);
   }
+  // A peer of this host: over its ipc endpoint (a loopback address is this network namespace's;
+  // so is the address this transport is bound to).
+  const auto host_port = tcp_host_port(endpoint);
+  const bool local = options_.local_ipc && host_port &&
+                     (is_loopback_host(host_port->first) || host_port->first == bound_host_);
   try {
-    socket.connect(endpoint);
+    socket.connect(local ? local_ipc_endpoint(endpoint) : endpoint);
   } catch (const zmq::error_t& e) {
     throw IoError(fmt::format("rank {}: cannot connect to rank {} at '{}': {}", rank_, dest,
                               endpoint, e.what()));

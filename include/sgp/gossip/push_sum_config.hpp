@@ -37,6 +37,11 @@ struct PushSumConfig {
   // Overlap mode: round k may end while every in-neighbour's messages of rounds <= k - tau are
   // in (tau = 0 waits like sync mode). Ignored in sync mode.
   int tau = 1;
+  // Overlap mode: false does the communication thread's work (send, receive, checksums) on the
+  // caller's thread, inside step(), keeping overlap's bookkeeping (lag up to tau rounds). For
+  // hosts with fewer cores than peers, where a second thread per peer only adds handoffs and
+  // context switches. Ignored in sync mode.
+  bool comm_thread = true;
   // step(iteration) gossips once every `gossip_every` iterations (H).
   int gossip_every = 1;
   // Longest wait for a peer's message, or for the transport to release a sent buffer, before

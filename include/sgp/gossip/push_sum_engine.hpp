@@ -113,6 +113,8 @@ class PushSumEngine final : public Mixer {
   // What was rejected from each of `ranks`, for the time-out message ("" when nothing).
   std::string rejects_from(const std::vector<int>& ranks) const;
   void comm_loop();
+  // Overlap mode with its communication thread (PushSumConfig::comm_thread).
+  bool threaded() const { return config_.mode == Mode::overlap && config_.comm_thread; }
   float* device_snapshot_for(const float* buffer);
   void rethrow_comm_error();
 

@@ -50,7 +50,8 @@ struct TrainConfig {
   // peers and gossip (sgp peer / sgp launch)
   std::string topology;  // DOT file
   Algorithm algo = Algorithm::sgp;
-  int tau = 1;                                               // osgp: staleness bound in rounds
+  int tau = 1;                     // osgp: staleness bound in rounds
+  std::string comm_thread = "on";  // osgp: on | off | auto (the engine's comm_thread)
   gossip::Compression compress = gossip::Compression::none;  // push-sum payloads as 16 bits
   int gossip_every = 1;                                      // H: gossip once every H iterations
   double self_weight = 0.0;           // > 0: mixing rate a overriding the file's weights
@@ -60,6 +61,8 @@ struct TrainConfig {
   std::string monitor;                // endpoint of the consensus monitor; empty: none
   std::string keys_dir;               // CURVE secret keys (`sgp keygen`); empty: none
   bool insecure = false;              // allow plain TCP on non-loopback endpoints
+  bool local_ipc = true;  // peers of one host exchange over ipc:// instead of TCP loopback
+  std::string link_rate;  // sgp launch: emulated hosts with this egress limit (peer/link_rate)
   // fault tolerance (asgp)
   bool running_sums = true;  // asgp: lost messages cost no mass (false: plain push-sum)
   std::string inject;  // transport faults, e.g. "drop=0.05,seed=1" (transport/faulty_transport)

@@ -33,6 +33,14 @@
 //   CURVE            with ZmqOptions::curve (keys in the topology), the PULL socket is a CURVE
 //                    server admitting only the configured client keys (ZapHandler) and every
 //                    PUSH a CURVE client; received messages carry the authenticated rank.
+//   local_ipc        (ZmqOptions, on by default) a PULL bound at tcp://HOST:PORT also listens at
+//                    ipc://@sgp-HOST-PORT (a Unix socket in Linux's abstract namespace, which
+//                    belongs to the network namespace: no file, nothing left behind, not
+//                    reachable from another host or emulated host), and a connect to a
+//                    tcp endpoint on this host (a loopback address, or the host this transport
+//                    is bound to) goes there instead: peers of one host skip the TCP stack.
+//                    CURVE works the same over it (the mechanism does not depend on the
+//                    transport). Off: plain TCP everywhere.
 //   IMMEDIATE = 0    (the default, kept) messages to a peer that has not started yet are queued
 //                    and delivered when it comes up; peers may start in any order.
 #include <chrono>
@@ -70,7 +78,12 @@ struct ZmqOptions {
   std::chrono::milliseconds send_timeout{30000};
   std::chrono::milliseconds linger{5000};
   std::optional<ZmqCurve> curve;  // none: plain TCP (the caller decides whether that is allowed)
+  bool local_ipc = true;          // peers on this host connect over ipc:// (above)
 };
+
+// The ipc:// endpoint a PULL bound at tcp endpoint `tcp` also listens at ("" when `tcp` is not
+// tcp://HOST:PORT with a numeric port), e.g. "ipc://@sgp-127.0.0.1-5600".
+std::string local_ipc_endpoint(const std::string& tcp);
 
 class ZmqTransport final : public Transport {
  public:
@@ -96,12 +109,14 @@ class ZmqTransport final : public Transport {
  private:
   bool wait_readable(std::chrono::milliseconds timeout);  // false: woken or timed out
   std::optional<Message> read_message();                  // a whole message, if one is there
+  void bind_local_ipc();
 
   struct Sockets;  // zmq context, ZAP handler and sockets, kept out of this header
   int rank_;
   ZmqOptions options_;
   std::unique_ptr<Sockets> sockets_;
   std::string endpoint_;
+  std::string bound_host_;  // HOST of the bound tcp://HOST:PORT ("" for other transports)
   std::set<int> discarded_;
   int wake_fd_ = -1;  // eventfd polled beside the PULL socket
 };
