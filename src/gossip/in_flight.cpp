@@ -1,5 +1,9 @@
 #include "in_flight.hpp"
 
+#include <spdlog/spdlog.h>
+
+#include "sgp/transport/transport.hpp"
+
 namespace sgp::gossip {
 
 transport::ReleaseFn InFlight::hold(const void* buffer, int dest) {
@@ -62,6 +66,20 @@ int InFlight::wait_any_free(const std::vector<float*>& buffers, std::size_t byte
     return false;
   });
   return found;
+}
+
+std::vector<int> InFlight::release_all(transport::Transport& transport, int rank,
+                                       Clock::time_point deadline) {
+  auto holders = wait(nullptr, deadline);
+  if (holders.empty()) return holders;
+  for (int dest : holders) {
+    try {
+      transport.discard_pending(dest);
+    } catch (const std::exception& e) {
+      spdlog::warn("rank {}: discarding messages to rank {}: {}", rank, dest, e.what());
+    }
+  }
+  return wait(nullptr, Clock::now() + std::chrono::seconds(2));
 }
 
 }  // namespace sgp::gossip

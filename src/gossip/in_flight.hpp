@@ -11,6 +11,10 @@
 
 #include "sgp/transport/message.hpp"
 
+namespace sgp::transport {
+class Transport;
+}
+
 namespace sgp::gossip {
 
 class InFlight : public std::enable_shared_from_this<InFlight> {
@@ -27,6 +31,12 @@ class InFlight : public std::enable_shared_from_this<InFlight> {
   // Waits until one of `buffers` (each `bytes` long) holds no chunk; returns its index, or -1.
   int wait_any_free(const std::vector<float*>& buffers, std::size_t bytes,
                     Clock::time_point deadline);
+  // Before an engine frees its buffers: waits for every release until `deadline`, then discards
+  // what is still queued for the destinations holding buffers and waits two seconds more. Returns
+  // the destinations that still hold some: freeing those buffers would let the transport read
+  // freed memory, so the caller leaks them instead.
+  std::vector<int> release_all(transport::Transport& transport, int rank,
+                               Clock::time_point deadline);
 
  private:
   bool busy_locked(const void* begin, std::size_t bytes) const;

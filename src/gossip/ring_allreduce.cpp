@@ -60,17 +60,7 @@ RingAllReduce::RingAllReduce(compute::Backend& backend, int num_peers,
 
 RingAllReduce::~RingAllReduce() {
   const auto deadline = Clock::now() + (failed_ ? std::chrono::milliseconds(0) : config_.timeout);
-  auto holders = in_flight_->wait(nullptr, deadline);
-  if (!holders.empty()) {
-    for (int dest : holders) {
-      try {
-        transport_.discard_pending(dest);
-      } catch (const std::exception& e) {
-        spdlog::warn("rank {}: discarding messages to rank {}: {}", rank_, dest, e.what());
-      }
-    }
-    holders = in_flight_->wait(nullptr, Clock::now() + std::chrono::seconds(2));
-  }
+  const auto holders = in_flight_->release_all(transport_, rank_, deadline);
   if (!holders.empty()) {
     // Freeing memory the transport may still read would be worse than leaking it.
     spdlog::error("rank {}: allreduce chunks never released by the transport; leaking them", rank_);

@@ -1,5 +1,7 @@
 #include "sgp/launch/consensus_run.hpp"
 
+#include "sgp/data/seeded_random.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -33,12 +35,7 @@ namespace {
 
 constexpr std::chrono::milliseconds kAsyncPace{5};
 
-std::uint64_t splitmix64(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+using data::splitmix64;
 
 // m[d]: an integer in [-100, 100]; every peer's own vector is m plus an integer deviation in
 // [-15, 15], and the last rank's deviation is minus the sum of the others', so the mean is m.

@@ -1,14 +1,11 @@
 #include "sgp/simulate/link_faults.hpp"
 
+#include "sgp/data/seeded_random.hpp"
+
 namespace sgp::simulate {
 namespace {
 
-std::uint64_t splitmix64(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+using data::splitmix64;
 
 // Uniform in [0, 1) from the top 53 bits.
 double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }

@@ -1,16 +1,13 @@
 #include "sgp/simulate/workload.hpp"
 
+#include "sgp/data/seeded_random.hpp"
+
 #include <cmath>
 
 namespace sgp::simulate {
 namespace {
 
-std::uint64_t splitmix64(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+using data::splitmix64;
 
 // Uniform in [lo, hi) from a hash of (seed, stream, index).
 double uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t index, double lo,

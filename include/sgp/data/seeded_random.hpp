@@ -9,6 +9,15 @@
 
 namespace sgp::data {
 
+// One stateless 64-bit mix (SplitMix64's output function, Steele, Lea & Flood 2014): a
+// seeded value from any key, e.g. a seed and an index, without a generator's state.
+inline std::uint64_t splitmix64(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 class SeededRandom {
  public:
   explicit SeededRandom(std::uint64_t seed) : engine_(seed) {}
