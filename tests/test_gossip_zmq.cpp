@@ -3,7 +3,10 @@
 // that never starts is named within the timeout and nobody hangs.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <utility>
 
 #include "sgp/error.hpp"
@@ -64,8 +67,10 @@ std::vector<std::unique_ptr<transport::ZmqTransport>> open_keyed(const topology:
 }
 
 // A well-formed push-sum message (valid hashes) claiming to come from `sender`.
-void send_forged(transport::ZmqTransport& from, int dest, int sender, std::int64_t round,
-                 const topology::Schedule& s, const std::vector<float>& payload) {
+void send_forged(
+    transport::ZmqTransport& from, int dest, int sender, std::int64_t round,
+    const topology::Schedule& s, const std::vector<float>& payload,
+    transport::ReleaseFn released = [] {}) {
   gossip::WireHeader h;
   h.sender = sender;
   h.round = round;
@@ -76,7 +81,7 @@ void send_forged(transport::ZmqTransport& from, int dest, int sender, std::int64
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(payload.data()),
                                          payload.size() * sizeof(float));
   h.payload_hash = gossip::payload_hash(bytes);
-  from.send(dest, gossip::encode_header(h), bytes, [] {});
+  from.send(dest, gossip::encode_header(h), bytes, std::move(released));
 }
 
 std::vector<transport::Transport*> raw(
@@ -214,8 +219,15 @@ TEST_CASE("keyed topology: a keyed peer writing another rank into `sender` is se
   transport::ZmqTransport impostor(3, "tcp://127.0.0.1:*", kLimits, as_three);
   impostor.connect(1, s.endpoint(1));
   const std::vector<float> poison(peers.dim, 1e30f);
+  std::atomic<int> written{0};
   for (std::int64_t round = 0; round < 3; ++round)
-    send_forged(impostor, 1, 0, round * 2, s, poison);
+    send_forged(impostor, 1, 0, round * 2, s, poison, [&written] { ++written; });
+  // All three on the wire before the peers start: one still in the impostor's queue after
+  // rank 1 finished was never counted (1 run in 6 saw 2 rejects).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (written < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(written == 3);
   const auto results = peers.run();
   CHECK(results[1].metrics.rejected_for(gossip::RejectCause::sender_mismatch) == 3);
   CHECK(results[1].metrics.rejected_total() == 3);
