@@ -57,8 +57,14 @@ bool older_generation(std::uint32_t a, std::uint32_t b) {
   return static_cast<std::int16_t>(static_cast<std::uint16_t>(b - a)) > 0;
 }
 
-// Far above denormal numbers, and new pushes still hold 10 of the running totals' 16 digits.
-constexpr double kRenormaliseBelow = 1e-6;
+// A peer whose w is below this keeps its mass for the round instead of pushing (a self weight
+// of 1, which conserves mass). A peer that runs ahead of its in-neighbours (started first, or
+// pushing to a dead peer not yet excluded) would otherwise halve w round after round: 4^-10
+// after ten rounds on exponential-8, where the running totals' rounding swamps what is still
+// mixed and, soon after, denormal arithmetic is 100 times slower. Restarting from z with w = 1
+// instead (as an exclusion must) changes the total mass: consensus ended 3e-3 to 1.7e-2 away
+// from the exact mean. Some peer always holds w >= 1 (they sum to N), so mixing goes on.
+constexpr double kHoldMassBelow = 1e-3;
 
 // A live peer can be silent far longer than its usual gap: a test-set evaluation, a page-in,
 // 8 peers sharing 2 cores. With a floor of a tenth of --timeout-ms, 8 W1 peers on 2 cores
@@ -116,11 +122,11 @@ void AsyncPushSum::mix() {
   take_caller_changes();
   drain();
   check_failures();
-  if (!left_) push_round();
-  // Pushing to a peer that does not mix back (dead and not yet excluded, or stopped) halves w
-  // round after round: at 0.24 ms per round, w reached denormal numbers (100 times slower
-  // arithmetic) before a dead peer was excluded. Restart from z before that.
-  if (w_ < kRenormaliseBelow) renormalise();
+  if (!left_ && w_ >= kHoldMassBelow) {
+    push_round();
+  } else if (!left_) {
+    hold_round();
+  }
   ++round_;
   ++metrics_.rounds;
   if (metrics_.rounds == 1 && !admitted_round_) await_in_neighbours();
@@ -183,6 +189,14 @@ void AsyncPushSum::push_round() {
   for (double& v : x64_) v *= keep;
   w_ *= keep;
   for (const auto& e : edges) send_total(e.peer, out_edge(e.peer));
+}
+
+// Keeps all of (x, w) this round but still sends the unchanged totals: they tell the
+// out-neighbours' failure detectors that this peer lives (a silent one is excluded) and carry
+// again any earlier total that was lost.
+void AsyncPushSum::hold_round() {
+  ++metrics_.held_rounds;
+  for (const auto& e : mixing_.out_edges(rank_, round_)) send_total(e.peer, out_edge(e.peer));
 }
 
 OutEdge& AsyncPushSum::out_edge(int dest) {
@@ -515,7 +529,7 @@ void AsyncPushSum::membership_changed(const std::string& what, int rank) {
 
 // Until a dead peer is excluded, the mass pushed to it is lost: a survivor's w can fall by
 // orders of magnitude, far below the running totals on its edges, whose rounding then swamps
-// the mass still mixed. So after an exclusion (or when w falls below kRenormaliseBelow) this
+// the mass still mixed. So after an exclusion this
 // peer restarts from its z with w = 1 and restarts its out-edges' totals (a new generation;
 // receivers restart theirs when they see it). z is unchanged: every z stays a convex
 // combination of the peers' models, and after an exclusion the survivors converge to the plain
@@ -546,6 +560,12 @@ void AsyncPushSum::tell_everyone(ControlMessage message) {
     const auto state = membership_.state(r);
     if (state == PeerState::live) tell(r, message);
   }
+}
+
+int AsyncPushSum::live_others() const {
+  int live = 0;
+  for (int r = 0; r < schedule_.num_peers(); ++r) live += r != rank_ && membership_.live(r);
+  return live;
 }
 
 bool AsyncPushSum::all_live_done() const {
@@ -587,6 +607,9 @@ void AsyncPushSum::settle(milliseconds pace) {
   const auto deadline = Clock::now() + config_.timeout;
   int calm = 0;
   for (int k = 0; k < kMaxFinalRounds && Clock::now() < deadline; ++k) {
+    // The last one still mixing: nobody is left to agree with (a peer started 0.5 s after the
+    // others mixed alone for 500 rounds, 9 s).
+    if (k > 0 && live_others() == 0) return;
     const std::vector<float> before = x_seen_;  // z as the last round left it
     const auto received = metrics_.messages_received;
     idle(pace);

@@ -190,6 +190,7 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
         {"wait_seconds", m.wait_seconds},
         {"rejected", m.rejected_total()},
         {"skipped_sends", m.skipped_sends},
+        {"held_rounds", m.held_rounds},
         {"messages_received", m.messages_received},
     };
     if (final) record["final"] = true;

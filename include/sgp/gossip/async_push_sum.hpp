@@ -93,6 +93,7 @@ class AsyncPushSum final : public Mixer {
   void take_caller_changes();
   void give_to_caller();
   void push_round();
+  void hold_round();
   void send_total(int dest, OutEdge& edge);
   void drain();
   void handle(transport::Message message);
@@ -108,6 +109,7 @@ class AsyncPushSum final : public Mixer {
   void tell_everyone(ControlMessage message);
   std::vector<std::byte> mass_payload(double share);
   bool all_live_done() const;
+  int live_others() const;
   std::uint64_t out_epoch(int dest) const;
   void renormalise();
   OutEdge& out_edge(int dest);
