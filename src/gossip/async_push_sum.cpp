@@ -124,8 +124,18 @@ void AsyncPushSum::mix() {
   check_failures();
   if (!left_ && w_ >= kHoldMassBelow) {
     push_round();
+    holding_since_.reset();
   } else if (!left_) {
     hold_round();
+    if (!holding_since_) holding_since_ = start;
+    // Held for a whole time-out: the mass is not coming back. A dead peer would have been
+    // excluded by now (which restarts from z); one restarted with --join before anyone excluded
+    // its dead incarnation took what was pushed to it along, and every survivor held ~5e-4 of
+    // w for good, mixing nothing (consensus error 0.5 at the end).
+    if (start - *holding_since_ > config_.timeout) {
+      renormalise();
+      holding_since_.reset();
+    }
   }
   ++round_;
   ++metrics_.rounds;

@@ -134,7 +134,8 @@ class AsyncPushSum final : public Mixer {
   std::map<int, std::uint32_t> sender_generation_;  // the newest generation seen per sender
   std::int64_t round_ = 0;
   std::optional<Clock::time_point> last_mix_;
-  double mix_interval_s_ = 0.0;  // smoothed time between this peer's rounds
+  std::optional<Clock::time_point> holding_since_;  // first of the rounds held in a row
+  double mix_interval_s_ = 0.0;                     // smoothed time between this peer's rounds
   Clock::time_point last_news_;  // finish(): when a peer last said it was done, or was excluded
 
   Membership membership_;
