@@ -128,10 +128,9 @@ void AsyncPushSum::mix() {
   } else if (!left_) {
     hold_round();
     if (!holding_since_) holding_since_ = start;
-    // Held for a whole time-out: the mass is not coming back. A dead peer would have been
-    // excluded by now (which restarts from z); one restarted with --join before anyone excluded
-    // its dead incarnation took what was pushed to it along, and every survivor held ~5e-4 of
-    // w for good, mixing nothing (consensus error 0.5 at the end).
+    // Held for a whole time-out: the mass is not coming back. A dead peer is excluded and a
+    // rejoined one admitted by then (both restart from z); what is left is mass lost where
+    // nothing says so, as plain push-sum (--no-running-sums) loses every dropped message's.
     if (start - *holding_since_ > config_.timeout) {
       renormalise();
       holding_since_.reset();
@@ -283,9 +282,8 @@ void AsyncPushSum::handle_data(DecodedMessage m) {
     return;
   }
   // A newer incarnation of the sender than we know: it rejoined, and this is how we learn it.
-  if (epoch.sender_incarnation > membership_.incarnation(s) &&
-      membership_.apply(s, PeerState::live, epoch.sender_incarnation)) {
-    membership_changed("joined", s);
+  if (epoch.sender_incarnation > membership_.incarnation(s)) {
+    admit_incarnation(s, epoch.sender_incarnation);
   }
   if (epoch.sender_incarnation != membership_.incarnation(s) ||
       epoch.receiver_incarnation != membership_.incarnation(rank_) ||
@@ -404,8 +402,7 @@ void AsyncPushSum::on_join_request(const ControlMessage& c) {
   sponsored_[s] = c.incarnation;
   take_caller_changes();
   const std::uint32_t incarnation = membership_.incarnation(s) + 1;
-  membership_.apply(s, PeerState::live, incarnation);
-  membership_changed("joined", s);
+  admit_incarnation(s, incarnation);
   auto payload = membership_.encode();
   const auto mass = mass_payload(0.5);
   payload.insert(payload.end(), mass.begin(), mass.end());
@@ -422,9 +419,7 @@ void AsyncPushSum::on_join_request(const ControlMessage& c) {
 void AsyncPushSum::on_admit(const DecodedControl& d) {
   const ControlMessage& c = d.control;
   if (c.subject != rank_) {  // a notice: someone else joined
-    if (membership_.apply(c.subject, PeerState::live, c.incarnation)) {
-      membership_changed("joined", c.subject);
-    }
+    admit_incarnation(c.subject, c.incarnation);
     return;
   }
   const std::size_t table_bytes = membership_.encode().size();
@@ -513,6 +508,17 @@ void AsyncPushSum::exclude(int rank, std::uint32_t incarnation, const std::strin
   spdlog::warn("rank {}: excluding rank {} ({}); the others go on without it", rank_, rank, why);
   tell_everyone({ControlKind::exclude, rank_, rank, incarnation, round_});
   membership_changed("excluded", rank);
+}
+
+// A new incarnation of `rank` is live. If its old one was still counted live (it died, or never
+// started, and nobody excluded it), what this peer pushed to it since is gone with it: the
+// survivors' w can sit far below 1e-3 for good and, holding their mass, they would mix nothing
+// (consensus error 0.5 after a kill and --join). So restart from z first, as an exclusion does.
+void AsyncPushSum::admit_incarnation(int rank, std::uint32_t incarnation) {
+  const bool replaces_unexcluded = membership_.live(rank);
+  if (!membership_.apply(rank, PeerState::live, incarnation)) return;
+  if (replaces_unexcluded) renormalise();
+  membership_changed("joined", rank);
 }
 
 // Repairs the schedule over the live peers and watches the ones that now push to us.

@@ -104,6 +104,7 @@ class AsyncPushSum final : public Mixer {
   void take_mass(std::span<const std::byte> bytes);
   void check_failures();
   void exclude(int rank, std::uint32_t incarnation, const std::string& why);
+  void admit_incarnation(int rank, std::uint32_t incarnation);
   void membership_changed(const std::string& what, int rank);
   void tell(int dest, const ControlMessage& message, std::vector<std::byte> payload = {});
   void tell_everyone(ControlMessage message);
