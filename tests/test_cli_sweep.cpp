@@ -163,8 +163,8 @@ timeout_ms = 20000
                                 " " + root.string());
   INFO(plot.output);
   REQUIRE(plot.exit_code == 0);
-  for (const std::string name :
-       {"consensus_vs_accuracy", "accuracy", "consensus_error", "accuracy_vs_self_weight"}) {
+  for (const std::string name : {"consensus_vs_accuracy", "accuracy", "loss", "consensus_error",
+                                 "accuracy_vs_self_weight", "consensus_error_vs_self_weight"}) {
     for (const std::string ext : {"png", "pdf"}) {
       const auto file = root / "plots" / (name + "." + ext);
       INFO(file.string());
