@@ -163,8 +163,8 @@ timeout_ms = 20000
                                 " " + root.string());
   INFO(plot.output);
   REQUIRE(plot.exit_code == 0);
-  for (const std::string name :
-       {"consensus_vs_accuracy", "accuracy", "consensus_error", "accuracy_vs_self_weight"}) {
+  for (const std::string name : {"consensus_vs_accuracy", "accuracy", "loss", "consensus_error",
+                                 "accuracy_vs_self_weight", "consensus_error_vs_self_weight"}) {
     for (const std::string ext : {"png", "pdf"}) {
       const auto file = root / "plots" / (name + "." + ext);
       INFO(file.string());
@@ -208,6 +208,32 @@ max_iterations = 5
   REQUIRE(csv.size() == 3);
   CHECK(column(csv, 1, "status") == "failed");
   CHECK(column(csv, 2, "status") == "failed");
+}
+
+TEST_CASE("a DOT file and a kind with its own N report their real N in names and summary.csv") {
+  sgp::testing::TempDir dir("sgp-sweep-own-n");
+  std::ofstream(dir / "three.dot") << "digraph t { 0 -> 1; 1 -> 2; 2 -> 0; }\n";
+  // The points fail fast on the missing data set: the table is written all the same.
+  std::ofstream(dir / "own.toml") << R"(
+name = "own"
+[grid]
+topology = ["three.dot", {kind = "ring", peers = 6}]
+peers = [4]
+[train]
+data_dir = "/nonexistent-sgp-data"
+max_iterations = 5
+)";
+  const auto result =
+      run_sgp("sweep " + (dir / "own.toml").string() + " --results " + (dir / "results").string());
+  INFO(result.output);
+  CHECK(result.exit_code == 3);
+  const auto csv = read_csv(dir / "results/own/summary.csv");
+  REQUIRE(csv.size() == 3);
+  CHECK(column(csv, 1, "point") == "three_n3_auniform_sgp_h1_s0");
+  CHECK(column(csv, 1, "peers") == "3");
+  CHECK(column(csv, 1, "run_dir") == "three_n3_auniform_sgp_h1_s0");
+  CHECK(column(csv, 2, "point") == "ring_n6_auniform_sgp_h1_s0");
+  CHECK(column(csv, 2, "peers") == "6");
 }
 
 TEST_CASE("a broken sweep file is refused with the key named") {

@@ -146,7 +146,62 @@ peers = [4, 8]
   REQUIRE(spec.points.size() == 1);
   CHECK(spec.points[0].topology_is_file);
   CHECK(spec.points[0].topology == (dir / "tiny.dot").string());
-  CHECK(spec.points[0].name() == "tiny_n0_auniform_sgp_h1_s0");
+  CHECK(spec.points[0].peers == 2);
+  CHECK(spec.points[0].name() == "tiny_n2_auniform_sgp_h1_s0");
+}
+
+TEST_CASE("a topology table pairs a kind with its own N; a file's N is checked, not overridden") {
+  sgp::testing::TempDir dir("sgp-sweep-spec");
+  std::ofstream(dir / "three.dot") << "digraph t { 0 -> 1; 1 -> 2; 2 -> 0; }\n";
+  const auto spec = parse_sweep_spec(R"(
+name = "own-n"
+[grid]
+topology = [{kind = "ring", peers = 6}, {kind = "torus", peers = [4, 9]}, "complete",
+            {kind = "three.dot"}]
+peers = [5]
+)",
+                                     dir / "sweep.toml", false);
+  std::vector<std::string> names;
+  for (const auto& p : spec.points) names.push_back(p.name());
+  CHECK(names ==
+        std::vector<std::string>{"ring_n6_auniform_sgp_h1_s0", "torus_n4_auniform_sgp_h1_s0",
+                                 "torus_n9_auniform_sgp_h1_s0", "complete_n5_auniform_sgp_h1_s0",
+                                 "three_n3_auniform_sgp_h1_s0"});
+  CHECK(spec.points[0].peers == 6);
+  CHECK(spec.points[4].peers == 3);
+
+  // topology_for_algo takes the same tables.
+  const auto per_algo = parse(R"(
+name = "x"
+[grid]
+algo = ["sgp", "exact"]
+topology = ["ring"]
+peers = [4]
+[grid.topology_for_algo]
+exact = {kind = "complete", peers = 8}
+)");
+  REQUIRE(per_algo.points.size() == 2);
+  CHECK(per_algo.points[1].name() == "complete_n8_auniform_exact_h1_s0");
+
+  const auto error = [&](const std::string& text) {
+    return sgp::testing::input_error_of([&] { parse_sweep_spec(text, dir / "sweep.toml", false); });
+  };
+  CHECK(contains(error("name = \"x\"\n[grid]\ntopology = [{kind = \"three.dot\", peers = 4}]\n"),
+                 "sweep.toml:3:42: grid.topology.peers: " + (dir / "three.dot").string() +
+                     " has 3 peers: a DOT file fixes N itself"));
+  CHECK(contains(error("name = \"x\"\n[grid]\ntopology = [{kind = \"torus\", peers = 7}]\n"),
+                 "grid.topology: torus with 7 peers"));
+  CHECK(contains(error("name = \"x\"\n[grid]\ntopology = [{peers = 4}]\n"),
+                 "sweep.toml:3:13: grid.topology: a table needs kind"));
+  CHECK(contains(error("name = \"x\"\n[grid]\ntopology = [{kind = \"ring\", n = 4}]\n"),
+                 "grid.topology.n: unknown key (valid: kind, peers)"));
+  CHECK(contains(error("name = \"x\"\n[grid]\ntopology = [{kind = \"ring\", peers = 1}]\n"),
+                 "grid.topology.peers: expected an integer in [2, 4096], got 1"));
+  // A broken DOT file is refused when the sweep is read, naming the sweep line and the file.
+  std::ofstream(dir / "broken.dot") << "digraph t { 0 -> 1 [weight=2]; }\n";
+  const auto broken = error("name = \"x\"\n[grid]\ntopology = [\"broken.dot\"]\n");
+  CHECK(contains(broken, "sweep.toml:3:13: grid.topology: "));
+  CHECK(contains(broken, "broken.dot"));
 }
 
 TEST_CASE("errors name the file, the line:column and the key") {

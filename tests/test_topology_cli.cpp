@@ -147,6 +147,60 @@ TEST_CASE("every shipped topology passes check") {
   CHECK(checked == 27);
 }
 
+TEST_CASE("render shows every phase of a time-varying graph with the weights on its edges") {
+  sgp::testing::TempDir dir;
+  const auto file = dir / "ope.dot";
+  REQUIRE(run_sgp("topology generate one-peer-exponential --peers 4 --self-weight 0.3 -o " +
+                  file.string())
+              .exit_code == 0);
+  // To .dot: the drawing itself, without Graphviz.
+  const auto drawing = dir / "drawing.dot";
+  const auto r =
+      sgp::testing::run_command("PATH=/nonexistent " + sgp::testing::sgp_binary().string() +
+                                " topology render " + file.string() + " " + drawing.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string text = slurp(drawing);
+  INFO(text);
+  CHECK(contains(text, "4 peers, period 2"));
+  CHECK(contains(text, "subgraph cluster_phase0 {\n    label=\"phase 0 (k % 2 == 0)\""));
+  CHECK(contains(text, "subgraph cluster_phase1 {\n    label=\"phase 1 (k % 2 == 1)\""));
+  CHECK_FALSE(contains(text, "cluster_phase2"));
+  // Phase 0 pushes to the next rank, phase 1 two ranks on; each keeps 0.3 and pushes 0.7.
+  CHECK(contains(text, "p0_3 -> p0_0 [label=\"0.7\""));
+  CHECK(contains(text, "p1_3 -> p1_1 [label=\"0.7\""));
+  CHECK_FALSE(contains(text, "p0_0 -> p0_2"));
+  CHECK_FALSE(contains(text, "p1_0 -> p1_1"));
+  CHECK(contains(text, "p1_2 [label=\"2\\nkeeps 0.3\"]"));
+
+  // A hand-written file's own weights, phase by phase.
+  std::ofstream(dir / "mixed.dot") << "digraph t { period=2; 0 -> 1 [phase=0, weight=0.25]; "
+                                      "1 -> 0 [phase=0, weight=0.6]; 0 -> 1 [phase=1]; }\n";
+  REQUIRE(run_sgp("topology render " + (dir / "mixed.dot").string() + " " +
+                  (dir / "mixed-drawing.gv").string())
+              .exit_code == 0);
+  const std::string mixed = slurp(dir / "mixed-drawing.gv");
+  INFO(mixed);
+  CHECK(contains(mixed, "p0_0 -> p0_1 [label=\"0.25\""));
+  CHECK(contains(mixed, "p0_0 [label=\"0\\nkeeps 0.75\"]"));
+  CHECK(contains(mixed, "p0_1 -> p0_0 [label=\"0.6\""));
+  CHECK(contains(mixed, "p1_0 -> p1_1 [label=\"0.5\""));   // uniform over out-degree + 1
+  CHECK(contains(mixed, "p1_1 [label=\"1\\nkeeps 1\"]"));  // rank 1 pushes nothing in phase 1
+
+  if (sgp::testing::run_command("command -v dot").exit_code != 0) {
+    SGP_SKIP("the SVG: Graphviz `dot` is not installed (Debian package graphviz)");
+  }
+  // Through Graphviz: the picture carries the phase titles and the weights as text.
+  REQUIRE(
+      run_sgp("topology render " + file.string() + " " + (dir / "ope.svg").string()).exit_code ==
+      0);
+  const std::string svg = slurp(dir / "ope.svg");
+  CHECK(contains(svg, ">phase 0 (k % 2 == 0)</text>"));
+  CHECK(contains(svg, ">phase 1 (k % 2 == 1)</text>"));
+  CHECK(contains(svg, ">0.7</text>"));
+  CHECK(contains(svg, ">keeps 0.3</text>"));
+}
+
 TEST_CASE("render draws with Graphviz dot, and says so clearly when dot is missing") {
   sgp::testing::TempDir dir;
   const auto file = dir / "star.dot";

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "sgp/peer/train_config.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
+#include "sgp/topology/drawing.hpp"
 #include "sgp/topology/generator.hpp"
 
 extern char** environ;
@@ -227,36 +229,60 @@ std::optional<std::filesystem::path> find_on_path(const std::string& program) {
   return std::nullopt;
 }
 
+// Runs Graphviz `dot -TFORMAT` on the drawing text (through a temporary file) into `output`.
+void run_graphviz(const std::string& drawing, const std::string& format,
+                  const std::string& output) {
+  const auto dot = find_on_path("dot");
+  if (!dot)
+    throw IoError(
+        "Graphviz `dot` was not found on PATH; install Graphviz (Debian: apt-get install "
+        "graphviz) to render, or render to a .dot file and open it in any Graphviz viewer");
+  std::string input = (std::filesystem::temp_directory_path() / "sgp-render-XXXXXX").string();
+  const int fd = ::mkstemp(input.data());
+  if (fd < 0) throw IoError(fmt::format("cannot create a temporary file {}", input));
+  const bool written =
+      ::write(fd, drawing.data(), drawing.size()) == static_cast<ssize_t>(drawing.size());
+  ::close(fd);
+  std::vector<std::string> argv_strings = {"dot", "-T" + format, input, "-o", output};
+  std::vector<char*> argv;
+  for (auto& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int status = 0;
+  const bool ran = written &&
+                   ::posix_spawn(&pid, dot->c_str(), nullptr, nullptr, argv.data(), environ) == 0 &&
+                   ::waitpid(pid, &status, 0) >= 0;
+  ::unlink(input.c_str());
+  if (!written) throw IoError(fmt::format("cannot write the temporary file {}", input));
+  if (!ran) throw IoError(fmt::format("cannot run {}", dot->string()));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw IoError(fmt::format("`dot -T{} -o {}` failed (see its message above)", format, output));
+}
+
 void add_render(CLI::App& topo) {
   auto args = std::make_shared<FileArgs>();
   CLI::App* cmd = add_file_command(
       topo, "render",
-      "Draw a topology file with Graphviz `dot` (format from OUT's extension: png, svg, pdf).",
+      "Draw a topology file: one cluster per phase of a time-varying schedule, every edge "
+      "labelled with the weight pushed and every node with the weight kept. OUT's extension "
+      "picks the format: png, svg, pdf (through Graphviz `dot`) or dot/gv (the drawing as DOT "
+      "text, no Graphviz needed).",
       *args);
   cmd->add_option("out", args->output, "the picture to write, e.g. ring.png")->required();
   cmd->callback([args] {
-    read(*args);  // only draw files that are valid topologies
+    const auto drawing = topology::drawing_dot(read(*args), args->file);
     std::string format = std::filesystem::path(args->output).extension().string();
     if (format.size() < 2)
       throw InputError(
-          fmt::format("{}: give the picture an extension (.png, .svg, .pdf)", args->output));
+          fmt::format("{}: give the picture an extension (.png, .svg, .pdf, .dot)", args->output));
     format = format.substr(1);
-    const auto dot = find_on_path("dot");
-    if (!dot)
-      throw IoError(
-          "Graphviz `dot` was not found on PATH; install Graphviz (Debian: apt-get install "
-          "graphviz) to render, or open the .dot file in any Graphviz viewer");
-    std::vector<std::string> argv_strings = {"dot", "-T" + format, args->file, "-o", args->output};
-    std::vector<char*> argv;
-    for (auto& s : argv_strings) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    if (::posix_spawn(&pid, dot->c_str(), nullptr, nullptr, argv.data(), environ) != 0)
-      throw IoError(fmt::format("cannot run {}", dot->string()));
-    int status = 0;
-    if (::waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      throw IoError(fmt::format("`dot -T{} {} -o {}` failed (see its message above)", format,
-                                args->file, args->output));
+    if (format == "dot" || format == "gv") {
+      std::ofstream out(args->output);
+      if (!(out << drawing && out.flush()))
+        throw IoError(fmt::format("{}: cannot write", args->output));
+    } else {
+      run_graphviz(drawing, format, args->output);
+    }
     std::cout << fmt::format("wrote {}\n", args->output);
   });
 }

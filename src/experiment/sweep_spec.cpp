@@ -13,6 +13,7 @@
 #include "sgp/error.hpp"
 #include "sgp/named_values.hpp"
 #include "sgp/peer/settings.hpp"
+#include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
 #include "toml_reader.hpp"
 
@@ -39,6 +40,7 @@ struct TopologyEntry {
   std::string value;  // kind name or resolved path
   bool is_file = false;
   const toml::node* node = nullptr;
+  std::vector<int> peers;  // its own N values (a file: the file's N); empty: grid.peers
 };
 
 // A grid axis over one setting: its values as JSON, in the file's order.
@@ -156,9 +158,28 @@ TrainConfig read_settings(const Tables& t, const TomlReader& r, bool quick) {
   return base;
 }
 
-TopologyEntry read_topology(const TomlReader& r, const toml::node& item, const std::string& key,
-                            const std::filesystem::path& source) {
-  TopologyEntry entry{r.string(item, key), false, &item};
+std::vector<int> read_peers(const TomlReader& r, const toml::node& node, const std::string& key) {
+  std::vector<int> peers;
+  r.list(node, key, [&](const toml::node& item) {
+    peers.push_back(static_cast<int>(r.integer_in(item, key, 2, kMaxPeers)));
+  });
+  return peers;
+}
+
+// A DOT file fixes N: read it now, so that the point's name and summary.csv carry its real N
+// and a broken file is refused before anything runs.
+int file_peers(const TomlReader& r, const toml::node& item, const std::string& key,
+               const std::filesystem::path& path) {
+  try {
+    return topology::read_dot_file(path).num_peers();
+  } catch (const InputError& e) {
+    r.fail(item, key, e.what());
+  }
+}
+
+TopologyEntry read_topology_name(const TomlReader& r, const toml::node& item,
+                                 const std::string& key, const std::filesystem::path& source) {
+  TopologyEntry entry{r.string(item, key), false, &item, {}};
   if (is_topology_kind(entry.value)) return entry;
   std::filesystem::path path(entry.value);
   if (path.is_relative()) path = source.parent_path() / path;
@@ -172,7 +193,45 @@ TopologyEntry read_topology(const TomlReader& r, const toml::node& item, const s
   }
   entry.value = path.string();
   entry.is_file = true;
+  entry.peers = {file_peers(r, item, key, path)};
   return entry;
+}
+
+// A kind or file name, or a table {kind = "ring", peers = 6} pairing a kind with its own N
+// (one value or a list), which then replaces grid.peers for it.
+TopologyEntry read_topology(const TomlReader& r, const toml::node& item, const std::string& key,
+                            const std::filesystem::path& source) {
+  if (!item.is_table()) return read_topology_name(r, item, key, source);
+  const toml::table& table = *item.as_table();
+  const toml::node* kind = table.get("kind");
+  if (!kind) r.fail(item, key, "a table needs kind = \"<kind or DOT file>\" (and optional peers)");
+  TopologyEntry entry = read_topology_name(r, *kind, key + ".kind", source);
+  entry.node = &item;
+  for (const auto& [name, node] : table) {
+    if (name.str() == "kind") continue;
+    if (name.str() != "peers")
+      r.fail(name.source(), key + "." + std::string(name.str()),
+             "unknown key (valid: kind, peers)");
+    const auto peers = read_peers(r, node, key + ".peers");
+    if (entry.is_file && peers != entry.peers) {
+      r.fail(node, key + ".peers",
+             fmt::format("{} has {} peers: a DOT file fixes N itself", entry.value,
+                         entry.peers.front()));
+    }
+    entry.peers = peers;
+  }
+  return entry;
+}
+
+// A single value or table, or a list of them.
+void read_topologies(const TomlReader& r, const toml::node& node, const std::string& key,
+                     const std::filesystem::path& source, std::vector<TopologyEntry>& out) {
+  if (node.is_table()) {
+    out.push_back(read_topology(r, node, key, source));
+    return;
+  }
+  r.list(node, key,
+         [&](const toml::node& item) { out.push_back(read_topology(r, item, key, source)); });
 }
 
 Axis read_axis(const TomlReader& r, const toml::key& key, const toml::node& node) {
@@ -194,9 +253,7 @@ void read_topology_for_algo(Grid& g, const TomlReader& r, const toml::node& node
     if (auto problem = unknown_name_problem<peer::Algorithm>(algo); !problem.empty()) {
       r.fail(algo_key.source(), key, problem);
     }
-    auto& entries = g.topology_for_algo[algo];
-    r.list(list, key,
-           [&](const toml::node& item) { entries.push_back(read_topology(r, item, key, source)); });
+    read_topologies(r, list, key, source, g.topology_for_algo[algo]);
   }
 }
 
@@ -218,21 +275,16 @@ Grid read_grid(const toml::table& table, const TomlReader& r, const std::filesys
   for (const auto& [key, node] : table) {
     const std::string name(key.str());
     if (name == "topology") {
-      r.list(node, "grid.topology", [&](const toml::node& item) {
-        g.topologies.push_back(read_topology(r, item, "grid.topology", source));
-      });
+      read_topologies(r, node, "grid.topology", source, g.topologies);
     } else if (name == "peers") {
-      g.peers.clear();
-      r.list(node, "grid.peers", [&](const toml::node& item) {
-        g.peers.push_back(static_cast<int>(r.integer_in(item, "grid.peers", 2, kMaxPeers)));
-      });
+      g.peers = read_peers(r, node, "grid.peers");
     } else if (name == "topology_for_algo") {
       read_topology_for_algo(g, r, node, source);
     } else {
       g.axes.push_back(read_axis(r, key, node));
     }
   }
-  if (g.topologies.empty()) g.topologies.push_back({"one-peer-exponential", false, nullptr});
+  if (g.topologies.empty()) g.topologies.push_back({"one-peer-exponential", false, nullptr, {}});
   sort_axes(g.axes);
   return g;
 }
@@ -312,7 +364,7 @@ std::vector<SweepPoint> expand(const Grid& g, const TrainConfig& base, const Tom
   const Setting& algo_setting = *peer::find_setting("algo");
   for (const auto& [algo, topologies] : algo_plan(g, base, r, grid_table)) {
     for (const auto& topo : *topologies) {
-      for (int n : topo.is_file ? std::vector<int>{0} : g.peers) {
+      for (int n : topo.peers.empty() ? g.peers : topo.peers) {
         check_fits(topo, n, r);
         SweepPoint p{topo.value, topo.is_file, n, base, other_axes(g.axes)};
         algo_setting.set(p.config, algo);

@@ -7,8 +7,9 @@
 //   description = "..."                # optional, free text
 //   [grid]                             # every list is optional; a single value is a list of one
 //   topology = ["one-peer-exponential"] # kinds (`sgp topology generate` names) or DOT files
-//                                       # (paths relative to the sweep file; they fix N)
-//   peers = [8]                         # N (ignored for files)
+//                                       # (paths relative to the sweep file; they fix N), or
+//                                       # {kind = "ring", peers = 6}: a kind with its own N
+//   peers = [8]                         # N (for kinds without their own; files fix theirs)
 //   algo = ["sgp"]                      # any training setting may be a grid axis, e.g.
 //   self_weight = [0.0]                 #   the mixing rate a (0: the topology's weights),
 //   gossip_every = [1]                  #   H,
@@ -37,7 +38,7 @@ struct SweepPoint {
   // A topology kind name, or a DOT file path (absolute, or as resolved against the sweep file).
   std::string topology;
   bool topology_is_file = false;
-  int peers = 0;  // for a file: 0 (the file decides)
+  int peers = 0;  // for a file: the file's N
   // Every training setting of the run, grid values included; `topology`, `run_dir` and
   // `monitor` are left empty for the runner to fill.
   peer::TrainConfig config;
