@@ -17,6 +17,7 @@
 #include "sgp/peer/summaries.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
+#include "simulate_sweep.hpp"
 
 namespace sgp::experiment {
 
@@ -68,6 +69,7 @@ void print_dry_run(const SweepSpec& spec, const std::vector<PlannedPoint>& plans
 // or nothing. IoError when interrupted.
 std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, int index,
                                      const std::string& prefix) {
+  if (!plan.point->simulate.is_null()) return run_simulate_point(plan, index, prefix);
   const std::string name = plan.point->name();
   if (!plan.schedule) return plan.problem;
   // An unfinished or outdated point directory is ours to redo from scratch.
@@ -116,6 +118,7 @@ std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, 
 }
 
 void log_finished(const std::string& prefix, const PlannedPoint& plan, Clock::time_point start) {
+  if (!plan.point->simulate.is_null()) return;  // run_simulate_point said it
   peer::RunSummary s;
   if (auto j = peer::read_json_file(plan.dir / "summary.json")) s = j->get<peer::RunSummary>();
   spdlog::info("{}: done in {}: average-model accuracy {}, consensus error {}, {} ms/it", prefix,
