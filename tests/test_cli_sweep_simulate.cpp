@@ -1,5 +1,6 @@
 // `sgp sweep` over simulations (command = "simulate"): a 4-point grid runs sgp simulate per
-// point in seconds, writes summary.csv with the simulations' figures, and resumes.
+// point in seconds, writes summary.csv with the simulations' figures, resumes, and plots.
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -37,9 +38,14 @@ std::vector<std::map<std::string, std::string>> read_rows(const std::filesystem:
   return rows;
 }
 
+std::string source(const std::string& path) {
+  const char* dir = std::getenv("SGP_SOURCE_DIR");
+  return (std::filesystem::path(dir ? dir : ".") / path).string();
+}
+
 }  // namespace
 
-TEST_CASE("a simulate sweep runs sgp simulate per point, writes summary.csv and resumes") {
+TEST_CASE("a simulate sweep runs sgp simulate per point, writes summary.csv, resumes, plots") {
   sgp::testing::TempDir dir("sgp-sweep-simulate");
   std::ofstream(dir / "sim.toml") << R"(
 name = "sim"
@@ -82,4 +88,10 @@ threads = 1
   const auto again = run_sgp(command);
   CHECK(again.exit_code == 0);
   CHECK(contains(again.output, "4 already finished, 0 to run"));
+  // scripts/plot draws every point's records.
+  const auto plot = sgp::testing::run_command("/usr/bin/python3 " + source("scripts/plot") + " " +
+                                              (dir / "results/sim").string());
+  INFO(plot.output);
+  CHECK(plot.exit_code == 0);
+  CHECK(std::filesystem::file_size(dir / "results/sim/plots/simulate.png") > 1000);
 }

@@ -11,7 +11,6 @@
 #include "sgp/error.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
 #include "sgp/simulate/peer_changes.hpp"
 #include "sgp/simulate/simulate_run.hpp"
 #include "sgp/topology/analysis.hpp"
@@ -370,14 +369,6 @@ PlannedPoint plan_simulate_point(const SweepPoint& p, const std::filesystem::pat
 
 std::optional<std::string> run_simulate_point(PlannedPoint& plan, int index,
                                               const std::string& prefix) {
-  if (!plan.schedule) return plan.problem;
-  if (std::filesystem::exists(plan.dir)) {
-    spdlog::info("{}: removing the unfinished or outdated results in {}", prefix,
-                 plan.dir.string());
-    std::filesystem::remove_all(plan.dir);
-  }
-  peer::RunDirectory dir(plan.dir, -1);
-  dir.write_json("sweep-point.json", point_record(*plan.point));
   const auto log = plan.dir / "simulate.log";
   launch::LocalProcesses process({{index, simulate_arguments(*plan.point, plan.dir), log}});
   const auto failure = process.wait();

@@ -28,8 +28,9 @@ std::string simulate_point_name(const SweepPoint& p);
 
 PlannedPoint plan_simulate_point(const SweepPoint& p, const std::filesystem::path& root);
 
-// Runs `sgp simulate` for the point in plan.dir (output in simulate.log); why it failed, or
-// nothing. IoError when interrupted.
+// Runs `sgp simulate` for the point in plan.dir, which run_point has made afresh with its
+// sweep-point.json (output in simulate.log); why it failed, or nothing. IoError when
+// interrupted.
 std::optional<std::string> run_simulate_point(PlannedPoint& plan, int index,
                                               const std::string& prefix);
 

@@ -69,7 +69,6 @@ void print_dry_run(const SweepSpec& spec, const std::vector<PlannedPoint>& plans
 // or nothing. IoError when interrupted.
 std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, int index,
                                      const std::string& prefix) {
-  if (!plan.point->simulate.is_null()) return run_simulate_point(plan, index, prefix);
   const std::string name = plan.point->name();
   if (!plan.schedule) return plan.problem;
   // An unfinished or outdated point directory is ours to redo from scratch.
@@ -80,6 +79,7 @@ std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, 
   }
   peer::RunDirectory dir(plan.dir, -1);
   dir.write_json("sweep-point.json", point_record(*plan.point));
+  if (!plan.point->simulate.is_null()) return run_simulate_point(plan, index, prefix);
   topology::Schedule schedule = *plan.schedule;
   schedule.set_endpoints(topology::free_local_endpoints(schedule.num_peers()));
   const auto topology_file = plan.dir / "topology.dot";
