@@ -1,8 +1,10 @@
 // `sgp simulate` as a user runs it: the run directory holds config.json, simulate.jsonl (a record
 // per logged round) and summary.json with the final figures and the measured vs predicted
-// contraction; a DOT file works as a generated kind does; bad flags are input errors (exit 2)
-// that name the flag.
+// contraction; a DOT file works as a generated kind does; --fail / --join are recorded per round
+// (live count, sum of w) and in the summary; bad flags are input errors (exit 2) that name the
+// flag or item.
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <doctest/doctest.h>
@@ -91,6 +93,34 @@ TEST_CASE("sgp simulate: a DOT file, and async least squares under loss logs the
   CHECK(s["messages"]["duplicated"].get<int>() > 0);
 }
 
+TEST_CASE("sgp simulate --fail --join: live count and sum of w per record, who and when") {
+  sgp::testing::TempDir dir;
+  const auto run = dir / "run";
+  const auto r = run_sgp(
+      "simulate --topology exponential --peers 8 --dim 4 --rounds 40 --log-every 10 "
+      "--fail 3@5,6@5 --join 3@12 --run-dir " +
+      run.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::map<int, nlohmann::json> by_round;
+  for (const auto& record : records_of(run)) by_round[record["round"].get<int>()] = record;
+  // Every 10th round, and the rounds with changes.
+  CHECK(by_round.size() == 7);
+  CHECK(by_round.at(0)["live"] == 8);
+  CHECK(by_round.at(5)["live"] == 6);
+  CHECK(by_round.at(5)["sum_of_weights"].get<double>() == 6.0);
+  CHECK(by_round.at(12)["live"] == 7);
+  CHECK(by_round.at(12)["sum_of_weights"].get<double>() == doctest::Approx(6.0).epsilon(1e-12));
+  const auto s = summary_of(run);
+  CHECK(s["final_live"] == 7);
+  CHECK(s["final_mean_error"].get<double>() < 1e-10);
+  CHECK(s["fail"] == nlohmann::json({"3@5", "6@5"}));
+  CHECK(s["membership_changes"] ==
+        nlohmann::json::parse(R"([{"round": 5, "rank": 3, "event": "failed"},
+                                  {"round": 5, "rank": 6, "event": "failed"},
+                                  {"round": 12, "rank": 3, "event": "joined", "sponsor": 4}])"));
+}
+
 TEST_CASE("sgp simulate: bad flags are input errors naming them") {
   sgp::testing::TempDir dir;
   const std::string run = " --run-dir " + (dir / "run").string();
@@ -109,6 +139,12 @@ TEST_CASE("sgp simulate: bad flags are input errors naming them") {
            Case{"simulate --topology " + source("topologies/exponential-8.dot") + " --peers 5",
                 "--peers 5 but"},
            Case{"simulate --topology exponential --peers 5000 --dim 100000000 --mode async", "GiB"},
+           Case{"simulate --topology ring --peers 8 --fail 3", "--fail 3: expected RANK@ROUND"},
+           Case{"simulate --topology ring --peers 8 --fail 9@5", "--fail 9@5: rank 9 is not one"},
+           Case{"simulate --topology ring --peers 8 --fail 2@5 --join 3@6",
+                "--join 3@6: rank 3 is live"},
+           Case{"simulate --topology ring --peers 8 --rounds 50 --join 3@60",
+                "--join 3@60: round 60"},
        }) {
     CAPTURE(c.args);
     const auto r = run_sgp(c.args + run);

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <thread>
+#include <tuple>
 
 #include "commands.hpp"
 #include "sgp/error.hpp"
@@ -19,6 +20,8 @@ struct SimulateArgs {
   bool no_running_sums = false;
   bool no_predict = false;
   double self_weight = 0.0;
+  std::string fail;
+  std::string join;
   std::string log_level = "info";
 };
 
@@ -113,6 +116,13 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--log-every", o.log_every, "a simulate.jsonl record every this many rounds")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000000));
+  cmd->add_option("--fail", a->fail,
+                  "RANK@ROUND[,...]: the rank fails at the start of that round; its mass is gone, "
+                  "the survivors restart from z with w = 1 and mix over the repaired schedule "
+                  "(asgp's exclusion, noticed at once)");
+  cmd->add_option("--join", a->join,
+                  "RANK@ROUND[,...]: a failed rank rejoins; the first live rank after it gives "
+                  "it half of its mass (asgp's --join)");
   cmd->add_flag("--no-predict", a->no_predict,
                 "skip the predicted sigma and rho (dense O(N^3); done up to 1024 peers)");
   cmd->add_option("--run-dir", c.run_dir, "run directory (default runs/simulate-<time>)");
@@ -132,6 +142,14 @@ void add_simulate_command(CLI::App& app) {
         throw InputError(fmt::format("--self-weight {}: must be in (0, 1)", a->self_weight));
       }
       c.self_weight = a->self_weight;
+    }
+    c.options.changes.clear();
+    for (const auto& [text, kind, flag] :
+         {std::tuple(a->fail, simulate::PeerChange::Kind::fail, "--fail"),
+          std::tuple(a->join, simulate::PeerChange::Kind::join, "--join")}) {
+      if (cmd->count(flag) == 0) continue;
+      auto changes = simulate::parse_peer_changes(text, kind, flag);
+      c.options.changes.insert(c.options.changes.end(), changes.begin(), changes.end());
     }
     check_combinations(*a, *cmd);
     configure_logging(-1, parse_name<LogLevel>(a->log_level, "--log-level"));

@@ -14,6 +14,7 @@
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
+#include "simulate_sweep.hpp"
 
 namespace sgp::experiment {
 
@@ -101,6 +102,7 @@ std::vector<std::string> csv_row(const PlannedPoint& plan, const std::vector<std
 }  // namespace
 
 PlannedPoint plan_point(const SweepPoint& p, const std::filesystem::path& root) {
+  if (!p.simulate.is_null()) return plan_simulate_point(p, root);
   PlannedPoint plan;
   plan.point = &p;
   plan.dir = root / p.name();
@@ -130,6 +132,7 @@ PlannedPoint plan_point(const SweepPoint& p, const std::filesystem::path& root) 
 }
 
 nlohmann::json point_record(const SweepPoint& p) {
+  if (!p.simulate.is_null()) return {{"command", "simulate"}, {"simulate", p.simulate}};
   nlohmann::json j = p.config;
   j.erase("topology");
   j.erase("monitor");
@@ -146,6 +149,9 @@ bool already_finished(const PlannedPoint& plan) {
 }
 
 void write_summary_csv(const std::filesystem::path& file, const std::vector<PlannedPoint>& plans) {
+  if (!plans.empty() && !plans.front().point->simulate.is_null()) {
+    return write_simulate_summary_csv(file, plans);
+  }
   const auto axes = plans.empty() ? std::vector<std::string>{} : plans.front().point->other_axes;
   std::vector<std::string> header = kGridColumns;
   header.insert(header.end(), axes.begin(), axes.end());
@@ -157,6 +163,16 @@ void write_summary_csv(const std::filesystem::path& file, const std::vector<Plan
     out += fmt::format("{}\n", fmt::join(fields, ","));
   }
   peer::write_file_atomically(file, out);
+}
+
+std::string csv_text(const std::vector<std::vector<std::string>>& rows) {
+  std::string out;
+  for (const auto& row : rows) {
+    std::vector<std::string> fields;
+    for (const auto& f : row) fields.push_back(csv_field(f));
+    out += fmt::format("{}\n", fmt::join(fields, ","));
+  }
+  return out;
 }
 
 }  // namespace sgp::experiment

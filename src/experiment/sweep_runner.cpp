@@ -17,6 +17,7 @@
 #include "sgp/peer/summaries.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
+#include "simulate_sweep.hpp"
 
 namespace sgp::experiment {
 
@@ -78,6 +79,7 @@ std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, 
   }
   peer::RunDirectory dir(plan.dir, -1);
   dir.write_json("sweep-point.json", point_record(*plan.point));
+  if (!plan.point->simulate.is_null()) return run_simulate_point(plan, index, prefix);
   topology::Schedule schedule = *plan.schedule;
   schedule.set_endpoints(topology::free_local_endpoints(schedule.num_peers()));
   const auto topology_file = plan.dir / "topology.dot";
@@ -116,6 +118,7 @@ std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, 
 }
 
 void log_finished(const std::string& prefix, const PlannedPoint& plan, Clock::time_point start) {
+  if (!plan.point->simulate.is_null()) return;  // run_simulate_point said it
   peer::RunSummary s;
   if (auto j = peer::read_json_file(plan.dir / "summary.json")) s = j->get<peer::RunSummary>();
   spdlog::info("{}: done in {}: average-model accuracy {}, consensus error {}, {} ms/it", prefix,

@@ -15,6 +15,7 @@
 #include "sgp/peer/settings.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
+#include "simulate_sweep.hpp"
 #include "toml_reader.hpp"
 
 namespace sgp::experiment {
@@ -34,6 +35,7 @@ struct Tables {
   const toml::table* grid = nullptr;
   const toml::table* train = nullptr;
   const toml::table* quick = nullptr;
+  const toml::table* simulate = nullptr;  // command = "simulate": its fixed options
 };
 
 struct TopologyEntry {
@@ -121,11 +123,19 @@ Tables read_top_level(const toml::table& doc, SweepSpec& spec, const TomlReader&
       check_name(r, node, spec.name);
     } else if (name == "description") {
       spec.description = r.string(node, name);
+    } else if (name == "command") {
+      spec.command = r.string(node, name);
+      if (spec.command != "launch" && spec.command != "simulate") {
+        r.fail(node, name, "expected \"launch\" (the default) or \"simulate\"");
+      }
+    } else if (name == "simulate") {
+      t.simulate = &r.table(node, name);
     } else if (name == "grid" || name == "train" || name == "quick") {
       const toml::table* table = &r.table(node, name);
       (name == "grid" ? t.grid : name == "train" ? t.train : t.quick) = table;
     } else {
-      r.fail(key.source(), name, "unknown key (valid: name, description, grid, train, quick)");
+      r.fail(key.source(), name,
+             "unknown key (valid: name, description, command, grid, train, simulate, quick)");
     }
   }
   if (spec.name.empty()) r.fail("name", "missing (the sweep's name, e.g. name = \"my-sweep\")");
@@ -398,6 +408,7 @@ std::string name_part(std::string text) {
 }  // namespace
 
 std::string SweepPoint::name() const {
+  if (!simulate.is_null()) return simulate_point_name(*this);
   const std::string topo =
       topology_is_file ? std::filesystem::path(topology).stem().string() : topology;
   std::string out =
@@ -420,6 +431,15 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::filesystem::path& s
   SweepSpec spec;
   spec.source = source;
   const Tables tables = read_top_level(doc, spec, r);
+  if (spec.command == "simulate") {
+    if (tables.train)
+      r.fail("train", "is for sgp launch; a simulate sweep's fixed options go in [simulate]");
+    spec.points =
+        expand_simulate_sweep(*tables.grid, tables.simulate, tables.quick, quick, r, source);
+    return spec;
+  }
+  if (tables.simulate)
+    r.fail("simulate", "needs command = \"simulate\" (this sweep runs sgp launch)");
   const TrainConfig base = read_settings(tables, r, quick);
   const Grid grid = read_grid(*tables.grid, r, source);
   spec.points = expand(grid, base, r, *tables.grid);

@@ -8,16 +8,29 @@
 namespace sgp::simulate {
 namespace {
 
-template <typename Edges>
-auto& edge_to(Edges& edges, int peer) {
+template <typename Edge>
+Edge* find_edge(std::vector<std::pair<int, std::unique_ptr<Edge>>>& edges, int peer) {
   for (auto& [p, edge] : edges) {
-    if (p == peer) return *edge;
+    if (p == peer) return edge.get();
   }
-  SGP_ENFORCE(false, "no simulated edge to or from rank {}", peer);
-  return *edges.front().second;
+  return nullptr;
 }
 
 }  // namespace
+
+// Edges are made up front for the schedule's union graph, and on first use for the ones a
+// repaired schedule adds (each peer's own edges: only its own thread touches them).
+gossip::OutEdge& AsyncPopulation::out_edge(Peer& peer, int receiver) {
+  if (auto* edge = find_edge(peer.out, receiver)) return *edge;
+  peer.out.emplace_back(receiver, std::make_unique<gossip::OutEdge>(dim_, 0));
+  return *peer.out.back().second;
+}
+
+gossip::InEdge& AsyncPopulation::in_edge(Peer& peer, int sender) {
+  if (auto* edge = find_edge(peer.in, sender)) return *edge;
+  peer.in.emplace_back(sender, std::make_unique<gossip::InEdge>(dim_, 1, 0));
+  return *peer.in.back().second;
+}
 
 AsyncPopulation::AsyncPopulation(topology::Schedule schedule, std::size_t dim, bool running_sums,
                                  LinkFaults faults, PeerPool& pool)
@@ -67,7 +80,7 @@ void AsyncPopulation::deliver_peer(int rank, std::int64_t round) {
   });
   double& w = w_[static_cast<std::size_t>(rank)];
   for (auto it = peer.inbox.begin(); it != due_end; ++it) {
-    auto& edge = edge_to(peer.in, it->sender);
+    auto& edge = in_edge(peer, it->sender);
     const bool applied =
         edge.apply(running_sums_, 0, it->sequence, 0, it->buffer->values, it->weight, x(rank), w);
     ++(applied ? peer.counts.applied : peer.counts.stale);
@@ -95,13 +108,13 @@ void AsyncPopulation::push_peer(int rank, std::int64_t round) {
   auto xs = x(rank);
   double& w = w_[static_cast<std::size_t>(rank)];
   const auto& edges = schedule_.out_edges(rank, round);
-  for (const auto& e : edges) edge_to(peer.out, e.peer).push(e.weight, xs, w);
+  for (const auto& e : edges) out_edge(peer, e.peer).push(e.weight, xs, w);
   const double keep = schedule_.self_weight(rank, round);
   for (double& v : xs) v *= keep;
   w *= keep;
   for (const auto& e : edges) {
     double weight = 0.0;
-    auto buffer = edge_to(peer.out, e.peer).snapshot(running_sums_, 1, weight);
+    auto buffer = out_edge(peer, e.peer).snapshot(running_sums_, 1, weight);
     if (!buffer) {
       ++peer.counts.skipped;
       continue;
@@ -135,6 +148,34 @@ MessageCounts AsyncPopulation::counts() const {
     total.applied += p.counts.applied;
   }
   return total;
+}
+
+void AsyncPopulation::give_up_in_flight() {
+  for (auto& peer : peers_) {
+    peer.out.clear();
+    peer.in.clear();
+    peer.inbox.clear();
+  }
+}
+
+void AsyncPopulation::remove(int rank) {
+  std::fill(x(rank).begin(), x(rank).end(), 0.0);
+  w_[static_cast<std::size_t>(rank)] = 0.0;
+}
+
+void AsyncPopulation::restart_from_z(int rank) {
+  double& w = w_[static_cast<std::size_t>(rank)];
+  SGP_ENFORCE(w > 0.0, "rank {} restarts from z with w = {}", rank, w);
+  const double inverse = 1.0 / w;
+  for (double& v : x(rank)) v *= inverse;
+  w = 1.0;
+}
+
+void AsyncPopulation::share(int sponsor, int joiner) {
+  auto from = x(sponsor);
+  auto to = x(joiner);
+  for (std::size_t k = 0; k < dim_; ++k) to[k] = from[k] *= 0.5;
+  w_[static_cast<std::size_t>(joiner)] = w_[static_cast<std::size_t>(sponsor)] *= 0.5;
 }
 
 }  // namespace sgp::simulate

@@ -7,24 +7,25 @@ namespace {
 
 constexpr std::size_t kBlock = 256;
 
+// live_ranks: the peers that count; inverse_w and w indexed by rank.
 template <typename T>
 void add_block(const T* x, const std::vector<double>& inverse_w, const std::vector<double>& w,
-               std::size_t dim, const std::vector<double>& target, std::size_t k0, std::size_t len,
+               const std::vector<std::size_t>& live_ranks, std::size_t dim,
+               const std::vector<double>& target, std::size_t k0, std::size_t len,
                std::vector<double>& zbar, RoundSums& s) {
-  const std::size_t n = w.size();
   std::fill(zbar.begin(), zbar.begin() + static_cast<std::ptrdiff_t>(len), 0.0);
-  for (std::size_t i = 0; i < n; ++i) {
+  for (const std::size_t i : live_ranks) {
     const T* xi = x + i * dim + k0;
     for (std::size_t k = 0; k < len; ++k) zbar[k] += static_cast<double>(xi[k]) * inverse_w[i];
   }
   for (std::size_t k = 0; k < len; ++k) {
-    zbar[k] /= static_cast<double>(n);
+    zbar[k] /= static_cast<double>(live_ranks.size());
     s.zbar2 += zbar[k] * zbar[k];
     s.target2 += target[k0 + k] * target[k0 + k];
     const double d = zbar[k] - target[k0 + k];
     s.zbar_target += d * d;
   }
-  for (std::size_t i = 0; i < n; ++i) {
+  for (const std::size_t i : live_ranks) {
     const T* xi = x + i * dim + k0;
     for (std::size_t k = 0; k < len; ++k) {
       const double xv = static_cast<double>(xi[k]);
@@ -40,14 +41,19 @@ void add_block(const T* x, const std::vector<double>& inverse_w, const std::vect
 }  // namespace
 
 template <typename T>
-RoundSums round_sums(PeerPool& pool, const T* x, const std::vector<double>& w, std::size_t dim,
+RoundSums round_sums(PeerPool& pool, const T* x, const std::vector<double>& w,
+                     const std::vector<bool>& live, std::size_t dim,
                      const std::vector<double>& target) {
-  std::vector<double> inverse_w(w.size());
+  std::vector<double> inverse_w(w.size(), 0.0);
+  std::vector<std::size_t> live_ranks;
   RoundSums total;
   for (std::size_t i = 0; i < w.size(); ++i) {
+    if (!live[i]) continue;
+    live_ranks.push_back(i);
     inverse_w[i] = 1.0 / w[i];
     total.sum_w += w[i];
   }
+  total.live = static_cast<int>(live_ranks.size());
   // One partial sum per block of coordinates, added in block order: the same figures whatever
   // the number of threads.
   const std::size_t blocks = (dim + kBlock - 1) / kBlock;
@@ -56,7 +62,8 @@ RoundSums round_sums(PeerPool& pool, const T* x, const std::vector<double>& w, s
     std::vector<double> zbar(kBlock);
     for (std::size_t b = begin; b < end; ++b) {
       const std::size_t k0 = b * kBlock;
-      add_block(x, inverse_w, w, dim, target, k0, std::min(kBlock, dim - k0), zbar, parts[b]);
+      add_block(x, inverse_w, w, live_ranks, dim, target, k0, std::min(kBlock, dim - k0), zbar,
+                parts[b]);
     }
   });
   for (const auto& p : parts) {
@@ -71,8 +78,10 @@ RoundSums round_sums(PeerPool& pool, const T* x, const std::vector<double>& w, s
 }
 
 template RoundSums round_sums<float>(PeerPool&, const float*, const std::vector<double>&,
-                                     std::size_t, const std::vector<double>&);
+                                     const std::vector<bool>&, std::size_t,
+                                     const std::vector<double>&);
 template RoundSums round_sums<double>(PeerPool&, const double*, const std::vector<double>&,
-                                      std::size_t, const std::vector<double>&);
+                                      const std::vector<bool>&, std::size_t,
+                                      const std::vector<double>&);
 
 }  // namespace sgp::simulate

@@ -10,6 +10,7 @@
 namespace sgp::simulate {
 
 struct RoundSums {
+  int live = 0;
   double sum_w = 0.0;
   double consensus = 0.0;    // sum_i ||z_i - zbar||^2
   double zbar2 = 0.0;        // ||zbar||^2
@@ -19,9 +20,10 @@ struct RoundSums {
   double zbar_target = 0.0;  // ||zbar - t||^2
 };
 
-// x: peers x dim values, rank-major.
+// x: peers x dim values, rank-major; only the live peers count (live[i]).
 template <typename T>
-RoundSums round_sums(PeerPool& pool, const T* x, const std::vector<double>& w, std::size_t dim,
+RoundSums round_sums(PeerPool& pool, const T* x, const std::vector<double>& w,
+                     const std::vector<bool>& live, std::size_t dim,
                      const std::vector<double>& target);
 
 }  // namespace sgp::simulate

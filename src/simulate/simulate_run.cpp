@@ -37,6 +37,7 @@ const char* workload_name(Workload w) {
 
 nlohmann::json record_json(const RoundRecord& r, Workload workload) {
   nlohmann::json j{{"round", r.round},
+                   {"live", r.live},
                    {"sum_of_weights", r.sum_of_weights},
                    {"consensus_error", r.consensus_error},
                    {"deviation_norm", r.deviation_norm}};
@@ -48,6 +49,28 @@ nlohmann::json record_json(const RoundRecord& r, Workload workload) {
     j["mean_peer_gap"] = *r.mean_peer_gap;
   }
   return j;
+}
+
+// "RANK@ROUND" items of one kind, as given.
+nlohmann::json change_items(const SimulationOptions& o, PeerChange::Kind kind) {
+  nlohmann::json items = nlohmann::json::array();
+  for (const auto& c : o.changes)
+    if (c.kind == kind) items.push_back(fmt::format("{}@{}", c.rank, c.round));
+  return items;
+}
+
+// Who failed and joined when (and who sponsored each joiner), in the order applied.
+nlohmann::json membership_json(const std::vector<MembershipStep>& steps) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& step : steps) {
+    for (int r : step.failed)
+      events.push_back({{"round", step.round}, {"rank", r}, {"event", "failed"}});
+    for (const auto& [joiner, sponsor] : step.joined) {
+      events.push_back(
+          {{"round", step.round}, {"rank", joiner}, {"event", "joined"}, {"sponsor", sponsor}});
+    }
+  }
+  return events;
 }
 
 nlohmann::json config_json(const SimulateCommand& c, const topology::Schedule& s) {
@@ -72,7 +95,9 @@ nlohmann::json config_json(const SimulateCommand& c, const topology::Schedule& s
           {"spread", o.spread},
           {"seed", o.seed},
           {"threads", o.threads},
-          {"log_every", o.log_every}};
+          {"log_every", o.log_every},
+          {"fail", change_items(o, PeerChange::Kind::fail)},
+          {"join", change_items(o, PeerChange::Kind::join)}};
 }
 
 }  // namespace
@@ -113,6 +138,7 @@ topology::Schedule simulation_schedule(const SimulateCommand& c) {
 void run_simulate(const SimulateCommand& c) {
   const auto schedule = simulation_schedule(c);
   require_fits_in_memory(schedule, c.options);
+  const auto membership = plan_membership(schedule, c.options.changes, c.options.rounds);
   const std::filesystem::path dir = c.run_dir.empty() ? peer::create_default_run_dir("simulate")
                                                       : std::filesystem::path(c.run_dir);
   peer::RunDirectory run(dir, -1);
@@ -123,6 +149,7 @@ void run_simulate(const SimulateCommand& c) {
 
   nlohmann::json summary = config;
   summary.erase("command");
+  summary["membership_changes"] = membership_json(membership);
   if (c.predict && schedule.num_peers() <= topology::kMaxSpectralPeers) {
     spdlog::info("predicting the consensus rate (dense O(N^3) linear algebra, {} peers)",
                  schedule.num_peers());
@@ -175,6 +202,10 @@ void run_simulate(const SimulateCommand& c) {
       result.final_record.sum_of_weights, result.wall_time_s,
       1e3 * result.wall_time_s / static_cast<double>(c.options.rounds),
       static_cast<double>(peak_rss_bytes()) / (1 << 20));
+  if (!membership.empty()) {
+    fmt::print("{} of {} peers live at the end ({} membership changes)\n", result.final_record.live,
+               schedule.num_peers(), summary["membership_changes"].size());
+  }
   if (fit.per_period) {
     fmt::print("contraction per period: measured {:.6g} (rounds {}..{}{})", *fit.per_period,
                fit.from_round, fit.to_round,

@@ -3,9 +3,11 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -83,21 +85,38 @@ class Recorder {
         target_(std::move(target)),
         mean_curvature_(mean_curvature),
         on_record_(on_record),
-        sample_every_(period_ * std::max<std::int64_t>(1, o.rounds / (period_ * 4000))) {}
+        sample_every_(period_ * std::max<std::int64_t>(1, o.rounds / (period_ * 4000))),
+        live_(static_cast<std::size_t>(schedule.num_peers()), true) {}
 
-  // Logged rounds, and contraction samples until the distance has reached the rounding floor
-  // (afterwards they would only cost time: a measurement reads every x twice).
+  // Logged rounds, rounds with membership changes, and contraction samples until the distance
+  // has reached the rounding floor (afterwards they would only cost time: a measurement reads
+  // every x twice).
   bool wanted(std::int64_t round) const {
-    return round % options_.log_every == 0 || round == options_.rounds ||
+    return log_next_ || round % options_.log_every == 0 || round == options_.rounds ||
            (round % sample_every_ == 0 && !below_floor_);
   }
 
+  // After failures or joins: the live peers, the new target if it changed, and a fresh start
+  // for the contraction fit (the distance jumps).
+  void on_membership(std::vector<bool> live, std::optional<std::vector<double>> target,
+                     double mean_curvature) {
+    live_ = std::move(live);
+    if (target) target_ = std::move(*target);
+    mean_curvature_ = mean_curvature;
+    samples_.clear();
+    below_floor_ = false;
+    log_next_ = true;
+  }
+  const std::vector<bool>& live() const { return live_; }
+  const std::vector<double>& target() const { return target_; }
+
   template <typename T>
   void measure(PeerPool& pool, std::int64_t round, const T* x, const std::vector<double>& w) {
-    const RoundSums s = round_sums(pool, x, w, options_.dim, target_);
-    const auto n = static_cast<double>(w.size());
+    const RoundSums s = round_sums(pool, x, w, live_, options_.dim, target_);
+    const auto n = static_cast<double>(s.live);
     RoundRecord r;
     r.round = round;
+    r.live = s.live;
     r.sum_of_weights = s.sum_w;
     r.consensus_error = s.zbar2 > 0.0 ? s.consensus / n / s.zbar2 : s.consensus / n;
     r.target_error = s.target2 > 0.0 ? s.target / n / s.target2 : s.target / n;
@@ -112,9 +131,10 @@ class Recorder {
           r.deviation_norm < rounding_floor(options_.mode) * samples_.front().second ||
           (samples_.size() > 1 && r.deviation_norm >= samples_[samples_.size() - 2].second);
     }
-    if ((round % options_.log_every == 0 || round == options_.rounds) && on_record_) {
+    if ((log_next_ || round % options_.log_every == 0 || round == options_.rounds) && on_record_) {
       on_record_(r);
     }
+    log_next_ = false;
     last_ = r;
   }
 
@@ -132,7 +152,69 @@ class Recorder {
   std::int64_t sample_every_;
   std::vector<std::pair<std::int64_t, double>> samples_;
   bool below_floor_ = false;
+  std::vector<bool> live_;
+  bool log_next_ = false;
   RoundRecord last_;
+};
+
+// Sum_i x_i / sum_i w over the live peers: what they converge to when all their mass is in x
+// (after a failure every survivor holds its z with w = 1).
+template <typename Population>
+std::vector<double> live_mean(Population& population, const std::vector<bool>& live) {
+  std::vector<double> sum(population.dim(), 0.0);
+  double sum_w = 0.0;
+  for (int r = 0; r < population.peers(); ++r) {
+    if (!live[static_cast<std::size_t>(r)]) continue;
+    const auto x = population.x(r);
+    for (std::size_t k = 0; k < sum.size(); ++k) sum[k] += static_cast<double>(x[k]);
+    sum_w += population.weights()[static_cast<std::size_t>(r)];
+  }
+  for (double& v : sum) v /= sum_w;
+  return sum;
+}
+
+// The membership steps due at the start of a round, applied as asgp's peers do (the failed
+// ranks' mass is gone, the survivors restart from z with w = 1 and, in async mode, give up what
+// was in flight; a joiner gets half of its sponsor's mass; everyone mixes over the repaired
+// schedule).
+class MembershipChanges {
+ public:
+  MembershipChanges(const topology::Schedule& schedule, const SimulationOptions& o)
+      : steps_(plan_membership(schedule, o.changes, o.rounds)) {}
+
+  template <typename Population>
+  void apply_due(std::int64_t round, Population& population, Recorder& recorder,
+                 QuadraticProblem* problem) {
+    for (; next_ < steps_.size() && steps_[next_].round == round; ++next_) {
+      const MembershipStep& step = steps_[next_];
+      for (int r : step.failed) population.remove(r);
+      if (!step.failed.empty()) {
+        if constexpr (requires { population.give_up_in_flight(); }) {
+          population.give_up_in_flight();
+        }
+        for (int r = 0; r < population.peers(); ++r) {
+          if (step.live[static_cast<std::size_t>(r)]) population.restart_from_z(r);
+        }
+      }
+      for (const auto& [joiner, sponsor] : step.joined) population.share(sponsor, joiner);
+      population.set_schedule(step.mixing);
+      std::optional<std::vector<double>> target;
+      if (problem) {
+        problem->set_live(step.live);
+        target = problem->optimum();
+      } else if (!step.failed.empty()) {
+        target = live_mean(population, step.live);  // a join keeps the totals: no change
+      }
+      recorder.on_membership(step.live, std::move(target),
+                             problem ? problem->mean_curvature() : 0.0);
+      spdlog::info("round {}: {} failed, {} joined; {} peers live", round, step.failed.size(),
+                   step.joined.size(), std::count(step.live.begin(), step.live.end(), true));
+    }
+  }
+
+ private:
+  std::vector<MembershipStep> steps_;
+  std::size_t next_ = 0;
 };
 
 class Progress {
@@ -186,11 +268,13 @@ SimulationResult run_sync(const topology::Schedule& schedule, const SimulationOp
       pool, population.peers(), o, [&](int r) { return population.x(r); }, problem.get());
   Recorder recorder(schedule, o, std::move(target), problem ? problem->mean_curvature() : 0.0,
                     on_record);
+  MembershipChanges changes(schedule, o);
   SimulationResult result;
   result.setup_time_s = seconds_since(setup_start);
   result.state_bytes = population.bytes();
   const auto start = Clock::now();
   Progress progress(o.rounds);
+  changes.apply_due(0, population, recorder, problem.get());
   recorder.measure(pool, 0, population.data(), population.weights());
   std::vector<std::vector<float>> scratch(static_cast<std::size_t>(o.threads),
                                           std::vector<float>(problem ? o.dim : 0));
@@ -202,6 +286,7 @@ SimulationResult run_sync(const topology::Schedule& schedule, const SimulationOp
                         float* g = scratch[static_cast<std::size_t>(worker)].data();
                         const auto lr = static_cast<float>(o.lr);
                         for (std::size_t i = begin; i < end; ++i) {
+                          if (!recorder.live()[i]) continue;
                           const int rank = static_cast<int>(i);
                           population.debias(rank, g);
                           problem->gradient(rank, r, o.noise, g);
@@ -211,6 +296,7 @@ SimulationResult run_sync(const topology::Schedule& schedule, const SimulationOp
                       });
     }
     population.mix(r);
+    changes.apply_due(r + 1, population, recorder, problem.get());
     if (recorder.wanted(r + 1)) {
       recorder.measure(pool, r + 1, population.data(), population.weights());
     }
@@ -218,6 +304,7 @@ SimulationResult run_sync(const topology::Schedule& schedule, const SimulationOp
   }
   result.wall_time_s = seconds_since(start);
   result.final_record = recorder.last();
+  result.target = recorder.target();
   result.contraction = recorder.contraction();
   return result;
 }
@@ -235,11 +322,13 @@ SimulationResult run_async(const topology::Schedule& schedule, const SimulationO
       pool, population.peers(), o, [&](int r) { return population.x(r); }, problem.get());
   Recorder recorder(schedule, o, std::move(target), problem ? problem->mean_curvature() : 0.0,
                     on_record);
+  MembershipChanges changes(schedule, o);
   SimulationResult result;
   result.setup_time_s = seconds_since(setup_start);
   result.state_bytes = AsyncPopulation::bytes_needed(schedule, o.dim);
   const auto start = Clock::now();
   Progress progress(o.rounds);
+  changes.apply_due(0, population, recorder, problem.get());  // nothing is in flight yet
   recorder.measure(pool, 0, population.data(), population.weights());
   std::vector<std::vector<double>> scratch(static_cast<std::size_t>(o.threads),
                                            std::vector<double>(problem ? o.dim : 0));
@@ -247,6 +336,7 @@ SimulationResult run_async(const topology::Schedule& schedule, const SimulationO
   // in flight is not in any peer's w), steps, and pushes.
   for (std::int64_t r = 0; r < o.rounds; ++r) {
     population.deliver(r);
+    if (r > 0) changes.apply_due(r, population, recorder, problem.get());
     if (r > 0 && recorder.wanted(r))
       recorder.measure(pool, r, population.data(), population.weights());
     if (problem) {
@@ -255,6 +345,7 @@ SimulationResult run_async(const topology::Schedule& schedule, const SimulationO
                       [&](int worker, std::size_t begin, std::size_t end) {
                         double* g = scratch[static_cast<std::size_t>(worker)].data();
                         for (std::size_t i = begin; i < end; ++i) {
+                          if (!recorder.live()[i]) continue;
                           const int rank = static_cast<int>(i);
                           const double w = population.weights()[i];
                           auto x = population.x(rank);
@@ -271,6 +362,7 @@ SimulationResult run_async(const topology::Schedule& schedule, const SimulationO
   recorder.measure(pool, o.rounds, population.data(), population.weights());
   result.wall_time_s = seconds_since(start);
   result.final_record = recorder.last();
+  result.target = recorder.target();
   result.contraction = recorder.contraction();
   result.messages = population.counts();
   return result;

@@ -78,4 +78,22 @@ void SyncPopulation::debias(int rank, float* z) {
   backends_[0]->debias(x_.data() + offset(rank), w_[static_cast<std::size_t>(rank)], z, dim_);
 }
 
+void SyncPopulation::remove(int rank) {
+  std::fill(x(rank).begin(), x(rank).end(), 0.0f);
+  w_[static_cast<std::size_t>(rank)] = 0.0;
+}
+
+void SyncPopulation::restart_from_z(int rank) {
+  double& w = w_[static_cast<std::size_t>(rank)];
+  if (w != 1.0) backends_[0]->debias(x(rank).data(), w, x(rank).data(), dim_);
+  w = 1.0;
+}
+
+void SyncPopulation::share(int sponsor, int joiner) {
+  auto from = x(sponsor);
+  auto to = x(joiner);
+  for (std::size_t k = 0; k < dim_; ++k) to[k] = from[k] *= 0.5f;  // halving is exact
+  w_[static_cast<std::size_t>(joiner)] = w_[static_cast<std::size_t>(sponsor)] *= 0.5;
+}
+
 }  // namespace sgp::simulate

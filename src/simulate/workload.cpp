@@ -21,20 +21,29 @@ double uniform(std::uint64_t seed, std::uint64_t stream, std::uint64_t index, do
 
 QuadraticProblem::QuadraticProblem(std::uint64_t seed, int peers, std::size_t dim, double spread)
     : seed_(seed), dim_(dim), h_(static_cast<std::size_t>(peers)), b_(h_.size()), a_(dim), v_(dim) {
-  double sum_h = 0.0, sum_hb = 0.0;
   for (std::size_t i = 0; i < h_.size(); ++i) {
     h_[i] = uniform(seed, 1, i, 0.5, 2.0);
     b_[i] = spread * uniform(seed, 2, i, -1.0, 1.0);
-    sum_h += h_[i];
-    sum_hb += h_[i] * b_[i];
   }
   for (std::size_t k = 0; k < dim; ++k) {
     a_[k] = uniform(seed, 3, k, -1.0, 1.0);
     v_[k] = uniform(seed, 4, k, -1.0, 1.0);
   }
-  mean_h_ = sum_h / static_cast<double>(peers);
-  optimum_.resize(dim);
-  for (std::size_t k = 0; k < dim; ++k) optimum_[k] = a_[k] + sum_hb / sum_h * v_[k];
+  set_live(std::vector<bool>(h_.size(), true));
+}
+
+void QuadraticProblem::set_live(const std::vector<bool>& live) {
+  double sum_h = 0.0, sum_hb = 0.0;
+  int count = 0;
+  for (std::size_t i = 0; i < h_.size(); ++i) {
+    if (!live[i]) continue;
+    sum_h += h_[i];
+    sum_hb += h_[i] * b_[i];
+    ++count;
+  }
+  mean_h_ = sum_h / static_cast<double>(count);
+  optimum_.resize(dim_);
+  for (std::size_t k = 0; k < dim_; ++k) optimum_[k] = a_[k] + sum_hb / sum_h * v_[k];
 }
 
 double QuadraticProblem::gap(const double* theta) const {

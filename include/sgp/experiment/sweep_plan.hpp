@@ -35,4 +35,7 @@ bool already_finished(const PlannedPoint& plan);
 // One row per point: grid values, status, predicted rate and the run summary's figures.
 void write_summary_csv(const std::filesystem::path& file, const std::vector<PlannedPoint>& plans);
 
+// Rows as CSV text (fields with commas or quotes quoted).
+std::string csv_text(const std::vector<std::vector<std::string>>& rows);
+
 }  // namespace sgp::experiment

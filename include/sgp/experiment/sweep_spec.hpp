@@ -30,6 +30,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "sgp/peer/train_config.hpp"
 
 namespace sgp::experiment {
@@ -44,6 +46,10 @@ struct SweepPoint {
   peer::TrainConfig config;
   // Grid axes beyond algo, self_weight, gossip_every and seed (they name the point too).
   std::vector<std::string> other_axes;
+  // command = "simulate" (src/experiment/simulate_sweep.hpp): the options of its
+  // `sgp simulate` (topology and peers included; other_axes are its grid keys after those);
+  // null for a launch point.
+  nlohmann::json simulate;
 
   // Readable and unique within a sweep, usable as a directory name:
   // "<topology>_n<N>_a<a|uniform>_<algo>_h<H>_s<seed>[_<key>-<value>...]", e.g.
@@ -54,7 +60,8 @@ struct SweepPoint {
 struct SweepSpec {
   std::string name;
   std::string description;
-  std::filesystem::path source;  // the file it was read from (for messages and relative paths)
+  std::filesystem::path source;    // the file it was read from (for messages and relative paths)
+  std::string command = "launch";  // or "simulate": what each point runs
   // The expanded grid: algo outermost, then topology, peers, self_weight, gossip_every, seed,
   // then the other axes in the file's order. A topology file gives one point for its own N.
   // Algorithms that do not use self_weight (the algorithm table says which) get one point with

@@ -52,6 +52,19 @@ class AsyncPopulation {
   void push(std::int64_t round);
   MessageCounts counts() const;
 
+  // Membership changes (peer_changes.hpp). The schedule to push with from now on; an edge it
+  // adds (a repair's bypass) gets its running sums when it is first used.
+  void set_schedule(topology::Schedule schedule) { schedule_ = std::move(schedule); }
+  // Every edge restarts its totals and what is in flight is given up (AsyncPushSum after an
+  // exclusion: a new generation of totals, the old ones refused).
+  void give_up_in_flight();
+  // The rank's mass is gone: x = 0, w = 0.
+  void remove(int rank);
+  // x = x / w, w = 1.
+  void restart_from_z(int rank);
+  // The joiner gets half of the sponsor's x and w, the sponsor keeps the other half.
+  void share(int sponsor, int joiner);
+
  private:
   struct InFlight {
     int sender = 0;
@@ -68,6 +81,8 @@ class AsyncPopulation {
     MessageCounts counts;
   };
   std::size_t offset(int rank) const { return static_cast<std::size_t>(rank) * dim_; }
+  gossip::OutEdge& out_edge(Peer& peer, int receiver);
+  gossip::InEdge& in_edge(Peer& peer, int sender);
   void push_peer(int rank, std::int64_t round);
   void deliver_peer(int rank, std::int64_t round);
 

@@ -2,12 +2,13 @@
 // The `sgp simulate` command: builds the schedule (a generated kind or a DOT file), runs the
 // simulation and writes its run directory:
 //   config.json     every option
-//   simulate.jsonl  one RoundRecord per logged round (round, sum_of_weights, consensus_error,
+//   simulate.jsonl  one RoundRecord per logged round (round, live, sum_of_weights, consensus_error,
 //                   mean_error (consensus) or optimum_error + optimality_gap + mean_peer_gap
 //                   (quadratic), deviation_norm)
 //   summary.json    the last record, the measured contraction per period against the predicted
 //                   sigma and rho (topology::analyze_topology, up to kMaxSpectralPeers peers),
-//                   time, peak memory and message counts
+//                   time, peak memory, message counts and membership_changes (who failed and
+//                   joined when)
 #include <optional>
 #include <string>
 

@@ -11,9 +11,11 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sgp/simulate/async_population.hpp"
 #include "sgp/simulate/link_faults.hpp"
+#include "sgp/simulate/peer_changes.hpp"
 #include "sgp/simulate/workload.hpp"
 #include "sgp/topology/schedule.hpp"
 
@@ -33,14 +35,18 @@ struct SimulationOptions {
   double spread = 1.0;  // quadratic: heterogeneity of the peers' own optima
   std::uint64_t seed = 0;
   int threads = 2;
-  std::int64_t log_every = 1;  // a RoundRecord every this many rounds (and after the last)
+  std::int64_t log_every = 1;       // a RoundRecord every this many rounds (and after the last)
+  std::vector<PeerChange> changes;  // failures and joins (peer_changes.hpp)
 };
 
-// After `round` rounds (0: the initial state). z_i = x_i / w_i, zbar = mean_i z_i, t = the
-// target: the exact mean m (consensus) or the optimum theta* (quadratic).
+// After `round` rounds (0: the initial state) and the membership changes of that round. Over
+// the live peers: z_i = x_i / w_i, zbar = mean_i z_i, t = the target: the exact mean m
+// (consensus; after a failure, the mean of the survivors' z then) or the optimum theta* (of the
+// live peers' f_i, quadratic).
 struct RoundRecord {
   std::int64_t round = 0;
-  double sum_of_weights = 0.0;
+  int live = 0;                  // peers taking part
+  double sum_of_weights = 0.0;   // of the live peers
   double consensus_error = 0.0;  // mean_i ||z_i - zbar||^2 / ||zbar||^2 (as monitor.jsonl)
   double target_error = 0.0;     // mean_i ||z_i - t||^2 / ||t||^2
   double deviation_norm = 0.0;   // ||x - t w||_2 over all peers (topology/analysis.hpp's norm)
@@ -50,7 +56,7 @@ struct RoundRecord {
 
 // Per-period contraction of deviation_norm, (e(t1) / e(t0))^(P / (t1 - t0)), fitted over the
 // second half of the rounds before it fell below `floor` times its start (float32 rounding, or
-// double's, stops the decay there). Whole periods only.
+// double's, stops the decay there). Whole periods only; after the last membership change.
 struct ContractionFit {
   std::optional<double> per_period;
   std::int64_t from_round = 0;
@@ -60,6 +66,7 @@ struct ContractionFit {
 
 struct SimulationResult {
   RoundRecord final_record;
+  std::vector<double> target;  // t at the end
   ContractionFit contraction;
   MessageCounts messages;     // async only
   double wall_time_s = 0.0;   // the rounds (and their measurements), not the set-up
@@ -73,8 +80,9 @@ std::size_t state_bytes(const topology::Schedule& schedule, const SimulationOpti
 // InputError naming the figures when the state would not fit in this machine's memory.
 void require_fits_in_memory(const topology::Schedule& schedule, const SimulationOptions& options);
 
-// Runs the simulation; on_record gets every logged round as it is measured. InputError when
-// the state would not fit in this machine's memory.
+// Runs the simulation; on_record gets every logged round (and every round with membership
+// changes) as it is measured. InputError when the state would not fit in this machine's memory,
+// or for changes plan_membership refuses.
 SimulationResult simulate(const topology::Schedule& schedule, const SimulationOptions& options,
                           const std::function<void(const RoundRecord&)>& on_record = {});
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "sgp/compute/cpu_backend.hpp"
@@ -35,6 +36,15 @@ class SyncPopulation {
   // z = x / w as PushSumEngine::debias computes it.
   void debias(int rank, float* z);
   std::size_t bytes() const { return 2 * x_.size() * sizeof(float); }
+
+  // Membership changes (peer_changes.hpp). The schedule to mix with from the next round on.
+  void set_schedule(topology::Schedule schedule) { schedule_ = std::move(schedule); }
+  // The rank's mass is gone: x = 0, w = 0 (a repaired schedule leaves it alone).
+  void remove(int rank);
+  // x = z, w = 1 (z as debias computes it).
+  void restart_from_z(int rank);
+  // The joiner gets half of the sponsor's x and w, the sponsor keeps the other half.
+  void share(int sponsor, int joiner);
 
  private:
   std::size_t offset(int rank) const { return static_cast<std::size_t>(rank) * dim_; }

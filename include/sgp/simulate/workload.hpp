@@ -8,8 +8,9 @@
 //     others') seeded per peer, a and v seeded D-vectors: every peer's shard wants another
 //     optimum (heterogeneity `spread` scales b_i). The optimum of f is known exactly:
 //       theta* = a + (sum_i h_i b_i / sum_i h_i) v,   f(theta) - f* = hbar / 2 ||theta - theta*||^2
-//     (hbar = mean_i h_i). A stochastic gradient adds uniform noise of standard deviation
-//     `noise` per coordinate, seeded per (peer, round). Every x starts at zero.
+//     (hbar = mean_i h_i; the sums and means over the live peers when some have failed). A
+//     stochastic gradient adds uniform noise of standard deviation `noise` per coordinate, seeded
+//     per (peer, round). Every x starts at zero.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -22,6 +23,9 @@ class QuadraticProblem {
  public:
   QuadraticProblem(std::uint64_t seed, int peers, std::size_t dim, double spread);
 
+  // f = the mean of the live peers' f_i from now on (after failures or joins): its optimum and
+  // mean curvature are recomputed over them.
+  void set_live(const std::vector<bool>& live);
   const std::vector<double>& optimum() const { return optimum_; }
   double mean_curvature() const { return mean_h_; }
   // f(theta) - f* for theta = the given vector.

@@ -1,0 +1,425 @@
+#include "simulate_sweep.hpp"
+
+#include <algorithm>
+#include <array>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include "sgp/error.hpp"
+#include "sgp/launch/local_processes.hpp"
+#include "sgp/peer/run_directory.hpp"
+#include "sgp/simulate/peer_changes.hpp"
+#include "sgp/simulate/simulate_run.hpp"
+#include "sgp/topology/analysis.hpp"
+#include "sgp/topology/generator.hpp"
+
+namespace sgp::experiment {
+
+namespace {
+
+using nlohmann::json;
+
+enum class Type { integer, real, text, boolean };
+
+// The options of `sgp simulate` a simulate sweep may set, with the ranges its flags accept (the
+// child checks them again). Flag: "--" + key with '-' for '_'; a boolean is the flag
+// --no-<key> when false.
+struct SimulateKey {
+  std::string_view key;
+  Type type;
+  double min = 0.0, max = 0.0;
+  std::vector<std::string_view> choices = {};
+};
+
+const std::vector<SimulateKey>& simulate_keys() {
+  static const std::vector<SimulateKey> keys = {
+      {"self_weight", Type::real, 0.0, 0.999999},  // 0: uniform (no --self-weight)
+      {"dim", Type::integer, 1, 1 << 28},
+      {"rounds", Type::integer, 1, 1e9},
+      {"mode", Type::text, 0, 0, {"sync", "async"}},
+      {"running_sums", Type::boolean},
+      {"drop", Type::real, 0.0, 0.99},
+      {"dup", Type::real, 0.0, 1.0},
+      {"delay", Type::integer, 0, 1000},
+      {"workload", Type::text, 0, 0, {"consensus", "quadratic"}},
+      {"lr", Type::real, 0.0, 1.0},
+      {"noise", Type::real, 0.0, 1e6},
+      {"spread", Type::real, 0.0, 1e6},
+      {"seed", Type::integer, 0, 9007199254740992.0},
+      {"degree", Type::integer, 1, 1 << 20},
+      {"topology_seed", Type::integer, 0, 9007199254740992.0},
+      {"threads", Type::integer, 1, 256},
+      {"log_every", Type::integer, 1, 1e9},
+      {"fail", Type::text},  // RANK@ROUND[,...], checked against each point's schedule
+      {"join", Type::text},
+      {"predict", Type::boolean},
+  };
+  return keys;
+}
+
+const SimulateKey* find_key(std::string_view key) {
+  for (const auto& k : simulate_keys())
+    if (k.key == key) return &k;
+  return nullptr;
+}
+
+std::string valid_keys() {
+  std::vector<std::string_view> names = {"topology", "peers"};
+  for (const auto& k : simulate_keys()) names.push_back(k.key);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+json read_value(const TomlReader& r, const toml::node& n, const std::string& full,
+                const SimulateKey& k) {
+  switch (k.type) {
+    case Type::integer:
+      return r.integer_in(n, full, static_cast<std::int64_t>(k.min),
+                          static_cast<std::int64_t>(k.max));
+    case Type::real: {
+      if (!n.is_number()) r.fail(n, full, fmt::format("expected a number, got {}", r.type_name(n)));
+      const double v = *n.value<double>();
+      if (v < k.min || v > k.max) {
+        r.fail(n, full, fmt::format("expected a number in [{}, {}], got {}", k.min, k.max, v));
+      }
+      return v;
+    }
+    case Type::boolean:
+      if (!n.is_boolean())
+        r.fail(n, full, fmt::format("expected true or false, got {}", r.type_name(n)));
+      return *n.value<bool>();
+    case Type::text: {
+      const std::string v = r.string(n, full);
+      if (k.key == "fail" || k.key == "join") {
+        try {
+          simulate::parse_peer_changes(v, simulate::PeerChange::Kind::fail, full + " =");
+        } catch (const InputError& e) {
+          r.fail(n, full, e.what());
+        }
+      }
+      if (!k.choices.empty() &&
+          std::find(k.choices.begin(), k.choices.end(), v) == k.choices.end()) {
+        r.fail(n, full, fmt::format("'{}' is not one of {}", v, fmt::join(k.choices, ", ")));
+      }
+      return v;
+    }
+  }
+  return nullptr;
+}
+
+const SimulateKey& simulate_key(const TomlReader& r, const toml::key& key,
+                                const std::string& full) {
+  const SimulateKey* k = find_key(key.str());
+  if (!k)
+    r.fail(key.source(), full,
+           fmt::format("unknown key for sgp simulate (valid: {})", valid_keys()));
+  return *k;
+}
+
+void apply_fixed(json& settings, const TomlReader& r, const toml::table& table,
+                 const std::string& section) {
+  for (const auto& [key, node] : table) {
+    const std::string full = section + "." + std::string(key.str());
+    settings[std::string(key.str())] = read_value(r, node, full, simulate_key(r, key, full));
+  }
+}
+
+struct GridAxis {
+  std::string key;
+  std::vector<json> values;
+};
+
+struct TopologyValue {
+  std::string value;  // a kind, or a DOT file resolved against the sweep file
+  const toml::node* node;
+};
+
+struct SimulateGrid {
+  std::vector<TopologyValue> topologies;
+  std::vector<json> peers = {8};
+  std::vector<GridAxis> axes;  // the file's order
+};
+
+SimulateGrid read_simulate_grid(const toml::table& table, const TomlReader& r,
+                                const std::filesystem::path& source) {
+  SimulateGrid g;
+  if (table.empty()) r.fail("grid", "empty (give at least one list, e.g. peers = [64, 256])");
+  for (const auto& [key, node] : table) {
+    const std::string name(key.str()), full = "grid." + name;
+    if (name == "topology") {
+      r.list(node, full, [&](const toml::node& item) {
+        std::filesystem::path path(r.string(item, full));
+        // A kind stays a name; anything else is a file next to the sweep file (sgp simulate
+        // says what is wrong with either).
+        if (path.is_relative() && std::filesystem::exists(source.parent_path() / path)) {
+          path = source.parent_path() / path;
+        }
+        g.topologies.push_back({path.string(), &item});
+      });
+    } else if (name == "peers") {
+      g.peers.clear();
+      r.list(node, full, [&](const toml::node& item) {
+        g.peers.push_back(r.integer_in(item, full, 2, 65535));
+      });
+    } else {
+      GridAxis axis{name, {}};
+      const SimulateKey& k = simulate_key(r, key, full);
+      r.list(node, full,
+             [&](const toml::node& item) { axis.values.push_back(read_value(r, item, full, k)); });
+      g.axes.push_back(std::move(axis));
+    }
+  }
+  if (g.topologies.empty()) g.topologies.push_back({"one-peer-exponential", nullptr});
+  return g;
+}
+
+void combine(const std::vector<GridAxis>& axes, std::size_t i, json settings,
+             std::vector<json>& out) {
+  if (i == axes.size()) {
+    out.push_back(std::move(settings));
+    return;
+  }
+  for (const auto& value : axes[i].values) {
+    settings[axes[i].key] = value;
+    combine(axes, i + 1, settings, out);
+  }
+}
+
+simulate::SimulateCommand command_of(const json& s) {
+  simulate::SimulateCommand c;
+  c.topology = s.at("topology").get<std::string>();
+  c.peers = s.at("peers").get<int>();
+  auto& o = c.options;
+  if (s.value("self_weight", 0.0) > 0.0) c.self_weight = s["self_weight"].get<double>();
+  c.degree = s.value("degree", 0);
+  c.topology_seed = s.value("topology_seed", std::uint64_t{0});
+  o.dim = s.value("dim", o.dim);
+  o.rounds = s.value("rounds", o.rounds);
+  o.mode =
+      s.value("mode", "sync") == "async" ? simulate::MixingMode::async : simulate::MixingMode::sync;
+  o.workload = s.value("workload", "consensus") == "quadratic" ? simulate::Workload::quadratic
+                                                               : simulate::Workload::consensus;
+  for (const auto& [key, kind] : {std::pair("fail", simulate::PeerChange::Kind::fail),
+                                  std::pair("join", simulate::PeerChange::Kind::join)}) {
+    if (!s.contains(key)) continue;
+    auto changes =
+        simulate::parse_peer_changes(s[key].get<std::string>(), kind, fmt::format("{} =", key));
+    o.changes.insert(o.changes.end(), changes.begin(), changes.end());
+  }
+  return c;
+}
+
+// What sgp simulate refuses as a combination, refused here before anything runs.
+void check_combinations(const json& s) {
+  const bool async = s.value("mode", "sync") == "async";
+  const bool quadratic = s.value("workload", "consensus") == "quadratic";
+  for (const char* key : {"drop", "dup", "delay", "running_sums"}) {
+    if (s.contains(key) && !async) throw InputError(fmt::format("{} needs mode = \"async\"", key));
+  }
+  for (const char* key : {"lr", "noise", "spread"}) {
+    if (s.contains(key) && !quadratic)
+      throw InputError(fmt::format("{} needs workload = \"quadratic\"", key));
+  }
+}
+
+// The schedule sgp simulate will build for the point; InputError for what it would refuse.
+topology::Schedule checked_schedule(const json& s) {
+  check_combinations(s);
+  const auto command = command_of(s);
+  auto schedule = simulate::simulation_schedule(command);
+  simulate::require_fits_in_memory(schedule, command.options);
+  simulate::plan_membership(schedule, command.options.changes, command.options.rounds);
+  return schedule;
+}
+
+std::string value_text(const json& v) {
+  std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+  for (char& ch : text)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-') ch = '-';
+  return text;
+}
+
+std::vector<std::string> simulate_arguments(const SweepPoint& p, const std::filesystem::path& dir) {
+  const json& s = p.simulate;
+  std::vector<std::string> args = {"simulate", "--topology", s["topology"].get<std::string>(),
+                                   "--peers", std::to_string(s["peers"].get<int>())};
+  for (const auto& k : simulate_keys()) {
+    if (!s.contains(k.key)) continue;
+    const json& v = s[std::string(k.key)];
+    std::string flag = "--" + std::string(k.key);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    if (k.type == Type::boolean) {
+      if (!v.get<bool>()) args.push_back("--no-" + flag.substr(2));
+    } else if (k.key != "self_weight" || v.get<double>() > 0.0) {
+      args.push_back(flag);
+      args.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+    }
+  }
+  args.insert(args.end(), {"--run-dir", dir.string()});
+  return args;
+}
+
+// The columns of summary.json a simulate sweep's summary.csv shows.
+const std::array<std::string_view, 12> kSummaryColumns = {"final_live",
+                                                          "final_sum_of_weights",
+                                                          "final_consensus_error",
+                                                          "final_mean_error",
+                                                          "final_optimum_error",
+                                                          "final_optimality_gap",
+                                                          "predicted_consensus_rate",
+                                                          "measured_contraction_per_period",
+                                                          "wall_time_s",
+                                                          "seconds_per_round",
+                                                          "peak_rss_bytes",
+                                                          "state_bytes"};
+
+std::string cell(const json& summary, std::string_view key) {
+  const auto it = summary.find(key);
+  if (it == summary.end() || it->is_null()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+}  // namespace
+
+std::vector<SweepPoint> expand_simulate_sweep(const toml::table& grid_table,
+                                              const toml::table* fixed,
+                                              const toml::table* quick_table, bool quick,
+                                              const TomlReader& r,
+                                              const std::filesystem::path& source) {
+  json base = json::object();
+  if (fixed) apply_fixed(base, r, *fixed, "simulate");
+  if (quick_table) {
+    json over = base;
+    apply_fixed(over, r, *quick_table, "quick");
+    if (quick) base = over;
+  }
+  const SimulateGrid g = read_simulate_grid(grid_table, r, source);
+  std::vector<std::string> axes;
+  for (const auto& a : g.axes) axes.push_back(a.key);
+  std::vector<SweepPoint> points;
+  std::set<std::string> names;
+  for (const auto& topo : g.topologies) {
+    for (const auto& n : g.peers) {
+      json settings = base;
+      settings["topology"] = topo.value;
+      settings["peers"] = n;
+      std::vector<json> combos;
+      combine(g.axes, 0, settings, combos);
+      for (auto& s : combos) {
+        SweepPoint p;
+        p.topology = topo.value;
+        p.other_axes = axes;
+        try {
+          const auto schedule = checked_schedule(s);
+          s["peers"] = schedule.num_peers();  // a DOT file's own N
+          const auto kinds = topology::all_topology_kinds();
+          p.topology_is_file = std::none_of(kinds.begin(), kinds.end(), [&](auto kind) {
+            return topology::topology_kind_name(kind) == topo.value;
+          });
+          p.peers = schedule.num_peers();
+          p.simulate = s;
+        } catch (const InputError& e) {
+          const std::string what =
+              fmt::format("{} with {} peers: {}", topo.value, n.dump(), e.what());
+          if (topo.node) r.fail(*topo.node, "grid.topology", what);
+          r.fail("grid", what);
+        }
+        if (!names.insert(p.name()).second) {
+          r.fail("grid", fmt::format("two points are both named {} (is a value listed twice, or "
+                                     "do two topology files share a name, or a file its N?)",
+                                     p.name()));
+        }
+        points.push_back(std::move(p));
+      }
+    }
+  }
+  return points;
+}
+
+std::string simulate_point_name(const SweepPoint& p) {
+  const std::string topo =
+      p.topology_is_file ? std::filesystem::path(p.topology).stem().string() : p.topology;
+  std::string out = fmt::format("{}_n{}", topo, p.peers);
+  for (const auto& key : p.other_axes)
+    out += fmt::format("_{}-{}", key, value_text(p.simulate[key]));
+  return out;
+}
+
+PlannedPoint plan_simulate_point(const SweepPoint& p, const std::filesystem::path& root) {
+  PlannedPoint plan;
+  plan.point = &p;
+  plan.dir = root / p.name();
+  plan.peers = p.peers;
+  try {
+    plan.schedule = checked_schedule(p.simulate);
+    plan.period = plan.schedule->period();
+    plan.mixing_self_weight = plan.schedule->self_weight(0, 0);
+    // Dense O(N^3): the run's summary.json has it for up to kMaxSpectralPeers peers.
+    if (p.peers <= 256) {
+      plan.rate = topology::analyze_topology(*plan.schedule, 1).consensus_rate;
+    }
+  } catch (const InputError& e) {
+    plan.schedule.reset();
+    plan.problem = e.what();
+  }
+  return plan;
+}
+
+std::optional<std::string> run_simulate_point(PlannedPoint& plan, int index,
+                                              const std::string& prefix) {
+  const auto log = plan.dir / "simulate.log";
+  launch::LocalProcesses process({{index, simulate_arguments(*plan.point, plan.dir), log}});
+  const auto failure = process.wait();
+  if (process.interrupted()) {
+    throw IoError(
+        fmt::format("interrupted by signal {} during {}; run the same command again "
+                    "to resume (finished points are kept)",
+                    process.interrupted(), plan.point->name()));
+  }
+  if (failure) return fmt::format("sgp simulate failed: {}", failure->describe());
+  const auto summary = peer::read_json_file(plan.dir / "summary.json");
+  if (!summary) return "sgp simulate wrote no summary.json";
+  spdlog::info("{}: done: consensus error {}, {} live, {} s", prefix,
+               cell(*summary, "final_consensus_error"), cell(*summary, "final_live"),
+               cell(*summary, "wall_time_s"));
+  return std::nullopt;
+}
+
+void write_simulate_summary_csv(const std::filesystem::path& file,
+                                const std::vector<PlannedPoint>& plans) {
+  const auto axes = plans.empty() ? std::vector<std::string>{} : plans.front().point->other_axes;
+  std::vector<std::string> header = {"point", "topology", "peers"};
+  header.insert(header.end(), axes.begin(), axes.end());
+  header.insert(header.end(), {"status", "mixing_self_weight", "topology_period"});
+  header.insert(header.end(), kSummaryColumns.begin(), kSummaryColumns.end());
+  header.insert(header.end(), {"messages_lost", "run_dir"});
+  std::vector<std::vector<std::string>> rows = {header};
+  for (const auto& plan : plans) {
+    const SweepPoint& p = *plan.point;
+    json summary = json::object();
+    if (plan.status == "finished") {
+      if (auto j = peer::read_json_file(plan.dir / "summary.json")) summary = *j;
+    }
+    std::vector<std::string> row = {p.name(), p.topology, std::to_string(plan.peers)};
+    for (const auto& key : axes) row.push_back(cell(p.simulate, key));
+    row.insert(
+        row.end(),
+        {plan.status, plan.mixing_self_weight ? fmt::format("{}", *plan.mixing_self_weight) : "",
+         plan.period > 0 ? std::to_string(plan.period) : ""});
+    for (const auto key : kSummaryColumns) {
+      std::string value = cell(summary, key);
+      if (value.empty() && key == "predicted_consensus_rate" && plan.rate) {
+        value = fmt::format("{}", *plan.rate);  // not run yet: the plan's prediction
+      }
+      row.push_back(value);
+    }
+    row.push_back(summary.contains("messages") ? cell(summary["messages"], "lost") : "");
+    row.push_back(plan.dir.filename().string());
+    rows.push_back(std::move(row));
+  }
+  peer::write_file_atomically(file, csv_text(rows));
+}
+
+}  // namespace sgp::experiment
