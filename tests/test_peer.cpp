@@ -1,6 +1,8 @@
+#include <atomic>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <doctest/doctest.h>
 
@@ -24,6 +26,33 @@ TEST_CASE("atomic writes replace the whole file and leave no temporary behind") 
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
   CHECK(entries == 1);
   CHECK_THROWS_AS(write_file_atomically(dir / "missing" / "b", "x"), sgp::IoError);
+}
+
+TEST_CASE("writers of one file at once (hosts sharing a run directory) never clash") {
+  sgp::testing::TempDir dir;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) {
+        try {
+          write_file_atomically(dir / "config.json", "writer " + std::to_string(t));
+        } catch (const sgp::IoError&) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  CHECK(failures == 0);
+  CHECK(slurp(dir / "config.json").starts_with("writer "));
+  // create_file_atomically: only the first creates it.
+  CHECK(create_file_atomically(dir / "summary.json", "first"));
+  CHECK_FALSE(create_file_atomically(dir / "summary.json", "second"));
+  CHECK(slurp(dir / "summary.json") == "first");
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+  CHECK(entries == 2);
 }
 
 TEST_CASE("a run directory holds config, one JSONL line per record and the summary") {

@@ -22,6 +22,7 @@
 #include "sgp/launch/emulated_hosts.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
+#include "sgp/launch/run_summary.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/peer_runner.hpp"
@@ -169,31 +170,6 @@ class Emulation {
   EmulatedHosts hosts_;
 };
 
-void log_results(const peer::RunSummary& s, const std::filesystem::path& dir) {
-  if (s.final_average_model_accuracy && s.final_consensus_error) {
-    spdlog::info("average model: test accuracy {:.2f}%, relative consensus error {:.3e}",
-                 100.0 * *s.final_average_model_accuracy, *s.final_consensus_error);
-  } else if (s.monitor_settings_mismatch) {
-    spdlog::warn("no average model: the monitor refused the peers' snapshots: {}",
-                 *s.monitor_settings_mismatch);
-  } else if (!s.monitor_evaluations) {
-    spdlog::warn(
-        "no average model here: no monitor-summary.json in {} (a monitor started by hand writes "
-        "it in its own --run-dir)",
-        dir);
-  } else {
-    spdlog::warn(
-        "no average model of the last iteration: the monitor's last complete record "
-        "is of iteration {} (see monitor.jsonl)",
-        s.last_monitored_iteration.value_or(0));
-  }
-  if (s.mean_peer_accuracy && s.median_iteration_ms) {
-    spdlog::info("peers: mean test accuracy {:.2f}%, median iteration {:.2f} ms",
-                 100.0 * *s.mean_peer_accuracy, *s.median_iteration_ms);
-  }
-  spdlog::info("results in {}", dir);
-}
-
 }  // namespace
 
 std::vector<int> ranks_on_this_host(const topology::Schedule& schedule) {
@@ -251,23 +227,6 @@ std::filesystem::path prepare_run(peer::TrainConfig config) {
   write_run_files(run, config, n, mixing);
   spdlog::info("wrote {} for {} peers", run.path() / peer::kRunConfigFile, n);
   return run.path();
-}
-
-peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
-                               const std::vector<int>& failed_peers) {
-  const auto file = run_dir / peer::kRunConfigFile;
-  const auto config = peer::read_run_config(file);
-  // sgp train's summary.json is its one process's own; there is nothing to merge.
-  if (config.command == "train" || config.peers < 1) {
-    throw InputError(fmt::format("{}: not a multi-peer run (command '{}', peers {})", file.string(),
-                                 config.command, config.peers));
-  }
-  const peer::RunDirectory run(run_dir, -1);
-  auto summary = peer::merge_run_summary(run_dir, config.peers);
-  summary.failed_peers = failed_peers;
-  run.write_json("summary.json", summary);
-  log_results(summary, run_dir);
-  return summary;
 }
 
 peer::RunSummary launch_peers(LaunchOptions o) {
@@ -347,7 +306,7 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   }
   std::vector<int> failed;
   for (const auto& f : failures) failed.push_back(f.rank);
-  return summarize_run(run.path(), failed);
+  return summarize_launch(run.path(), local, failed);
 }
 
 }  // namespace sgp::launch

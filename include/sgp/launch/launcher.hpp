@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sgp/peer/summaries.hpp"
+#include "sgp/launch/run_summary.hpp"
 #include "sgp/peer/train_config.hpp"
 
 namespace sgp::topology {
@@ -30,12 +30,6 @@ std::vector<int> ranks_on_this_host(const topology::Schedule& schedule);
 // run directory, starting nothing: for peers and a monitor started by another launcher (srun, in
 // scripts/sbatch-sgp), each reading that one file with --config.
 std::filesystem::path prepare_run(peer::TrainConfig config);
-
-// Merges what the peers and the monitor wrote into <run_dir>/summary.json (the peer count comes
-// from config.json; InputError naming it when it cannot be read), with `failed_peers` listed as
-// such, and logs the headline figures.
-peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
-                               const std::vector<int>& failed_peers = {});
 
 // Runs the peers to the end. Returns the run's merged summary (also written to summary.json).
 // IoError when a peer fails (naming it; the others are stopped) or on Ctrl-C / SIGTERM. With
