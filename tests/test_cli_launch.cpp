@@ -194,6 +194,63 @@ TEST_CASE("launch --prepare-only writes config.json and starts nothing; summariz
   CHECK(contains(r.output, (dir / "config.json").string()));
 }
 
+TEST_CASE("summarize merges the per-host directories of one run and refuses another run's") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();  // --prepare-only checks that the data is there
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 4);
+  auto prepare = [&](const std::string& name, const std::string& extra) {
+    const auto r = run_sgp("launch --prepare-only --max-iterations 10 --topology " +
+                           topology.string() + " --run-dir " + (dir / name).string() + extra);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  };
+  // Host a ran ranks 0 and 2, host b ranks 1 and 3 (no shared filesystem: two directories); a
+  // hand-started monitor wrote its summary in a directory of its own.
+  prepare("a", "");
+  prepare("b", "");
+  prepare("other", " --seed 7");
+  auto peer = [&](const std::string& host, int rank, double accuracy) {
+    std::ofstream(dir / host / fmt::format("peer-{}-summary.json", rank))
+        << json{{"rank", rank},       {"peers", 4},    {"algo", "sgp"},
+                {"iterations", 10},   {"weight", 1.0}, {"final_test_accuracy", accuracy},
+                {"wall_time_s", rank}};
+  };
+  peer("a", 0, 0.5);
+  peer("a", 2, 0.75);
+  peer("b", 1, 0.25);
+  peer("b", 3, 1.0);
+  std::filesystem::create_directory(dir / "m");
+  std::ofstream(dir / "m" / "monitor-summary.json")
+      << json{{"evaluations", 2},
+              {"final_iteration", 10},
+              {"final_average_model_accuracy", 0.8125},
+              {"final_consensus_error", 0.5}};
+  const auto out = dir / "merged";
+  auto r = run_sgp("summarize " + (dir / "a").string() + " " + (dir / "b").string() + " " +
+                   (dir / "m").string() + " --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto summary = read_json(out / "summary.json");
+  CHECK(summary["peers"] == 4);
+  CHECK_FALSE(summary.contains("missing_peers"));
+  CHECK(summary["mean_peer_accuracy"] == 0.625);
+  CHECK(summary["min_peer_accuracy"] == 0.25);
+  CHECK(summary["sum_of_weights"] == 4.0);
+  CHECK(summary["wall_time_s"] == 3.0);
+  CHECK(summary["final_average_model_accuracy"] == 0.8125);
+  // Directories of different runs are refused, naming both.
+  r = run_sgp("summarize " + (dir / "a").string() + " " + (dir / "other").string());
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, (dir / "a").string() + " and " + (dir / "other").string() +
+                               " are not of one run: seed"));
+  // So is the same rank's summary in two directories.
+  peer("other", 1, 0.5);
+  std::filesystem::copy_file(dir / "other" / "peer-1-summary.json",
+                             dir / "a" / "peer-1-summary.json");
+  r = run_sgp("summarize " + (dir / "a").string() + " " + (dir / "b").string());
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "both hold peer-1-summary.json"));
+}
+
 TEST_CASE("a monitor started by hand with the run's config stops once every peer has finished") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;

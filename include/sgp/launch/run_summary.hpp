@@ -2,10 +2,11 @@
 // summary.json of a multi-peer run: merged from the peers' peer-<rank>-summary.json and the
 // monitor's monitor-summary.json, by `sgp launch` at its end and by `sgp summarize`.
 //
-// Who writes it when several launchers (one per host) share one run directory: the one that
-// finds every other host's ranks finished. One that finds another host's ranks still running
-// (their peer-<rank>.jsonl is here, their summary not yet) writes summary.json only when there is
-// none, so that the launcher finishing last, which sees every peer's summary, has the last word.
+// Who writes it when several launchers (one per host) and a hand-started monitor share one run
+// directory: each writes its own files first, then merges; one that finds another host's ranks
+// still running (their peer-<rank>.jsonl is here, their summary not yet) writes summary.json
+// only when there is none, so that the one finishing last, which sees every peer's summary and
+// the monitor's, has the last word.
 #include <filesystem>
 #include <vector>
 
@@ -27,7 +28,8 @@ peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
 peer::RunSummary summarize_runs(const std::vector<std::filesystem::path>& run_dirs,
                                 const std::filesystem::path& out);
 
-// The end of `sgp launch` of `local` ranks: summary.json as described above.
+// The end of `sgp launch` of `local` ranks (or of `sgp monitor`, with none): summary.json as
+// described above.
 peer::RunSummary summarize_launch(const std::filesystem::path& run_dir,
                                   const std::vector<int>& local,
                                   const std::vector<int>& failed_peers);
