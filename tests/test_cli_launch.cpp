@@ -192,6 +192,19 @@ TEST_CASE("launch --prepare-only writes config.json and starts nothing; summariz
   r = run_sgp("summarize " + dir.path().string());
   CHECK(r.exit_code == 2);
   CHECK(contains(r.output, (dir / "config.json").string()));
+
+  // --base-port re-addresses the file's ports, keeping each rank's host; the peers read the
+  // topology written to the run directory.
+  const auto moved = dir / "moved";
+  r = run_sgp("launch --prepare-only --base-port 41000 --topology " + topology.string() +
+              " --run-dir " + moved.string());
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const auto readdressed = moved / "topology-readdressed.dot";
+  CHECK(read_json(moved / "config.json")["topology"] == readdressed.string());
+  auto expected = sgp::topology::read_dot_file(topology);
+  expected.set_endpoints(
+      {"tcp://127.0.0.1:41000", "tcp://127.0.0.1:41001", "tcp://127.0.0.1:41002"});
+  CHECK(sgp::topology::read_dot_file(readdressed) == expected);
 }
 
 TEST_CASE("summarize merges the per-host directories of one run and refuses another run's") {

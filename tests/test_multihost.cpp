@@ -162,10 +162,13 @@ TEST_CASE("two hosts' launchers and a monitor sharing one run directory write on
   const pid_t monitor = sgp::testing::start_command(
       hosts.on('a', sgp + " monitor --config " + config + " --bind " + monitor_endpoint),
       dir / "m.log");
-  const pid_t a =
-      sgp::testing::start_command(hosts.on('a', sgp + " launch --config " + config), dir / "a.log");
-  const pid_t b =
-      sgp::testing::start_command(hosts.on('b', sgp + " launch --config " + config), dir / "b.log");
+  // --base-port moves the ranks to other ports of their hosts (both launchers write the same
+  // topology-readdressed.dot, and the peers bind there).
+  const std::string moved = " --base-port " + std::to_string(base_port + 100);
+  const pid_t a = sgp::testing::start_command(
+      hosts.on('a', sgp + " launch --config " + config + moved), dir / "a.log");
+  const pid_t b = sgp::testing::start_command(
+      hosts.on('b', sgp + " launch --config " + config + moved), dir / "b.log");
   const int a_exit = wait_exit(a), b_exit = wait_exit(b);
   const int monitor_exit = wait_exit(monitor, std::chrono::seconds(30));
   INFO(slurp(dir / "a.log") << slurp(dir / "b.log") << slurp(dir / "m.log"));
@@ -178,4 +181,7 @@ TEST_CASE("two hosts' launchers and a monitor sharing one run directory write on
   CHECK(summary["sum_of_weights"].get<double>() == doctest::Approx(4.0).epsilon(1e-12));
   CHECK(summary["iterations"] == 40);
   CHECK(summary.contains("final_average_model_accuracy"));
+  const auto used = sgp::topology::read_dot_file(run / "topology-readdressed.dot");
+  CHECK(used.endpoint(3) == "tcp://10.77.0.2:" + std::to_string(base_port + 101));
+  CHECK(sgp::testing::contains(slurp(run / "peer-3.log"), "bound " + used.endpoint(3)));
 }

@@ -31,6 +31,7 @@
 #include "sgp/peer/run_files.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/topology/dot_file.hpp"
+#include "sgp/topology/generator.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
@@ -214,16 +215,37 @@ void write_run_files(const peer::RunDirectory& run, const peer::TrainConfig& c, 
                                            c.topology, name_of(c.algo), c.self_weight)));
 }
 
+// --base-port: every rank keeps its host and listens on base_port + the number of lower ranks
+// there. The schedule in memory is readdressed at once (what this host starts depends on it).
+void readdress_ports(topology::Schedule& schedule, std::optional<int> base_port) {
+  if (base_port)
+    schedule.set_endpoints(topology::readdress_ports(schedule.endpoints(), *base_port));
+}
+
+// ... and, once the run directory is claimed, written there for the peers to read:
+// <run-dir>/topology-readdressed.dot becomes the run's --topology (config.json says so).
+void write_readdressed(peer::TrainConfig& c, const topology::Schedule& schedule,
+                       std::optional<int> base_port, const std::filesystem::path& run_dir) {
+  if (!base_port) return;
+  const auto file = run_dir / "topology-readdressed.dot";
+  peer::write_file_atomically(
+      file, topology::to_dot(schedule, fmt::format("{} with its ports numbered from {}", c.topology,
+                                                   *base_port)));
+  c.topology = file.string();
+}
+
 }  // namespace
 
-std::filesystem::path prepare_run(peer::TrainConfig config) {
+std::filesystem::path prepare_run(peer::TrainConfig config, std::optional<int> base_port) {
   peer::validate(config);
-  const auto schedule = peer::load_topology(config);
+  auto schedule = peer::load_topology(config);
+  readdress_ports(schedule, base_port);
   const auto mixing = check_before_start(config, schedule);
   const int n = schedule.num_peers();
   if (config.run_dir.empty()) config.run_dir = peer::create_default_run_dir("launch").string();
   peer::RunDirectory run(config.run_dir, -1);
   run.claim({peer::run_start_of(config), {}});  // the whole run, as a launcher of every rank
+  write_readdressed(config, schedule, base_port, run.path());
   write_run_files(run, config, n, mixing);
   spdlog::info("wrote {} for {} peers", run.path() / peer::kRunConfigFile, n);
   return run.path();
@@ -232,7 +254,8 @@ std::filesystem::path prepare_run(peer::TrainConfig config) {
 peer::RunSummary launch_peers(LaunchOptions o) {
   peer::TrainConfig& c = o.config;
   peer::validate(c);
-  const topology::Schedule schedule = peer::load_topology(c);
+  topology::Schedule schedule = peer::load_topology(c);
+  readdress_ports(schedule, o.base_port);
   const int n = schedule.num_peers();
   const std::vector<int> local = ranks_to_start(o, schedule);
   const auto mixing = check_before_start(c, schedule);
@@ -249,6 +272,7 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   // for its own ranks' files.
   run.claim(
       {peer::run_start_of(c), static_cast<int>(local.size()) == n ? std::vector<int>{} : local});
+  write_readdressed(c, schedule, o.base_port, run.path());
 
   const peer::LinkRate link_rate = peer::parse_link_rate(c.link_rate);
   std::unique_ptr<Emulation> emulation;

@@ -25,8 +25,9 @@ void log_results(const peer::RunSummary& s, const std::filesystem::path& dir) {
                  *s.monitor_settings_mismatch);
   } else if (!s.monitor_evaluations) {
     spdlog::warn(
-        "no average model here: no monitor-summary.json in {} (a monitor started by hand writes "
-        "it in its own --run-dir)",
+        "no average model here: no monitor-summary.json in {} (yet: a monitor started by hand "
+        "writes it in its --run-dir when it stops, and in a run's directory then merges "
+        "summary.json itself)",
         dir);
   } else {
     spdlog::warn(
