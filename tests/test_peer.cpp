@@ -1,3 +1,5 @@
+#include <stdlib.h>
+
 #include <atomic>
 #include <fstream>
 #include <set>
@@ -7,8 +9,10 @@
 #include <doctest/doctest.h>
 
 #include "sgp/error.hpp"
+#include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/topology/generator.hpp"
 #include "support/temp_dir.hpp"
 #include "support/text.hpp"
 
@@ -92,4 +96,22 @@ TEST_CASE("default run directories started in the same second never collide") {
     made.insert(run);
   }
   CHECK(made.size() == 5u);
+}
+
+TEST_CASE("a peer's place on its host: $LOCAL_RANK, else the lower ranks on the same host") {
+  sgp::topology::GeneratorOptions options;
+  options.num_peers = 4;
+  options.hosts = {"a", "b", "a", "a"};
+  const auto schedule = generate_topology(sgp::topology::TopologyKind::kRing, options);
+  ::unsetenv("LOCAL_RANK");
+  CHECK(local_peer_index(schedule, 0) == 0);
+  CHECK(local_peer_index(schedule, 1) == 0);
+  CHECK(local_peer_index(schedule, 2) == 1);
+  CHECK(local_peer_index(schedule, 3) == 2);
+  ::setenv("LOCAL_RANK", "5", 1);
+  CHECK(local_peer_index(schedule, 0) == 5);
+  ::setenv("LOCAL_RANK", "x", 1);
+  CHECK_THROWS_WITH_AS(local_peer_index(schedule, 0), doctest::Contains("$LOCAL_RANK: 'x'"),
+                       sgp::InputError);
+  ::unsetenv("LOCAL_RANK");
 }

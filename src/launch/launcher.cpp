@@ -39,13 +39,6 @@ namespace sgp::launch {
 
 namespace {
 
-// The host part of "tcp://HOST:PORT".
-std::string endpoint_host(const std::string& endpoint) {
-  const auto scheme = endpoint.find("://");
-  const auto rest = endpoint.substr(scheme == std::string::npos ? 0 : scheme + 3);
-  return rest.substr(0, rest.rfind(':'));
-}
-
 // Names and addresses under which this machine is reachable.
 std::set<std::string> local_host_names() {
   std::set<std::string> names = {"localhost", "*", "0.0.0.0"};
@@ -177,7 +170,7 @@ std::vector<int> ranks_on_this_host(const topology::Schedule& schedule) {
   const auto names = local_host_names();
   std::vector<int> ranks;
   for (int r = 0; r < schedule.num_peers(); ++r) {
-    const auto host = endpoint_host(schedule.endpoint(r));
+    const auto host = topology::endpoint_host(schedule.endpoint(r));
     if (names.count(host) || host.starts_with("127.")) ranks.push_back(r);
   }
   return ranks;

@@ -326,12 +326,16 @@ std::vector<std::string> place_endpoints(int num_peers, const std::vector<std::s
   return addressed(host_of_rank, base_port, hosts.size());
 }
 
+std::string endpoint_host(const std::string& endpoint) {
+  const auto scheme = endpoint.find("://");
+  const auto rest = endpoint.substr(scheme == std::string::npos ? 0 : scheme + 3);
+  return rest.substr(0, rest.rfind(':'));
+}
+
 std::vector<std::string> readdress_ports(const std::vector<std::string>& endpoints, int base_port) {
   std::vector<std::string> host_of_rank;
   for (const std::string& e : endpoints) {
-    const auto scheme = e.find("://");
-    const std::string rest = e.substr(scheme == std::string::npos ? 0 : scheme + 3);
-    host_of_rank.push_back(rest.substr(0, rest.rfind(':')));
+    host_of_rank.push_back(endpoint_host(e));
     check_host(host_of_rank.back());
   }
   const std::set<std::string> distinct(host_of_rank.begin(), host_of_rank.end());
