@@ -51,7 +51,8 @@ void add_monitor_command(CLI::App& app) {
       "monitor",
       "Collect the peers' parameter snapshots (peers started with --monitor ENDPOINT) and write, "
       "per evaluation point, the exact relative consensus error and the test accuracy of the "
-      "average model to <run-dir>/monitor.jsonl. Never slows training; stops on Ctrl-C.");
+      "average model to <run-dir>/monitor.jsonl. Never slows training; stops on Ctrl-C. In a "
+      "run's directory (config.json there) it then merges summary.json, as `sgp launch` does.");
   cmd->add_option("--topology", o->topology,
                   "the peers' topology file (for the number of peers; default: --config's)")
       ->check(CLI::ExistingFile);

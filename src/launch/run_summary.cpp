@@ -70,6 +70,18 @@ std::string difference(const peer::RunConfig& a, const peer::RunConfig& b) {
   return "";
 }
 
+// Whether `summary` knows more than the summary in `file`: fewer missing peers, or as many and
+// the monitor's results where the file has none (a rank that failed on another host never
+// finishes, so no launcher sees every peer; the one that sees the most still gets its say).
+bool knows_more(const peer::RunSummary& summary, const std::filesystem::path& file) {
+  const auto existing = peer::read_json_file(file);
+  if (!existing) return true;
+  const auto old = existing->get<peer::RunSummary>();
+  if (summary.missing_peers.size() != old.missing_peers.size())
+    return summary.missing_peers.size() < old.missing_peers.size();
+  return summary.monitor_evaluations && !old.monitor_evaluations;
+}
+
 }  // namespace
 
 peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
@@ -129,7 +141,9 @@ peer::RunSummary summarize_launch(const std::filesystem::path& run_dir,
     peer::write_file_atomically(file, text);
     log_results(summary, run_dir);
   } else {
-    peer::create_file_atomically(file, text);
+    if (!peer::create_file_atomically(file, text) && knows_more(summary, file)) {
+      peer::write_file_atomically(file, text);
+    }
     spdlog::info(
         "ranks {} are another host's and still running in this directory: the launcher that "
         "finishes last writes {} with every peer",

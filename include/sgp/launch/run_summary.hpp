@@ -5,8 +5,9 @@
 // Who writes it when several launchers (one per host) and a hand-started monitor share one run
 // directory: each writes its own files first, then merges; one that finds another host's ranks
 // still running (their peer-<rank>.jsonl is here, their summary not yet) writes summary.json
-// only when there is none, so that the one finishing last, which sees every peer's summary and
-// the monitor's, has the last word.
+// only when there is none or the one there knows less (more missing peers, or no monitor
+// results where it has them), so that the one finishing last, which sees every peer's summary
+// and the monitor's, has the last word.
 #include <filesystem>
 #include <vector>
 
