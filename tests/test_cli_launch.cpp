@@ -192,6 +192,76 @@ TEST_CASE("launch --prepare-only writes config.json and starts nothing; summariz
   r = run_sgp("summarize " + dir.path().string());
   CHECK(r.exit_code == 2);
   CHECK(contains(r.output, (dir / "config.json").string()));
+
+  // --base-port re-addresses the file's ports, keeping each rank's host; the peers read the
+  // topology written to the run directory.
+  const auto moved = dir / "moved";
+  r = run_sgp("launch --prepare-only --base-port 41000 --topology " + topology.string() +
+              " --run-dir " + moved.string());
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const auto readdressed = moved / "topology-readdressed.dot";
+  CHECK(read_json(moved / "config.json")["topology"] == readdressed.string());
+  auto expected = sgp::topology::read_dot_file(topology);
+  expected.set_endpoints(
+      {"tcp://127.0.0.1:41000", "tcp://127.0.0.1:41001", "tcp://127.0.0.1:41002"});
+  CHECK(sgp::topology::read_dot_file(readdressed) == expected);
+}
+
+TEST_CASE("summarize merges the per-host directories of one run and refuses another run's") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();  // --prepare-only checks that the data is there
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 4);
+  auto prepare = [&](const std::string& name, const std::string& extra) {
+    const auto r = run_sgp("launch --prepare-only --max-iterations 10 --topology " +
+                           topology.string() + " --run-dir " + (dir / name).string() + extra);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  };
+  // Host a ran ranks 0 and 2, host b ranks 1 and 3 (no shared filesystem: two directories); a
+  // hand-started monitor wrote its summary in a directory of its own.
+  prepare("a", "");
+  prepare("b", "");
+  prepare("other", " --seed 7");
+  auto peer = [&](const std::string& host, int rank, double accuracy) {
+    std::ofstream(dir / host / fmt::format("peer-{}-summary.json", rank))
+        << json{{"rank", rank},       {"peers", 4},    {"algo", "sgp"},
+                {"iterations", 10},   {"weight", 1.0}, {"final_test_accuracy", accuracy},
+                {"wall_time_s", rank}};
+  };
+  peer("a", 0, 0.5);
+  peer("a", 2, 0.75);
+  peer("b", 1, 0.25);
+  peer("b", 3, 1.0);
+  std::filesystem::create_directory(dir / "m");
+  std::ofstream(dir / "m" / "monitor-summary.json")
+      << json{{"evaluations", 2},
+              {"final_iteration", 10},
+              {"final_average_model_accuracy", 0.8125},
+              {"final_consensus_error", 0.5}};
+  const auto out = dir / "merged";
+  auto r = run_sgp("summarize " + (dir / "a").string() + " " + (dir / "b").string() + " " +
+                   (dir / "m").string() + " --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto summary = read_json(out / "summary.json");
+  CHECK(summary["peers"] == 4);
+  CHECK_FALSE(summary.contains("missing_peers"));
+  CHECK(summary["mean_peer_accuracy"] == 0.625);
+  CHECK(summary["min_peer_accuracy"] == 0.25);
+  CHECK(summary["sum_of_weights"] == 4.0);
+  CHECK(summary["wall_time_s"] == 3.0);
+  CHECK(summary["final_average_model_accuracy"] == 0.8125);
+  // Directories of different runs are refused, naming both.
+  r = run_sgp("summarize " + (dir / "a").string() + " " + (dir / "other").string());
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, (dir / "a").string() + " and " + (dir / "other").string() +
+                               " are not of one run: seed"));
+  // So is the same rank's summary in two directories.
+  peer("other", 1, 0.5);
+  std::filesystem::copy_file(dir / "other" / "peer-1-summary.json",
+                             dir / "a" / "peer-1-summary.json");
+  r = run_sgp("summarize " + (dir / "a").string() + " " + (dir / "b").string());
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "both hold peer-1-summary.json"));
 }
 
 TEST_CASE("a monitor started by hand with the run's config stops once every peer has finished") {

@@ -139,3 +139,16 @@ TEST_CASE("--device values are parsed and bad ones named") {
   }
   CHECK_THROWS_AS(make_backend({"cpu", 0}), sgp::InputError);
 }
+
+TEST_CASE("a host's peers spread over its GPUs: cuda:i as given, else local index mod GPUs") {
+  using sgp::compute::gpu_index;
+  // Four peers on a host with two GPUs: 0, 1, 0, 1.
+  CHECK(gpu_index("cuda", 0, 2) == 0);
+  CHECK(gpu_index("cuda", 1, 2) == 1);
+  CHECK(gpu_index("cuda", 2, 2) == 0);
+  CHECK(gpu_index("auto", 3, 2) == 1);
+  CHECK(gpu_index("cuda", 5, 8) == 5);
+  CHECK(gpu_index("cuda:1", 0, 2) == 1);  // an explicit index wins
+  CHECK(gpu_index("cuda", 3, 0) == 0);    // no GPU: the caller reports that
+  CHECK_THROWS_AS(gpu_index("gpu", 0, 2), sgp::InputError);
+}

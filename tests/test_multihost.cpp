@@ -67,28 +67,35 @@ int wait_exit(pid_t pid, std::chrono::seconds patience = std::chrono::seconds(12
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// Private hosts: any port is free there; the test picks it.
+int random_port() { return 20000 + static_cast<int>(std::random_device{}() % 20000); }
+
+// Four peers, ranks 0 and 2 on 10.77.0.1, 1 and 3 on 10.77.0.2.
+std::filesystem::path write_topology(const std::filesystem::path& file, int base_port) {
+  sgp::topology::GeneratorOptions options;
+  options.num_peers = 4;
+  options.hosts = {"10.77.0.1", "10.77.0.2"};
+  options.base_port = base_port;
+  sgp::topology::write_dot_file(
+      sgp::topology::generate_topology(sgp::topology::TopologyKind::kOnePeerExponential, options),
+      file);
+  return file;
+}
+
+bool can_make_hosts() { return ::geteuid() == 0 && run_command("command -v ip").exit_code == 0; }
+
 }  // namespace
 
 TEST_CASE("four peers on two hosts (network namespaces) train together over TCP") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
-  if (::geteuid() != 0 || run_command("command -v ip").exit_code != 0) {
-    SGP_SKIP("needs root and iproute2 to create network namespaces");
-  }
+  if (!can_make_hosts()) SGP_SKIP("needs root and iproute2 to create network namespaces");
   TwoHosts hosts;
   if (!hosts.ok()) {
     SGP_SKIP("this kernel refused to create network namespaces");
   }
   sgp::testing::TempDir dir;
-  // Private hosts: any port is free there; the test picks it.
-  const int base_port = 20000 + static_cast<int>(std::random_device{}() % 20000);
-  sgp::topology::GeneratorOptions options;
-  options.num_peers = 4;
-  options.hosts = {"10.77.0.1", "10.77.0.2"};
-  options.base_port = base_port;
-  const auto topology = dir / "t.dot";
-  sgp::topology::write_dot_file(
-      sgp::topology::generate_topology(sgp::topology::TopologyKind::kOnePeerExponential, options),
-      topology);
+  const int base_port = random_port();
+  const auto topology = write_topology(dir / "t.dot", base_port);
 
   const std::string sgp = sgp::testing::sgp_binary().string();
   const std::string monitor_endpoint = "tcp://10.77.0.1:" + std::to_string(base_port - 1);
@@ -129,4 +136,52 @@ TEST_CASE("four peers on two hosts (network namespaces) train together over TCP"
   const auto summary = nlohmann::json::parse(std::ifstream(dir / "m" / "monitor-summary.json"));
   CHECK(summary["final_iteration"] == 60);
   CHECK(summary["final_consensus_error"].get<double>() < 1e-2);
+}
+
+// The README's recipe on a shared filesystem: one run directory for every host. The settings are
+// written once (--prepare-only), the monitor and each host's launcher read them; every one of
+// them writes only its own files, and the last to finish merges summary.json with every peer.
+TEST_CASE("two hosts' launchers and a monitor sharing one run directory write one summary") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  if (!can_make_hosts()) SGP_SKIP("needs root and iproute2 to create network namespaces");
+  TwoHosts hosts;
+  if (!hosts.ok()) SGP_SKIP("this kernel refused to create network namespaces");
+  sgp::testing::TempDir dir;
+  const int base_port = random_port();
+  const auto topology = write_topology(dir / "t.dot", base_port);
+  const std::string sgp = sgp::testing::sgp_binary().string();
+  const std::string monitor_endpoint = "tcp://10.77.0.1:" + std::to_string(base_port - 1);
+  const auto run = dir / "run";
+  const auto config = (run / "config.json").string();
+  const auto prepared =
+      run_command(sgp + " launch --prepare-only --run-dir " + run.string() +
+                  " --device cpu --topology " + topology.string() +
+                  " --max-iterations 40 --eval-every 0.1 --timeout-ms 20000 --insecure --monitor " +
+                  monitor_endpoint);
+  REQUIRE_MESSAGE(prepared.exit_code == 0, prepared.output);
+  const pid_t monitor = sgp::testing::start_command(
+      hosts.on('a', sgp + " monitor --config " + config + " --bind " + monitor_endpoint),
+      dir / "m.log");
+  // --base-port moves the ranks to other ports of their hosts (both launchers write the same
+  // topology-readdressed.dot, and the peers bind there).
+  const std::string moved = " --base-port " + std::to_string(base_port + 100);
+  const pid_t a = sgp::testing::start_command(
+      hosts.on('a', sgp + " launch --config " + config + moved), dir / "a.log");
+  const pid_t b = sgp::testing::start_command(
+      hosts.on('b', sgp + " launch --config " + config + moved), dir / "b.log");
+  const int a_exit = wait_exit(a), b_exit = wait_exit(b);
+  const int monitor_exit = wait_exit(monitor, std::chrono::seconds(30));
+  INFO(slurp(dir / "a.log") << slurp(dir / "b.log") << slurp(dir / "m.log"));
+  CHECK(a_exit == 0);
+  CHECK(b_exit == 0);
+  CHECK(monitor_exit == 0);
+  const auto summary = nlohmann::json::parse(std::ifstream(run / "summary.json"));
+  CHECK(summary["peers"] == 4);
+  CHECK_FALSE(summary.contains("missing_peers"));
+  CHECK(summary["sum_of_weights"].get<double>() == doctest::Approx(4.0).epsilon(1e-12));
+  CHECK(summary["iterations"] == 40);
+  CHECK(summary.contains("final_average_model_accuracy"));
+  const auto used = sgp::topology::read_dot_file(run / "topology-readdressed.dot");
+  CHECK(used.endpoint(3) == "tcp://10.77.0.2:" + std::to_string(base_port + 101));
+  CHECK(sgp::testing::contains(slurp(run / "peer-3.log"), "bound " + used.endpoint(3)));
 }

@@ -1,12 +1,18 @@
+#include <stdlib.h>
+
+#include <atomic>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <doctest/doctest.h>
 
 #include "sgp/error.hpp"
+#include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/topology/generator.hpp"
 #include "support/temp_dir.hpp"
 #include "support/text.hpp"
 
@@ -24,6 +30,33 @@ TEST_CASE("atomic writes replace the whole file and leave no temporary behind") 
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
   CHECK(entries == 1);
   CHECK_THROWS_AS(write_file_atomically(dir / "missing" / "b", "x"), sgp::IoError);
+}
+
+TEST_CASE("writers of one file at once (hosts sharing a run directory) never clash") {
+  sgp::testing::TempDir dir;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 4; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) {
+        try {
+          write_file_atomically(dir / "config.json", "writer " + std::to_string(t));
+        } catch (const sgp::IoError&) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  CHECK(failures == 0);
+  CHECK(slurp(dir / "config.json").starts_with("writer "));
+  // create_file_atomically: only the first creates it.
+  CHECK(create_file_atomically(dir / "summary.json", "first"));
+  CHECK_FALSE(create_file_atomically(dir / "summary.json", "second"));
+  CHECK(slurp(dir / "summary.json") == "first");
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+  CHECK(entries == 2);
 }
 
 TEST_CASE("a run directory holds config, one JSONL line per record and the summary") {
@@ -63,4 +96,22 @@ TEST_CASE("default run directories started in the same second never collide") {
     made.insert(run);
   }
   CHECK(made.size() == 5u);
+}
+
+TEST_CASE("a peer's place on its host: $LOCAL_RANK, else the lower ranks on the same host") {
+  sgp::topology::GeneratorOptions options;
+  options.num_peers = 4;
+  options.hosts = {"a", "b", "a", "a"};
+  const auto schedule = generate_topology(sgp::topology::TopologyKind::kRing, options);
+  ::unsetenv("LOCAL_RANK");
+  CHECK(local_peer_index(schedule, 0) == 0);
+  CHECK(local_peer_index(schedule, 1) == 0);
+  CHECK(local_peer_index(schedule, 2) == 1);
+  CHECK(local_peer_index(schedule, 3) == 2);
+  ::setenv("LOCAL_RANK", "5", 1);
+  CHECK(local_peer_index(schedule, 0) == 5);
+  ::setenv("LOCAL_RANK", "x", 1);
+  CHECK_THROWS_WITH_AS(local_peer_index(schedule, 0), doctest::Contains("$LOCAL_RANK: 'x'"),
+                       sgp::InputError);
+  ::unsetenv("LOCAL_RANK");
 }

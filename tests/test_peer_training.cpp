@@ -442,6 +442,24 @@ TEST_CASE("the consensus monitor computes the exact error, rejects damage, bound
   CHECK(lines == 1 + (195 - 11 + 1) + 4 + 1);
 }
 
+TEST_CASE("a resumed run's monitor drops the records it is about to write again") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  const auto log = dir / "monitor.jsonl";
+  // The first attempt recorded iterations 10, 20 and 30, then stopped; its peers resume from a
+  // checkpoint at iteration 15, so the new monitor's first record is of iteration 20.
+  std::ofstream(log) << "{\"iteration\":10}\n{\"iteration\":20}\n{\"iteration\":30}\n";
+  monitor::ConsensusMonitor monitor("mlp:4", "", 1, log);
+  const std::vector<float> z(3190, 1.0f);
+  REQUIRE(monitor.add(snapshot(0, 20, z)));
+  REQUIRE(monitor.add(snapshot(0, 30, z)));
+  std::vector<std::int64_t> iterations;
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);)
+    iterations.push_back(nlohmann::json::parse(line)["iteration"].get<std::int64_t>());
+  CHECK(iterations == std::vector<std::int64_t>{10, 20, 30});
+}
+
 TEST_CASE("a monitor started with other settings than the peers says what does not match") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;

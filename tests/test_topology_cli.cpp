@@ -85,6 +85,14 @@ TEST_CASE("readdress moves a keyed topology onto new hosts: same graph, new endp
                           "tcp://10.0.0.1:7003", "tcp://10.0.0.2:7000", "tcp://10.0.0.2:7001"});
   CHECK(sgp::topology::read_dot_file(moved) == expected);
   CHECK_FALSE(contains(slurp(moved), "public_key"));
+  // The same placement from the two distinct hosts with --placement block (6 on 2: 3 + 3).
+  REQUIRE(run_sgp(fmt::format("topology readdress {} --host 10.0.0.1,10.0.0.2 --placement block "
+                              "--base-port 7000 -o {}",
+                              plain.string(), moved.string()))
+              .exit_code == 0);
+  expected.set_endpoints({"tcp://10.0.0.1:7000", "tcp://10.0.0.1:7001", "tcp://10.0.0.1:7002",
+                          "tcp://10.0.0.2:7000", "tcp://10.0.0.2:7001", "tcp://10.0.0.2:7002"});
+  CHECK(sgp::topology::read_dot_file(moved) == expected);
 
   const auto bad =
       run_sgp("topology readdress " + plain.string() + " --host 10.0.0.1 --base-port 65533");

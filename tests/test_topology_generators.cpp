@@ -236,14 +236,45 @@ TEST_CASE("endpoints are assigned round robin over the hosts") {
 
 TEST_CASE("a repeated host gets the next port: one host per rank places ranks exactly") {
   // Slurm's block placement of 5 tasks on two nodes (3 + 2), as `srun -l` reports it.
-  CHECK(round_robin_endpoints(5, {"n1", "n1", "n1", "n2", "n2"}, 7000) ==
+  CHECK(place_endpoints(5, {"n1", "n1", "n1", "n2", "n2"}, 7000) ==
         std::vector<std::string>{"tcp://n1:7000", "tcp://n1:7001", "tcp://n1:7002", "tcp://n2:7000",
                                  "tcp://n2:7001"});
-  CHECK(round_robin_endpoints(6, {"a", "a", "b"}, 7000) ==
+  CHECK(place_endpoints(6, {"a", "a", "b"}, 7000) ==
         std::vector<std::string>{"tcp://a:7000", "tcp://a:7001", "tcp://b:7000", "tcp://a:7002",
                                  "tcp://a:7003", "tcp://b:7001"});
-  CHECK_THROWS_WITH_AS(round_robin_endpoints(3, {"a", "a", "a"}, 65534),
+  CHECK_THROWS_WITH_AS(place_endpoints(3, {"a", "a", "a"}, 65534),
                        doctest::Contains("65534..65536"), InputError);
+}
+
+TEST_CASE("block placement: consecutive ranks per host, as Slurm places tasks") {
+  // 5 ranks on 2 hosts: 3 on the first, 2 on the second (Slurm's block distribution).
+  CHECK(place_endpoints(5, {"n1", "n2"}, 7000, Placement::block) ==
+        std::vector<std::string>{"tcp://n1:7000", "tcp://n1:7001", "tcp://n1:7002", "tcp://n2:7000",
+                                 "tcp://n2:7001"});
+  // 7 ranks on 3 hosts: 3, 2, 2.
+  CHECK(place_endpoints(7, {"a", "b", "c"}, 10, Placement::block) ==
+        std::vector<std::string>{"tcp://a:10", "tcp://a:11", "tcp://a:12", "tcp://b:10",
+                                 "tcp://b:11", "tcp://c:10", "tcp://c:11"});
+  // One host per rank: block and round robin agree.
+  CHECK(place_endpoints(3, {"a", "b", "c"}, 10, Placement::block) ==
+        place_endpoints(3, {"a", "b", "c"}, 10, Placement::round_robin));
+  CHECK(parse_placement("block") == Placement::block);
+  CHECK_THROWS_WITH_AS(parse_placement("cyclic"), doctest::Contains("round-robin or block"),
+                       InputError);
+  GeneratorOptions o;
+  o.num_peers = 4;
+  o.hosts = {"x", "y"};
+  o.placement = Placement::block;
+  const auto ring = generate_topology(TopologyKind::kRing, o);
+  CHECK(ring.endpoint(1) == "tcp://x:29501");
+  CHECK(ring.endpoint(2) == "tcp://y:29500");
+  CHECK(generator_command_line(TopologyKind::kRing, o).ends_with("--placement block"));
+}
+
+TEST_CASE("readdress_ports keeps each rank's host and numbers the ports from the base") {
+  CHECK(readdress_ports({"tcp://a:5", "tcp://b:9", "tcp://a:7", "tcp://b:1"}, 100) ==
+        std::vector<std::string>{"tcp://a:100", "tcp://b:100", "tcp://a:101", "tcp://b:101"});
+  CHECK_THROWS_AS(readdress_ports({"tcp://a:5", "tcp://a:6"}, 65535), InputError);
 }
 
 TEST_CASE("hosts file: one host a line, comments and blank lines skipped") {

@@ -22,6 +22,11 @@ void add_launch_command(CLI::App& app) {
                   "ranks to start here (default: those with a local endpoint)")
       ->delimiter(',');
   cmd->add_flag("--no-monitor", options->no_monitor, "do not start the consensus monitor");
+  cmd->add_option("--base-port", options->base_port,
+                  "re-address the topology's ports: each rank keeps its host and listens on this "
+                  "port plus the number of lower ranks there (written to "
+                  "<run-dir>/topology-readdressed.dot, which the peers read)")
+      ->check(CLI::Range(1, 65535));
   auto prepare_only = std::make_shared<bool>(false);
   cmd->add_flag("--prepare-only", *prepare_only,
                 "check the settings and the topology, write <run-dir>/config.json and exit: for "
@@ -33,7 +38,7 @@ void add_launch_command(CLI::App& app) {
     o.config = flags->configuration();
     configure_logging(-1, o.config.log_level);
     if (*prepare_only) {
-      launch::prepare_run(o.config);
+      launch::prepare_run(o.config, o.base_port);
     } else {
       launch::launch_peers(std::move(o));
     }

@@ -14,9 +14,11 @@
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/launch/run_summary.hpp"
 #include "sgp/log.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
+#include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/trainer.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -49,7 +51,8 @@ void add_monitor_command(CLI::App& app) {
       "monitor",
       "Collect the peers' parameter snapshots (peers started with --monitor ENDPOINT) and write, "
       "per evaluation point, the exact relative consensus error and the test accuracy of the "
-      "average model to <run-dir>/monitor.jsonl. Never slows training; stops on Ctrl-C.");
+      "average model to <run-dir>/monitor.jsonl. Never slows training; stops on Ctrl-C. In a "
+      "run's directory (config.json there) it then merges summary.json, as `sgp launch` does.");
   cmd->add_option("--topology", o->topology,
                   "the peers' topology file (for the number of peers; default: --config's)")
       ->check(CLI::ExistingFile);
@@ -88,6 +91,11 @@ void add_monitor_command(CLI::App& app) {
     const auto summary = monitor.summary();
     run.write_json("monitor-summary.json", summary);
     monitor.write_average_model(run.path() / "model-average.bin");
+    // In a run's directory (a run's config.json there), the monitor may finish after every
+    // launcher: then it is the one that merges summary.json with every peer.
+    if (std::filesystem::exists(run.path() / peer::kRunConfigFile)) {
+      launch::summarize_launch(run.path(), {}, {});
+    }
     if (summary.evaluations == 0 && summary.settings_mismatch) {
       throw InputError(fmt::format("the monitor recorded nothing: {}", *summary.settings_mismatch));
     }

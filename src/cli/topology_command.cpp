@@ -40,13 +40,14 @@ struct GenerateArgs {
 };
 
 constexpr const char* kPlacementHelp =
-    "Endpoints: round robin over the hosts, rank r on host r % H at port base-port + the number "
-    "of lower ranks on that host (r / H for distinct hosts; list a host once per rank to place "
+    "Endpoints: round robin over the hosts (rank r on host r % H) or, with --placement block, "
+    "consecutive ranks per host (Slurm's default: the first N % H hosts get one rank more), at "
+    "port base-port + the number of lower ranks on that host (list a host once per rank to place "
     "every rank exactly, as in a Slurm job).";
 
 // --host, --hosts FILE and --base-port: where the ranks' endpoints go (generate, readdress).
 void add_placement_flags(CLI::App& cmd, std::vector<std::string>& hosts, std::string& hosts_file,
-                         int& base_port) {
+                         int& base_port, topology::Placement& placement) {
   CLI::Option* host =
       cmd.add_option("--host", hosts, "host name(s) or address(es), comma-separated")
           ->delimiter(',')
@@ -55,6 +56,11 @@ void add_placement_flags(CLI::App& cmd, std::vector<std::string>& hosts, std::st
                  "file with one host per line ('#' comments), instead of --host")
       ->excludes(host);
   cmd.add_option("--base-port", base_port, "first port on each host")->capture_default_str();
+  cmd.add_option_function<std::string>(
+         "--placement",
+         [&placement](const std::string& name) { placement = topology::parse_placement(name); },
+         "round-robin (rank r on host r % H) or block (consecutive ranks per host, as Slurm)")
+      ->default_str("round-robin");
 }
 
 std::vector<std::string> chosen_hosts(const std::vector<std::string>& hosts,
@@ -86,7 +92,8 @@ void add_generate(CLI::App& topo) {
   cmd->add_option("--degree", args->options.degree,
                   "random-regular: out- and in-degree k (default ceil(log2 N))");
   cmd->add_option("--seed", args->options.seed, "random-regular: seed")->capture_default_str();
-  add_placement_flags(*cmd, args->options.hosts, args->hosts_file, args->options.base_port);
+  add_placement_flags(*cmd, args->options.hosts, args->hosts_file, args->options.base_port,
+                      args->options.placement);
   cmd->add_option("--output,-o", args->output, "write here instead of stdout");
   cmd->callback([args, self] {
     const auto kind = topology::parse_topology_kind(args->kind);
@@ -103,6 +110,7 @@ struct ReaddressArgs {
   std::vector<std::string> hosts = {"127.0.0.1"};
   std::string hosts_file;
   int base_port = 29500;
+  topology::Placement placement = topology::Placement::round_robin;
   std::string output;
 };
 
@@ -116,17 +124,18 @@ void add_readdress(CLI::App& topo) {
           " CURVE keys are dropped: keys belong to one deployment, so run `sgp keygen` on the "
           "result.");
   cmd->add_option("file", args->file, "the .dot file")->required();
-  add_placement_flags(*cmd, args->hosts, args->hosts_file, args->base_port);
+  add_placement_flags(*cmd, args->hosts, args->hosts_file, args->base_port, args->placement);
   cmd->add_option("--output,-o", args->output, "write here instead of stdout");
   cmd->callback([args] {
     auto schedule = topology::read_dot_file(args->file);
     const auto hosts = chosen_hosts(args->hosts, args->hosts_file);
     schedule.set_endpoints(
-        topology::round_robin_endpoints(schedule.num_peers(), hosts, args->base_port));
+        topology::place_endpoints(schedule.num_peers(), hosts, args->base_port, args->placement));
     schedule.set_public_keys({});
     write_topology(schedule, args->output,
-                   fmt::format("{} readdressed onto {} with base port {}", args->file,
-                               fmt::join(hosts, ","), args->base_port));
+                   fmt::format("{} readdressed onto {} with base port {}, placement {}", args->file,
+                               fmt::join(hosts, ","), args->base_port,
+                               topology::placement_name(args->placement)));
   });
 }
 

@@ -1,6 +1,7 @@
 #include "sgp/compute/device.hpp"
 
 #include <charconv>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -19,13 +20,13 @@ namespace {
 struct ParsedDevice {
   DeviceKind kind;
   bool automatic;
-  int index;
+  std::optional<int> index;  // cuda:<index>
 };
 
 ParsedDevice parse_device(const std::string& text) {
-  if (text == "auto") return {DeviceKind::cuda, true, 0};
-  if (text == "cpu") return {DeviceKind::cpu, false, 0};
-  if (text == "cuda") return {DeviceKind::cuda, false, 0};
+  if (text == "auto") return {DeviceKind::cuda, true, std::nullopt};
+  if (text == "cpu") return {DeviceKind::cpu, false, std::nullopt};
+  if (text == "cuda") return {DeviceKind::cuda, false, std::nullopt};
   if (text.starts_with("cuda:")) {
     int index = -1;
     const char* first = text.data() + 5;
@@ -42,6 +43,12 @@ ParsedDevice parse_device(const std::string& text) {
 }  // namespace
 
 bool cuda_compiled() { return SGP_HAVE_CUDA != 0; }
+
+int gpu_index(const std::string& device, int local_index, int device_count) {
+  const ParsedDevice parsed = parse_device(device);
+  if (parsed.index) return *parsed.index;
+  return device_count > 0 ? local_index % device_count : 0;
+}
 
 int cuda_device_count(std::string* why_not) {
 #if SGP_HAVE_CUDA
@@ -62,15 +69,20 @@ std::unique_ptr<Backend> make_backend(const DeviceOptions& options) {
   if (parsed.kind == DeviceKind::cuda) {
     std::string why_not;
     const int count = cuda_device_count(&why_not);
-    if (count > parsed.index) {
+    const int index = gpu_index(options.device, options.local_index, count);
+    if (count > index) {
 #if SGP_HAVE_CUDA
       try {
-        return std::make_unique<CudaBackend>(parsed.index, options.allow_tf32);
+        if (!parsed.index && count > 1) {
+          spdlog::info("device {}: cuda:{} of {} GPUs (this host's peer {})", options.device, index,
+                       count, options.local_index);
+        }
+        return std::make_unique<CudaBackend>(index, options.allow_tf32);
       } catch (const Error& e) {
         // A device that is listed but cannot be set up (busy in exclusive mode, out of memory):
         // "auto" falls back to the CPU and says why; an explicit request reports the failure.
         if (!parsed.automatic) throw;
-        why_not = fmt::format("cuda:{} could not be set up: {}", parsed.index, e.what());
+        why_not = fmt::format("cuda:{} could not be set up: {}", index, e.what());
       }
 #endif
     } else if (count > 0) {

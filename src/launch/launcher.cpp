@@ -22,6 +22,7 @@
 #include "sgp/launch/emulated_hosts.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
+#include "sgp/launch/run_summary.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/peer_runner.hpp"
@@ -30,19 +31,13 @@
 #include "sgp/peer/run_files.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/topology/dot_file.hpp"
+#include "sgp/topology/generator.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
 namespace sgp::launch {
 
 namespace {
-
-// The host part of "tcp://HOST:PORT".
-std::string endpoint_host(const std::string& endpoint) {
-  const auto scheme = endpoint.find("://");
-  const auto rest = endpoint.substr(scheme == std::string::npos ? 0 : scheme + 3);
-  return rest.substr(0, rest.rfind(':'));
-}
 
 // Names and addresses under which this machine is reachable.
 std::set<std::string> local_host_names() {
@@ -169,38 +164,13 @@ class Emulation {
   EmulatedHosts hosts_;
 };
 
-void log_results(const peer::RunSummary& s, const std::filesystem::path& dir) {
-  if (s.final_average_model_accuracy && s.final_consensus_error) {
-    spdlog::info("average model: test accuracy {:.2f}%, relative consensus error {:.3e}",
-                 100.0 * *s.final_average_model_accuracy, *s.final_consensus_error);
-  } else if (s.monitor_settings_mismatch) {
-    spdlog::warn("no average model: the monitor refused the peers' snapshots: {}",
-                 *s.monitor_settings_mismatch);
-  } else if (!s.monitor_evaluations) {
-    spdlog::warn(
-        "no average model here: no monitor-summary.json in {} (a monitor started by hand writes "
-        "it in its own --run-dir)",
-        dir);
-  } else {
-    spdlog::warn(
-        "no average model of the last iteration: the monitor's last complete record "
-        "is of iteration {} (see monitor.jsonl)",
-        s.last_monitored_iteration.value_or(0));
-  }
-  if (s.mean_peer_accuracy && s.median_iteration_ms) {
-    spdlog::info("peers: mean test accuracy {:.2f}%, median iteration {:.2f} ms",
-                 100.0 * *s.mean_peer_accuracy, *s.median_iteration_ms);
-  }
-  spdlog::info("results in {}", dir);
-}
-
 }  // namespace
 
 std::vector<int> ranks_on_this_host(const topology::Schedule& schedule) {
   const auto names = local_host_names();
   std::vector<int> ranks;
   for (int r = 0; r < schedule.num_peers(); ++r) {
-    const auto host = endpoint_host(schedule.endpoint(r));
+    const auto host = topology::endpoint_host(schedule.endpoint(r));
     if (names.count(host) || host.starts_with("127.")) ranks.push_back(r);
   }
   return ranks;
@@ -238,42 +208,47 @@ void write_run_files(const peer::RunDirectory& run, const peer::TrainConfig& c, 
                                            c.topology, name_of(c.algo), c.self_weight)));
 }
 
+// --base-port: every rank keeps its host and listens on base_port + the number of lower ranks
+// there. The schedule in memory is readdressed at once (what this host starts depends on it).
+void readdress_ports(topology::Schedule& schedule, std::optional<int> base_port) {
+  if (base_port)
+    schedule.set_endpoints(topology::readdress_ports(schedule.endpoints(), *base_port));
+}
+
+// ... and, once the run directory is claimed, written there for the peers to read:
+// <run-dir>/topology-readdressed.dot becomes the run's --topology (config.json says so).
+void write_readdressed(peer::TrainConfig& c, const topology::Schedule& schedule,
+                       std::optional<int> base_port, const std::filesystem::path& run_dir) {
+  if (!base_port) return;
+  const auto file = run_dir / "topology-readdressed.dot";
+  peer::write_file_atomically(
+      file, topology::to_dot(schedule, fmt::format("{} with its ports numbered from {}", c.topology,
+                                                   *base_port)));
+  c.topology = file.string();
+}
+
 }  // namespace
 
-std::filesystem::path prepare_run(peer::TrainConfig config) {
+std::filesystem::path prepare_run(peer::TrainConfig config, std::optional<int> base_port) {
   peer::validate(config);
-  const auto schedule = peer::load_topology(config);
+  auto schedule = peer::load_topology(config);
+  readdress_ports(schedule, base_port);
   const auto mixing = check_before_start(config, schedule);
   const int n = schedule.num_peers();
   if (config.run_dir.empty()) config.run_dir = peer::create_default_run_dir("launch").string();
   peer::RunDirectory run(config.run_dir, -1);
   run.claim({peer::run_start_of(config), {}});  // the whole run, as a launcher of every rank
+  write_readdressed(config, schedule, base_port, run.path());
   write_run_files(run, config, n, mixing);
   spdlog::info("wrote {} for {} peers", run.path() / peer::kRunConfigFile, n);
   return run.path();
 }
 
-peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
-                               const std::vector<int>& failed_peers) {
-  const auto file = run_dir / peer::kRunConfigFile;
-  const auto config = peer::read_run_config(file);
-  // sgp train's summary.json is its one process's own; there is nothing to merge.
-  if (config.command == "train" || config.peers < 1) {
-    throw InputError(fmt::format("{}: not a multi-peer run (command '{}', peers {})", file.string(),
-                                 config.command, config.peers));
-  }
-  const peer::RunDirectory run(run_dir, -1);
-  auto summary = peer::merge_run_summary(run_dir, config.peers);
-  summary.failed_peers = failed_peers;
-  run.write_json("summary.json", summary);
-  log_results(summary, run_dir);
-  return summary;
-}
-
 peer::RunSummary launch_peers(LaunchOptions o) {
   peer::TrainConfig& c = o.config;
   peer::validate(c);
-  const topology::Schedule schedule = peer::load_topology(c);
+  topology::Schedule schedule = peer::load_topology(c);
+  readdress_ports(schedule, o.base_port);
   const int n = schedule.num_peers();
   const std::vector<int> local = ranks_to_start(o, schedule);
   const auto mixing = check_before_start(c, schedule);
@@ -290,6 +265,7 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   // for its own ranks' files.
   run.claim(
       {peer::run_start_of(c), static_cast<int>(local.size()) == n ? std::vector<int>{} : local});
+  write_readdressed(c, schedule, o.base_port, run.path());
 
   const peer::LinkRate link_rate = peer::parse_link_rate(c.link_rate);
   std::unique_ptr<Emulation> emulation;
@@ -347,7 +323,7 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   }
   std::vector<int> failed;
   for (const auto& f : failures) failed.push_back(f.rank);
-  return summarize_run(run.path(), failed);
+  return summarize_launch(run.path(), local, failed);
 }
 
 }  // namespace sgp::launch

@@ -13,6 +13,7 @@
 #include "sgp/model/model_spec.hpp"
 #include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/model_file.hpp"
+#include "sgp/peer/run_directory.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
 namespace sgp::monitor {
@@ -201,6 +202,9 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
   record.average_model_loss = eval.loss;
   records_.push_back(record);
 
+  // The first record of this monitor: what the file holds from this iteration on comes from an
+  // earlier attempt of a resumed run (its peers went back to a checkpoint), and is recorded again.
+  if (records_.size() == 1) peer::rewind_jsonl(log_, iteration - 1);
   std::ofstream out(log_, std::ios::app);
   out << nlohmann::json{{"iteration", record.iteration},
                         {"consensus_error", record.consensus_error},

@@ -28,26 +28,46 @@
 #include "sgp/peer/trainer.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
+#include "sgp/topology/generator.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/faulty_transport.hpp"
 #include "sgp/transport/zmq_transport.hpp"
 
 namespace sgp::peer {
 
+namespace {
+
+// $NAME as a non-negative integer, or nothing when it is unset or empty; InputError naming it
+// when it is something else.
+std::optional<int> environment_index(const char* name, const char* what) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return std::nullopt;
+  int index = -1;
+  const char* end = value + std::strlen(value);
+  const auto [ptr, ec] = std::from_chars(value, end, index);
+  if (ec != std::errc() || ptr != end || index < 0) {
+    throw InputError(fmt::format("${}: '{}' is not {}", name, value, what));
+  }
+  return index;
+}
+
+}  // namespace
+
 int resolve_rank(std::optional<int> flag) {
   if (flag) return *flag;
   for (const char* name : {"RANK", "SLURM_PROCID"}) {
-    if (const char* value = std::getenv(name); value && *value) {
-      int rank = -1;
-      const char* end = value + std::strlen(value);
-      const auto [ptr, ec] = std::from_chars(value, end, rank);
-      if (ec != std::errc() || ptr != end || rank < 0) {
-        throw InputError(fmt::format("${}: '{}' is not a rank", name, value));
-      }
-      return rank;
-    }
+    if (const auto rank = environment_index(name, "a rank")) return *rank;
   }
   throw InputError("no rank: give --rank, or set RANK or SLURM_PROCID");
+}
+
+int local_peer_index(const topology::Schedule& schedule, int rank) {
+  if (const auto index = environment_index("LOCAL_RANK", "a local rank")) return *index;
+  const std::string host = topology::endpoint_host(schedule.endpoint(rank));
+  int lower = 0;
+  for (int r = 0; r < rank; ++r)
+    if (topology::endpoint_host(schedule.endpoint(r)) == host) ++lower;
+  return lower;
 }
 
 namespace {
@@ -89,7 +109,8 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   const topology::Schedule schedule =
       mixing_schedule(config.algo, file_schedule, self_weight, config.topology);
 
-  auto backend = compute::make_backend({config.device, config.blas_threads, config.tf32});
+  auto backend = compute::make_backend(
+      {config.device, config.blas_threads, config.tf32, local_peer_index(file_schedule, rank)});
   const auto data_dir = data::resolve_data_dir(config.data_dir);
   const auto [train, test] = data::load_fashion_mnist_train_test(data_dir);
 

@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <random>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
@@ -32,6 +34,17 @@ void fsync_path(const std::filesystem::path& path, int flags) {
   if (rc != 0) fail(path, "fsync");
 }
 
+// A temporary name no other writer uses: processes of several hosts may write the same file of a
+// shared run directory at once (config.json), and one name for all would let one rename the
+// other's half-written file, or find it gone ("cannot rename into place").
+std::filesystem::path unique_temp_name(const std::filesystem::path& path) {
+  static const std::uint64_t process_tag =
+      (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  static std::atomic<std::uint64_t> counter{0};
+  return path.parent_path() / fmt::format(".{}.{:016x}-{}.tmp", path.filename().string(),
+                                          process_tag, counter.fetch_add(1));
+}
+
 }  // namespace
 
 std::optional<nlohmann::json> read_json_file(const std::filesystem::path& path) {
@@ -45,7 +58,7 @@ std::optional<nlohmann::json> read_json_file(const std::filesystem::path& path) 
 }
 
 void write_file_atomically(const std::filesystem::path& path, const std::string& content) {
-  const auto temp = path.parent_path() / fmt::format(".{}.tmp", path.filename().string());
+  const auto temp = unique_temp_name(path);
   {
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail(temp, "create");
@@ -67,6 +80,18 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
   }
   if (std::rename(temp.c_str(), path.c_str()) != 0) fail(path, "rename into place");
   fsync_path(path.parent_path().empty() ? "." : path.parent_path(), O_RDONLY | O_DIRECTORY);
+}
+
+bool create_file_atomically(const std::filesystem::path& path, const std::string& content) {
+  const auto temp = unique_temp_name(path);
+  write_file_atomically(temp, content);
+  const int rc = ::link(temp.c_str(), path.c_str());
+  const int link_errno = errno;
+  std::filesystem::remove(temp);
+  if (rc == 0) return true;
+  if (link_errno == EEXIST) return false;
+  errno = link_errno;
+  fail(path, "create");
 }
 
 namespace {
@@ -125,9 +150,8 @@ std::filesystem::path RunDirectory::log_path() const {
   return dir_ / fmt::format("peer-{}.jsonl", rank_);
 }
 
-double RunDirectory::rewind_log(std::int64_t iteration) {
-  SGP_ENFORCE(!log_.is_open(), "rewind the log before writing to it");
-  std::ifstream in(log_path());
+double rewind_jsonl(const std::filesystem::path& path, std::int64_t iteration) {
+  std::ifstream in(path);
   if (!in) return 0.0;
   std::string kept, line;
   double wall_time = 0.0;
@@ -144,8 +168,13 @@ double RunDirectory::rewind_log(std::int64_t iteration) {
     }
   }
   in.close();
-  write_file_atomically(log_path(), kept);
+  write_file_atomically(path, kept);
   return wall_time;
+}
+
+double RunDirectory::rewind_log(std::int64_t iteration) {
+  SGP_ENFORCE(!log_.is_open(), "rewind the log before writing to it");
+  return rewind_jsonl(log_path(), iteration);
 }
 
 void RunDirectory::log(const nlohmann::json& record) {

@@ -1,8 +1,5 @@
 #include "sgp/peer/run_files.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -85,19 +82,10 @@ std::optional<std::string> read_run_id(const std::filesystem::path& dir) {
   return (*j)["run_id"].get<std::string>();
 }
 
-// The run id in run.json, or a new one written there unless another process wrote one first:
-// the new marker is linked into place, which fails when one exists.
+// The run id in run.json, or a new one written there unless another process wrote one first.
 std::string adopt_or_create_run_id(const std::filesystem::path& dir) {
   if (auto id = read_run_id(dir)) return *id;
-  const auto temp = dir / fmt::format(".run.json.{}.tmp", new_run_id());
-  write_file_atomically(temp, marker_text(new_run_id()));
-  const int rc = ::link(temp.c_str(), (dir / kRunMarkerFile).c_str());
-  const int link_errno = errno;
-  std::filesystem::remove(temp);
-  if (rc != 0 && link_errno != EEXIST) {
-    throw IoError(
-        fmt::format("{}: cannot create: {}", dir / kRunMarkerFile, std::strerror(link_errno)));
-  }
+  create_file_atomically(dir / kRunMarkerFile, marker_text(new_run_id()));
   auto id = read_run_id(dir);
   SGP_ENFORCE(id.has_value(), "run.json vanished from {}", dir);
   return *id;

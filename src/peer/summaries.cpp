@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "sgp/error.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/trainer.hpp"
 
@@ -143,6 +144,26 @@ void add_monitor(RunSummary& out, const MonitorSummary& m) {
   }
 }
 
+// The JSON of `name` in the one directory of `dirs` that has it; InputError naming both when two
+// have it (they are not the per-host directories of one run).
+std::optional<json> only_one_of(const std::vector<std::filesystem::path>& dirs,
+                                const std::string& name) {
+  std::optional<json> found;
+  std::filesystem::path where;
+  for (const auto& dir : dirs) {
+    auto j = read_json_file(dir / name);
+    if (!j) continue;
+    if (found) {
+      throw InputError(fmt::format(
+          "{} and {} both hold {}: the directories of one run's hosts hold different ranks",
+          where.string(), dir.string(), name));
+    }
+    found = std::move(j);
+    where = dir;
+  }
+  return found;
+}
+
 }  // namespace
 
 void to_json(json& j, const PeerSummary& s) { write_fields(j, s); }
@@ -155,16 +176,20 @@ void from_json(const json& j, RunSummary& s) { read_fields(j, s); }
 std::string peer_summary_file(int rank) { return fmt::format("peer-{}-summary.json", rank); }
 
 RunSummary merge_run_summary(const std::filesystem::path& run_dir, int num_peers) {
+  return merge_run_summary(std::vector<std::filesystem::path>{run_dir}, num_peers);
+}
+
+RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs, int num_peers) {
   RunSummary out;
   out.peers = num_peers;
   std::vector<PeerSummary> peers;
   for (int rank = 0; rank < num_peers; ++rank) {
-    const auto j = read_json_file(run_dir / peer_summary_file(rank));
-    if (!j) {
+    const auto found = only_one_of(run_dirs, peer_summary_file(rank));
+    if (!found) {
       out.missing_peers.push_back(rank);
       continue;
     }
-    peers.push_back(j->get<PeerSummary>());
+    peers.push_back(found->get<PeerSummary>());
   }
   if (!peers.empty()) {
     const auto n = static_cast<double>(peers.size());
@@ -193,7 +218,7 @@ RunSummary merge_run_summary(const std::filesystem::path& run_dir, int num_peers
                       })->wall_time_s;
     out.sum_of_weights = weights;
   }
-  if (const auto m = read_json_file(run_dir / "monitor-summary.json")) {
+  if (const auto m = only_one_of(run_dirs, "monitor-summary.json")) {
     add_monitor(out, m->get<MonitorSummary>());
   }
   return out;

@@ -271,24 +271,75 @@ std::vector<std::string> free_local_endpoints(int num_peers) {
   return endpoints;
 }
 
-std::vector<std::string> round_robin_endpoints(int num_peers, const std::vector<std::string>& hosts,
-                                               int base_port) {
-  if (hosts.empty()) throw InputError("no hosts given to place the peers on");
-  for (const std::string& h : hosts)
-    if (h.empty() || h.find_first_of(" \t:/") != std::string::npos)
-      throw InputError(fmt::format("host '{}' is not a host name or IPv4 address", h));
-  const std::size_t h = hosts.size();
+std::string_view placement_name(Placement placement) {
+  return placement == Placement::block ? "block" : "round-robin";
+}
+
+Placement parse_placement(std::string_view name) {
+  if (name == "round-robin") return Placement::round_robin;
+  if (name == "block") return Placement::block;
+  throw InputError(
+      fmt::format("--placement: '{}' is not a placement (expected round-robin or block)", name));
+}
+
+namespace {
+
+// Which entry of a list of `h` hosts holds rank r of n.
+std::size_t host_slot(int r, int n, std::size_t h, Placement placement) {
+  const auto rank = static_cast<std::size_t>(r);
+  if (placement == Placement::round_robin) return rank % h;
+  const std::size_t base = static_cast<std::size_t>(n) / h, extra = static_cast<std::size_t>(n) % h;
+  // The first `extra` hosts hold base + 1 ranks each, the others base.
+  const std::size_t in_big = extra * (base + 1);
+  return rank < in_big ? rank / (base + 1) : extra + (rank - in_big) / base;
+}
+
+void check_host(const std::string& h) {
+  if (h.empty() || h.find_first_of(" \t:/") != std::string::npos)
+    throw InputError(fmt::format("host '{}' is not a host name or IPv4 address", h));
+}
+
+// tcp://HOST:PORT with PORT = base_port + the ranks placed on HOST before.
+std::vector<std::string> addressed(const std::vector<std::string>& host_of_rank, int base_port,
+                                   std::size_t num_hosts) {
   std::map<std::string, int> ranks_placed;  // per host, so that a repeated host gets new ports
   std::vector<std::string> endpoints;
-  for (int r = 0; r < num_peers; ++r) {
-    const std::string& host = hosts[static_cast<std::size_t>(r) % h];
+  for (const std::string& host : host_of_rank) {
     const int port = base_port + ranks_placed[host]++;
     if (base_port < 1 || port > 65535)
       throw InputError(fmt::format("ports {}..{} for {} peers on {} host(s) are outside 1..65535",
-                                   base_port, port, num_peers, h));
+                                   base_port, port, host_of_rank.size(), num_hosts));
     endpoints.push_back(fmt::format("tcp://{}:{}", host, port));
   }
   return endpoints;
+}
+
+}  // namespace
+
+std::vector<std::string> place_endpoints(int num_peers, const std::vector<std::string>& hosts,
+                                         int base_port, Placement placement) {
+  if (hosts.empty()) throw InputError("no hosts given to place the peers on");
+  for (const std::string& h : hosts) check_host(h);
+  std::vector<std::string> host_of_rank;
+  for (int r = 0; r < num_peers; ++r)
+    host_of_rank.push_back(hosts[host_slot(r, num_peers, hosts.size(), placement)]);
+  return addressed(host_of_rank, base_port, hosts.size());
+}
+
+std::string endpoint_host(const std::string& endpoint) {
+  const auto scheme = endpoint.find("://");
+  const auto rest = endpoint.substr(scheme == std::string::npos ? 0 : scheme + 3);
+  return rest.substr(0, rest.rfind(':'));
+}
+
+std::vector<std::string> readdress_ports(const std::vector<std::string>& endpoints, int base_port) {
+  std::vector<std::string> host_of_rank;
+  for (const std::string& e : endpoints) {
+    host_of_rank.push_back(endpoint_host(e));
+    check_host(host_of_rank.back());
+  }
+  const std::set<std::string> distinct(host_of_rank.begin(), host_of_rank.end());
+  return addressed(host_of_rank, base_port, distinct.size());
 }
 
 std::vector<std::string> read_hosts_file(const std::filesystem::path& path) {
@@ -335,7 +386,7 @@ Schedule generate_topology(TopologyKind kind, const GeneratorOptions& options) {
   }
   Schedule schedule = uniform_schedule(n, phases);
   if (options.self_weight) schedule = schedule.with_self_weight(*options.self_weight);
-  schedule.set_endpoints(round_robin_endpoints(n, options.hosts, options.base_port));
+  schedule.set_endpoints(place_endpoints(n, options.hosts, options.base_port, options.placement));
   return schedule;
 }
 
@@ -349,6 +400,8 @@ std::string generator_command_line(TopologyKind kind, const GeneratorOptions& op
   }
   line +=
       fmt::format(" --host {} --base-port {}", fmt::join(options.hosts, ","), options.base_port);
+  if (options.placement != Placement::round_robin)
+    line += fmt::format(" --placement {}", placement_name(options.placement));
   return line;
 }
 

@@ -4,10 +4,11 @@
 // logs their combined progress, forwards Ctrl-C, reports a peer that dies, and merges the results
 // into <run-dir>/summary.json.
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "sgp/peer/summaries.hpp"
+#include "sgp/launch/run_summary.hpp"
 #include "sgp/peer/train_config.hpp"
 
 namespace sgp::topology {
@@ -20,6 +21,9 @@ struct LaunchOptions {
   peer::TrainConfig config;
   std::vector<int> ranks;   // empty: the ranks whose endpoint is on this host
   bool no_monitor = false;  // do not run the monitor even when every peer is local
+  // Re-address the topology's ports: each rank keeps its host and listens on base_port + the
+  // number of lower ranks there (the topology used goes to <run-dir>/topology-readdressed.dot).
+  std::optional<int> base_port;
 };
 
 // The ranks of `schedule` whose endpoint host is one of this machine's names or addresses
@@ -29,13 +33,8 @@ std::vector<int> ranks_on_this_host(const topology::Schedule& schedule);
 // Checks the settings and reads the topology, then writes <run-dir>/config.json and returns the
 // run directory, starting nothing: for peers and a monitor started by another launcher (srun, in
 // scripts/sbatch-sgp), each reading that one file with --config.
-std::filesystem::path prepare_run(peer::TrainConfig config);
-
-// Merges what the peers and the monitor wrote into <run_dir>/summary.json (the peer count comes
-// from config.json; InputError naming it when it cannot be read), with `failed_peers` listed as
-// such, and logs the headline figures.
-peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
-                               const std::vector<int>& failed_peers = {});
+std::filesystem::path prepare_run(peer::TrainConfig config,
+                                  std::optional<int> base_port = std::nullopt);
 
 // Runs the peers to the end. Returns the run's merged summary (also written to summary.json).
 // IoError when a peer fails (naming it; the others are stopped) or on Ctrl-C / SIGTERM. With

@@ -61,7 +61,9 @@ class ConsensusMonitor {
  public:
   // model: the peers' --model; data_dir: where the Fashion-MNIST test set the average
   // model is evaluated on lives (as for the peers; empty: the default); log: where records are
-  // appended (monitor.jsonl). Evaluates on the CPU, so it never takes a GPU from the peers.
+  // appended (monitor.jsonl; its first record first drops the file's records of that iteration
+  // and later, which a resumed run records again). Evaluates on the CPU, so it never takes a GPU
+  // from the peers.
   ConsensusMonitor(const std::string& model, const std::string& data_dir, int num_peers,
                    std::filesystem::path log, MassModel mass = MassModel::conserved);
   ~ConsensusMonitor();

@@ -19,6 +19,12 @@ namespace sgp::peer {
 // none is set or one is not a number.
 int resolve_rank(std::optional<int> flag);
 
+// This peer's place among its host's peers, which picks its GPU with --device auto|cuda on a
+// host with several (compute::gpu_index): $LOCAL_RANK (torchrun, Slurm wrappers) when set, else
+// the number of lower ranks whose endpoint is on the same host as `rank`'s. InputError when
+// $LOCAL_RANK is not a non-negative integer.
+int local_peer_index(const topology::Schedule& schedule, int rank);
+
 // The --keys / --insecure settings of a peer or launch.
 gossip::Security security(const TrainConfig& config);
 

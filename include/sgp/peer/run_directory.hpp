@@ -15,6 +15,10 @@ namespace sgp::peer {
 // torn one: temporary file in the same directory, fsync, rename, fsync of the directory.
 void write_file_atomically(const std::filesystem::path& path, const std::string& content);
 
+// The same, but only when `path` does not exist (the new file is linked into place, which fails
+// when one is there, even on another host of a shared filesystem). Returns whether it did.
+bool create_file_atomically(const std::filesystem::path& path, const std::string& content);
+
 // The JSON value in a file, or nothing when the file is missing, unreadable or not valid JSON
 // (e.g. a summary a crashed process never wrote).
 std::optional<nlohmann::json> read_json_file(const std::filesystem::path& path);
@@ -24,6 +28,11 @@ std::optional<nlohmann::json> read_json_file(const std::filesystem::path& path);
 // exclusively, so two runs started at the same moment never share one.
 std::filesystem::path create_default_run_dir(const std::string& prefix,
                                              const std::filesystem::path& root = "runs");
+
+// Drops the records of the JSONL file `path` after `iteration` (and lines that are not a record
+// with an integer "iteration", such as one torn by a kill), and returns the largest "wall_time"
+// of those kept (0 when none, or no file).
+double rewind_jsonl(const std::filesystem::path& path, std::int64_t iteration);
 
 struct RunClaim;
 

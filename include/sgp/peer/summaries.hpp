@@ -99,5 +99,8 @@ std::string peer_summary_file(int rank);
 // Reads what is in `run_dir` (a missing or unreadable peer summary is listed in missing_peers)
 // and merges it.
 RunSummary merge_run_summary(const std::filesystem::path& run_dir, int num_peers);
+// The same over the directories of one run's hosts (no shared filesystem), each holding some
+// ranks' summaries; InputError naming two directories that hold the same file.
+RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs, int num_peers);
 
 }  // namespace sgp::peer

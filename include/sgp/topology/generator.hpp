@@ -21,10 +21,11 @@
 //                           consensus on it; we only generate the two-way one.)
 // Weights: uniform over out-degree + 1 (p_ii = p_ji = 1/(d_i + 1)); with a self weight a, each
 // rank keeps a and spreads 1 - a evenly over its out-neighbours.
-// Endpoints: round robin over the hosts; rank r lives on host r % H and gets
-// tcp://HOST:(base_port + the number of lower ranks on the same host): r / H when the hosts are
-// distinct. A host may be listed more than once, so that a list of one host per rank (a Slurm
-// job's task placement) puts each rank exactly where it runs.
+// Endpoints: round robin over the hosts (rank r lives on host r % H) or in blocks (Slurm's
+// default: the first N % H hosts get ceil(N / H) consecutive ranks, the others floor(N / H));
+// rank r gets tcp://HOST:(base_port + the number of lower ranks on the same host). A host may be
+// listed more than once, so that a list of one host per rank (a Slurm job's task placement)
+// puts each rank exactly where it runs.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -57,6 +58,11 @@ TopologyKind parse_topology_kind(std::string_view name);
 // One line per kind: its name and what it generates (for --help).
 std::string topology_kinds_help();
 
+enum class Placement { round_robin, block };
+// "round-robin" / "block"; parse_placement throws InputError naming the valid names.
+std::string_view placement_name(Placement placement);
+Placement parse_placement(std::string_view name);
+
 struct GeneratorOptions {
   int num_peers = 0;
   // The mixing rate a in (0, 1); unset: uniform over out-degree + 1.
@@ -67,6 +73,7 @@ struct GeneratorOptions {
   std::uint64_t seed = 0;
   std::vector<std::string> hosts = {"127.0.0.1"};
   int base_port = 29500;
+  Placement placement = Placement::round_robin;
 };
 
 // Throws InputError when the options do not fit the kind (N too small, N not a power of two for
@@ -77,10 +84,18 @@ Schedule generate_topology(TopologyKind kind, const GeneratorOptions& options);
 // comment at the top of generated files).
 std::string generator_command_line(TopologyKind kind, const GeneratorOptions& options);
 
-// tcp://HOST:PORT per rank, round robin over `hosts` (see above; hosts may repeat). Throws
-// InputError on an empty host list or an empty host name, or a port outside 1..65535.
-std::vector<std::string> round_robin_endpoints(int num_peers, const std::vector<std::string>& hosts,
-                                               int base_port);
+// tcp://HOST:PORT per rank, placed on `hosts` as above (hosts may repeat). Throws InputError on
+// an empty host list or an empty host name, or a port outside 1..65535.
+std::vector<std::string> place_endpoints(int num_peers, const std::vector<std::string>& hosts,
+                                         int base_port,
+                                         Placement placement = Placement::round_robin);
+
+// The HOST of "tcp://HOST:PORT" (or of "HOST:PORT").
+std::string endpoint_host(const std::string& endpoint);
+
+// The same endpoints on new ports: each rank keeps its host and gets base_port + the number of
+// lower ranks on that host (sgp launch --base-port). InputError as above.
+std::vector<std::string> readdress_ports(const std::vector<std::string>& endpoints, int base_port);
 
 // `num_peers` endpoints tcp://127.0.0.1:PORT on distinct TCP ports that are free now, chosen by
 // the OS (all held open until all are known, then released for the peers to bind): for runs and

@@ -1,0 +1,155 @@
+#include "sgp/launch/run_summary.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include <fmt/ranges.h>
+#include <fmt/std.h>
+#include <spdlog/spdlog.h>
+
+#include "sgp/error.hpp"
+#include "sgp/peer/run_config.hpp"
+#include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/settings.hpp"
+
+namespace sgp::launch {
+
+namespace {
+
+void log_results(const peer::RunSummary& s, const std::filesystem::path& dir) {
+  if (s.final_average_model_accuracy && s.final_consensus_error) {
+    spdlog::info("average model: test accuracy {:.2f}%, relative consensus error {:.3e}",
+                 100.0 * *s.final_average_model_accuracy, *s.final_consensus_error);
+  } else if (s.monitor_settings_mismatch) {
+    spdlog::warn("no average model: the monitor refused the peers' snapshots: {}",
+                 *s.monitor_settings_mismatch);
+  } else if (!s.monitor_evaluations) {
+    spdlog::warn(
+        "no average model here: no monitor-summary.json in {} (yet: a monitor started by hand "
+        "writes it in its --run-dir when it stops, and in a run's directory then merges "
+        "summary.json itself)",
+        dir);
+  } else {
+    spdlog::warn(
+        "no average model of the last iteration: the monitor's last complete record "
+        "is of iteration {} (see monitor.jsonl)",
+        s.last_monitored_iteration.value_or(0));
+  }
+  if (!s.missing_peers.empty()) {
+    spdlog::warn("no summary of ranks {} (listed in missing_peers)",
+                 fmt::join(s.missing_peers, ","));
+  }
+  if (s.mean_peer_accuracy && s.median_iteration_ms) {
+    spdlog::info("peers: mean test accuracy {:.2f}%, median iteration {:.2f} ms",
+                 100.0 * *s.mean_peer_accuracy, *s.median_iteration_ms);
+  }
+  spdlog::info("results in {}", dir);
+}
+
+peer::RunConfig multi_peer_config(const std::filesystem::path& run_dir) {
+  const auto file = run_dir / peer::kRunConfigFile;
+  auto config = peer::read_run_config(file);
+  // sgp train's summary.json is its one process's own; there is nothing to merge.
+  if (config.command == "train" || config.peers < 1) {
+    throw InputError(fmt::format("{}: not a multi-peer run (command '{}', peers {})", file.string(),
+                                 config.command, config.peers));
+  }
+  return config;
+}
+
+// What differs between two runs' configurations that one run's hosts must share ("" if none).
+std::string difference(const peer::RunConfig& a, const peer::RunConfig& b) {
+  if (a.peers != b.peers) return fmt::format("peers {} and {}", a.peers, b.peers);
+  if (a.command != b.command) return fmt::format("command {} and {}", a.command, b.command);
+  for (const peer::Setting* s : peer::training_settings()) {
+    if (!s->fixed_across_resume()) continue;
+    if (s->get(a.settings) != s->get(b.settings)) {
+      return fmt::format("{} {} and {}", s->key(), s->text(a.settings), s->text(b.settings));
+    }
+  }
+  return "";
+}
+
+// Whether `summary` knows more than the summary in `file`: fewer missing peers, or as many and
+// the monitor's results where the file has none (a rank that failed on another host never
+// finishes, so no launcher sees every peer; the one that sees the most still gets its say).
+bool knows_more(const peer::RunSummary& summary, const std::filesystem::path& file) {
+  const auto existing = peer::read_json_file(file);
+  if (!existing) return true;
+  const auto old = existing->get<peer::RunSummary>();
+  if (summary.missing_peers.size() != old.missing_peers.size())
+    return summary.missing_peers.size() < old.missing_peers.size();
+  return summary.monitor_evaluations && !old.monitor_evaluations;
+}
+
+}  // namespace
+
+peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
+                               const std::vector<int>& failed_peers) {
+  const auto config = multi_peer_config(run_dir);
+  const peer::RunDirectory run(run_dir, -1);
+  auto summary = peer::merge_run_summary(run_dir, config.peers);
+  summary.failed_peers = failed_peers;
+  run.write_json("summary.json", summary);
+  log_results(summary, run_dir);
+  return summary;
+}
+
+peer::RunSummary summarize_runs(const std::vector<std::filesystem::path>& run_dirs,
+                                const std::filesystem::path& out) {
+  std::optional<peer::RunConfig> first;
+  std::filesystem::path first_dir;
+  for (const auto& dir : run_dirs) {
+    const bool monitor_only = !std::filesystem::exists(dir / peer::kRunConfigFile) &&
+                              std::filesystem::exists(dir / "monitor-summary.json");
+    if (monitor_only) continue;
+    const auto config = multi_peer_config(dir);
+    if (!first) {
+      first = config;
+      first_dir = dir;
+    } else if (const auto what = difference(*first, config); !what.empty()) {
+      throw InputError(
+          fmt::format("{} and {} are not of one run: {}", first_dir.string(), dir.string(), what));
+    }
+  }
+  if (!first) {
+    throw InputError(fmt::format("none of {} holds a run's {}", fmt::join(run_dirs, ", "),
+                                 peer::kRunConfigFile));
+  }
+  const peer::RunDirectory run(out, -1);
+  auto summary = peer::merge_run_summary(run_dirs, first->peers);
+  run.write_json("summary.json", summary);
+  log_results(summary, out);
+  return summary;
+}
+
+peer::RunSummary summarize_launch(const std::filesystem::path& run_dir,
+                                  const std::vector<int>& local,
+                                  const std::vector<int>& failed_peers) {
+  const auto config = multi_peer_config(run_dir);
+  auto summary = peer::merge_run_summary(run_dir, config.peers);
+  summary.failed_peers = failed_peers;
+  std::vector<int> running_elsewhere;
+  for (int rank : summary.missing_peers) {
+    const bool here = std::find(local.begin(), local.end(), rank) != local.end();
+    if (!here && std::filesystem::exists(run_dir / fmt::format("peer-{}.jsonl", rank)))
+      running_elsewhere.push_back(rank);
+  }
+  const auto file = run_dir / "summary.json";
+  const std::string text = nlohmann::json(summary).dump(2) + "\n";
+  if (running_elsewhere.empty()) {
+    peer::write_file_atomically(file, text);
+    log_results(summary, run_dir);
+  } else {
+    if (!peer::create_file_atomically(file, text) && knows_more(summary, file)) {
+      peer::write_file_atomically(file, text);
+    }
+    spdlog::info(
+        "ranks {} are another host's and still running in this directory: the launcher that "
+        "finishes last writes {} with every peer",
+        fmt::join(running_elsewhere, ","), file);
+  }
+  return summary;
+}
+
+}  // namespace sgp::launch

@@ -1,0 +1,53 @@
+// summary.json when several launchers (one per host) and a monitor share one run directory:
+// whoever finishes last, seeing every peer, writes the complete one; an earlier one never
+// replaces a summary that knows more.
+#include <fstream>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "sgp/launch/run_summary.hpp"
+#include "support/temp_dir.hpp"
+#include "support/text.hpp"
+
+using nlohmann::json;
+using sgp::launch::summarize_launch;
+
+namespace {
+
+void write(const std::filesystem::path& path, const json& value) { std::ofstream(path) << value; }
+
+json summary_in(const std::filesystem::path& dir) {
+  return json::parse(sgp::testing::slurp(dir / "summary.json"));
+}
+
+void peer_finished(const std::filesystem::path& dir, int rank) {
+  write(dir / ("peer-" + std::to_string(rank) + "-summary.json"),
+        {{"rank", rank}, {"peers", 2}, {"iterations", 10}, {"weight", 1.0}});
+}
+
+}  // namespace
+
+TEST_CASE("hosts sharing a run directory: the launcher that finishes last writes summary.json") {
+  sgp::testing::TempDir dir;
+  write(dir / "config.json", {{"command", "launch"}, {"peers", 2}});
+  // Host a (rank 0) finishes while host b's rank 1 still runs: its log is here, no summary.
+  peer_finished(dir.path(), 0);
+  std::ofstream(dir / "peer-1.jsonl") << "{\"iteration\":5}\n";
+  summarize_launch(dir.path(), {0}, {});
+  CHECK(summary_in(dir.path())["missing_peers"] == json::array({1}));
+  // Host b finishes: it sees both peers and replaces it.
+  peer_finished(dir.path(), 1);
+  summarize_launch(dir.path(), {1}, {});
+  CHECK_FALSE(summary_in(dir.path()).contains("missing_peers"));
+  CHECK(summary_in(dir.path())["sum_of_weights"] == 2.0);
+  // A late merge that sees less (rank 1's summary gone from its view) leaves it alone.
+  std::filesystem::remove(dir / "peer-1-summary.json");
+  summarize_launch(dir.path(), {0}, {});
+  CHECK_FALSE(summary_in(dir.path()).contains("missing_peers"));
+  // One that knows more than the file replaces it, even with a rank still missing (a rank that
+  // failed on another host never finishes).
+  write(dir / "summary.json", {{"peers", 2}, {"missing_peers", {0, 1}}});
+  summarize_launch(dir.path(), {0}, {});
+  CHECK(summary_in(dir.path())["missing_peers"] == json::array({1}));
+}
