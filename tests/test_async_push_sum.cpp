@@ -26,6 +26,7 @@ struct AsyncResult {
   std::vector<float> z;
   double weight = 0.0;
   std::uint64_t held_rounds = 0;
+  std::vector<double> weights;  // w after each of its rounds
   std::vector<gossip::MembershipEvent> events;
   std::string error;
 };
@@ -62,6 +63,7 @@ std::vector<AsyncResult> run_async(const topology::Schedule& s,
           if (next == Next::finish) break;
           engine.idle(1ms);
           engine.mix();
+          out[rank].weights.push_back(engine.weight());
         }
         engine.finish();
         out[rank].z.resize(dim);
@@ -166,6 +168,44 @@ TEST_CASE("peers started apart still reach the exact mean: a peer that ran ahead
   }
   MESSAGE("rounds in which a peer held its mass: " << held << ", sum of w " << total_weight);
   CHECK(held > 0);  // the late start did make peers run ahead
+}
+
+// A peer that mixes 8 times slower than its in-neighbours took in 8 of their pushes for each of
+// its own: its w piled up while theirs sat near 1e-3, and since a step moves the mass by w times
+// the step, their training counted for almost nothing. Told its pace, they push it a share
+// scaled to it: the fast peers keep a fair part of the mass, and the sums still reach the mean.
+TEST_CASE("a slow peer's in-neighbours push to it at its pace: the mass does not pile up there") {
+  const int n = 8, slow = 3, rounds = 250;
+  const std::size_t dim = 16;
+  const auto s = testing::make_schedule(testing::Graph::exponential, n);
+  const auto mean = testing::exact_mean(n, dim);
+  Peers peers(n);
+  const auto straggle = [](int rank, int, std::vector<float>&) {
+    if (rank == slow) std::this_thread::sleep_for(8ms);
+    return Next::mix;
+  };
+  const auto out = run_async(s, peers.plain(), dim, rounds, async_config(true), straggle);
+  std::vector<double> fast_weights;  // over the second half of each fast peer's rounds
+  for (int r = 0; r < n; ++r) {
+    CAPTURE(r);
+    REQUIRE(out[r].error.empty());
+    CHECK(max_relative_distance(out[r].z, mean) < 1e-6);
+    if (r == slow) continue;
+    fast_weights.insert(fast_weights.end(), out[r].weights.begin() + rounds / 2,
+                        out[r].weights.end());
+  }
+  const auto median = [](std::vector<double> v) {
+    std::ranges::nth_element(v, v.begin() + v.size() / 2);
+    return v[v.size() / 2];
+  };
+  const std::vector<double> slow_weights(out[slow].weights.begin() + rounds / 2,
+                                         out[slow].weights.end());
+  MESSAGE("median w over the second half of the rounds: fast peers "
+          << median(fast_weights) << ", slow peer " << median(slow_weights));
+  // (Pushing at full weight: fast 0.28 to 0.29, slow 1.76 to 1.82; at its pace 0.56 to 0.58 and
+  // 0.61 to 0.64, in two runs each.)
+  CHECK(median(fast_weights) > 0.4);
+  CHECK(median(slow_weights) < 1.2);
 }
 
 // Until the dead peer is excluded, pushes to it drain the survivors' mass; after the exclusion

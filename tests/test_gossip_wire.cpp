@@ -2,6 +2,7 @@
 // own cause.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "sgp/error.hpp"
+#include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
 #include "sgp/gossip/wire_format.hpp"
 
@@ -215,4 +217,41 @@ TEST_CASE("all_finite: NaN and infinities refused in float32 payloads and float6
         -std::numeric_limits<double>::infinity()}) {
     CHECK_FALSE(all_finite(bytes(std::vector<double>{1.0, 2.0, bad}), kDtypeFloat64Total));
   }
+}
+
+namespace {
+
+// A control notice as the transport delivers it: the 40-byte header frame and a payload frame.
+transport::Message control_frames(const std::array<std::byte, gossip::kControlBytes>& header,
+                                  std::vector<std::byte> payload = {}) {
+  struct Owned {
+    std::array<std::byte, gossip::kControlBytes> header;
+    std::vector<std::byte> payload;
+  };
+  auto owned = std::make_shared<Owned>(Owned{header, std::move(payload)});
+  std::vector<std::span<const std::byte>> frames{std::span<const std::byte>(owned->header),
+                                                 std::span<const std::byte>(owned->payload)};
+  return transport::Message(std::move(frames), owned);
+}
+
+}  // namespace
+
+TEST_CASE("control notices: a pace notice round-trips; unknown kinds and stray payloads refused") {
+  const gossip::ControlMessage pace{gossip::ControlKind::pace, 2, 2, 0, 48'250};
+  const auto decoded = gossip::decode_control(control_frames(gossip::encode_control(pace)), 4, 1);
+  REQUIRE(std::holds_alternative<gossip::DecodedControl>(decoded));
+  const auto& c = std::get<gossip::DecodedControl>(decoded).control;
+  CHECK(c.kind == gossip::ControlKind::pace);
+  CHECK(c.sender == 2);
+  CHECK(c.round == 48'250);  // microseconds per round
+  // Only admissions, leaves and resume offers carry a payload.
+  const auto with_payload = gossip::decode_control(
+      control_frames(gossip::encode_control(pace), std::vector<std::byte>(8)), 4, 1);
+  CHECK(std::get<RejectCause>(with_payload) == RejectCause::bad_size);
+  // Kind 10 does not exist (the header checksum is recomputed, so only the kind is wrong).
+  auto unknown = pace;
+  unknown.kind = static_cast<gossip::ControlKind>(10);
+  const auto refused =
+      gossip::decode_control(control_frames(gossip::encode_control(unknown)), 4, 1);
+  CHECK(std::get<RejectCause>(refused) == RejectCause::bad_dtype);
 }

@@ -119,6 +119,7 @@ void AsyncPushSum::mix() {
     mix_interval_s_ = metrics_.rounds < 2 ? gap : 0.9 * mix_interval_s_ + 0.1 * gap;
   }
   last_mix_ = start;
+  announce_pace();
   take_caller_changes();
   drain();
   check_failures();
@@ -193,11 +194,45 @@ void AsyncPushSum::give_to_caller() {
 
 void AsyncPushSum::push_round() {
   const auto& edges = mixing_.out_edges(rank_, round_);
-  for (const auto& e : edges) out_edge(e.peer).push(e.weight, x64_, w_);
-  const double keep = mixing_.self_weight(rank_, round_);
+  double keep = 1.0;
+  for (const auto& e : edges) {
+    const double share = e.weight * pace_share(e.peer);
+    out_edge(e.peer).push(share, x64_, w_);
+    keep -= share;
+  }
   for (double& v : x64_) v *= keep;
   w_ *= keep;
   for (const auto& e : edges) send_total(e.peer, out_edge(e.peer));
+}
+
+// Pushing to a peer that mixes k times slower at the full edge weight piles the mass up there:
+// it takes in k pushes for each of its own. Its w then dwarfs everyone's, and since an SGD step
+// moves the mass by w times the step, the fast peers' training counted for almost nothing (a
+// 16x straggler held w ~ 1 while the others sat near 1e-3). So push to it a 1/k share of the
+// edge weight and keep the rest: the sums stay column-stochastic, only slower to that peer.
+double AsyncPushSum::pace_share(int dest) const {
+  constexpr double kAlike = 0.8;  // paces within 25% are the same (noise, an evaluation)
+  const auto it = pace_of_.find(dest);
+  if (it == pace_of_.end() || mix_interval_s_ <= 0.0) return 1.0;
+  const double ratio = mix_interval_s_ / it->second;
+  return ratio >= kAlike ? 1.0 : std::max(ratio, 1e-3);
+}
+
+// Tells the peers that push to this one its pace when it has changed by half since last time
+// (at most every 20 rounds): a few control notices per run unless the pace keeps changing.
+void AsyncPushSum::announce_pace() {
+  constexpr std::int64_t kMinRounds = 20;
+  if (done_[rank_] || metrics_.rounds < kMinRounds || round_ - announced_at_round_ < kMinRounds) {
+    return;  // (done: it mixes at full weight, see handle_control)
+  }
+  const double change = announced_interval_s_ > 0.0 ? mix_interval_s_ / announced_interval_s_ : 0.0;
+  if (change > 2.0 / 3.0 && change < 1.5) return;
+  announced_interval_s_ = mix_interval_s_;
+  announced_at_round_ = round_;
+  const auto micros = static_cast<std::int64_t>(std::llround(mix_interval_s_ * 1e6));
+  for (int r : mixing_.all_in_neighbors(rank_))
+    if (membership_.live(r))
+      tell(r, {ControlKind::pace, rank_, rank_, 0, std::max<std::int64_t>(micros, 1)});
 }
 
 // Keeps all of (x, w) this round but still sends the unchanged totals: they tell the
@@ -339,11 +374,15 @@ void AsyncPushSum::handle_control(const DecodedControl& d) {
       return;
     case ControlKind::done:
       done_[c.subject] = true;
+      pace_of_.erase(c.subject);  // it only mixes now, as fast as anyone: agree at full weight
       last_news_ = Clock::now();
       detector_->unwatch(c.subject);
       return;
     case ControlKind::join_request:
       on_join_request(c);
+      return;
+    case ControlKind::pace:
+      if (c.subject == c.sender) pace_of_[c.sender] = static_cast<double>(c.round) * 1e-6;
       return;
     case ControlKind::leave:
       if (!d.payload.empty()) take_mass(d.payload);  // we are the one it handed its mass to

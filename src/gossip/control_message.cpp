@@ -50,7 +50,7 @@ std::variant<DecodedControl, RejectCause> decode_control(const transport::Messag
     return RejectCause::header_checksum;
   }
   const auto kind = get<std::uint16_t>(head, 6);
-  if (kind < 1 || kind > 8) return RejectCause::bad_dtype;
+  if (kind < 1 || kind > 9) return RejectCause::bad_dtype;
   ControlMessage m;
   m.kind = static_cast<ControlKind>(kind);
   m.sender = get<std::int32_t>(head, 8);

@@ -93,6 +93,8 @@ class AsyncPushSum final : public Mixer {
   void take_caller_changes();
   void give_to_caller();
   void push_round();
+  double pace_share(int dest) const;
+  void announce_pace();
   void hold_round();
   void send_total(int dest, OutEdge& edge);
   void drain();
@@ -137,7 +139,10 @@ class AsyncPushSum final : public Mixer {
   std::optional<Clock::time_point> last_mix_;
   std::optional<Clock::time_point> holding_since_;  // first of the rounds held in a row
   double mix_interval_s_ = 0.0;                     // smoothed time between this peer's rounds
-  Clock::time_point last_news_;  // finish(): when a peer last said it was done, or was excluded
+  double announced_interval_s_ = 0.0;               // the pace we last told our pushers
+  std::int64_t announced_at_round_ = 0;
+  std::map<int, double> pace_of_;  // seconds per round each out-neighbour said it mixes at
+  Clock::time_point last_news_;    // finish(): when a peer last said it was done, or was excluded
 
   Membership membership_;
   std::unique_ptr<FailureDetector> detector_;

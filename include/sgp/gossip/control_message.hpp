@@ -38,6 +38,8 @@ enum class ControlKind : std::uint16_t {
   fin_ok = 7,        // to subject: everything it sent to the sender has been applied
   resume_offer = 8,  // --resume: the checkpoint iterations the sender knows of (payload), as of
                      // exchange round `round` (peer/resume_agreement.hpp)
+  pace = 9,          // asgp, to the peers that push to the sender: `round` is the sender's time
+                     // per round in microseconds (they push to it no faster than it mixes)
 };
 
 struct ControlMessage {
