@@ -5,6 +5,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -88,8 +89,17 @@ void add_scaled(std::span<const std::byte> payload, float coefficient, float* y)
 // even like float_to_fp16. Finite values beyond 65504 are clamped first (F16C would make them
 // infinite); NaN and infinity pass unchanged. The arithmetic is the portable loop's (multiply,
 // then subtract or add; no FMA), so both give the same bits except for NaN payloads.
+// (cpuid rather than __builtin_cpu_supports("f16c"), which clang 14 does not know: the clang
+// build for fuzzing failed to compile.)
 bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    if (!(ecx & bit_AVX) || !(ecx & bit_F16C) || !(ecx & bit_OSXSAVE)) return false;
+    unsigned xcr0 = 0, high = 0;  // the OS saves the AVX registers: XCR0 bits 1 and 2
+    __asm__("xgetbv" : "=a"(xcr0), "=d"(high) : "c"(0));
+    return (xcr0 & 6u) == 6u;
+  }();
   return yes;
 }
 

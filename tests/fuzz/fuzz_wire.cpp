@@ -4,13 +4,17 @@
 // Input layout: byte 0 picks the mode and the authenticated rank; then frames. Mode bit 0x80
 // set: the header is re-encoded with valid magic, version and hash from the input's fields
 // (payload hash too when bit 0x40 is set), so the fuzzer also reaches the checks behind the
-// hashes; otherwise the bytes go to the decoder as they are. Frames: byte 1 is the frame count
+// hashes; otherwise the bytes go to the decoder as they are. Mode bit 0x20 (without 0x80): frame
+// 0 is re-encoded as a valid control notice (asgp's membership and pace notices) from the input's
+// fields instead. A message whose first frame carries the control magic goes to decode_control,
+// as asgp's engine sends it; every other one to decode_message. Frames: byte 1 is the frame count
 // (0..3); each frame but the last is preceded by a one-byte length; the last takes the rest.
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "fuzz_target.hpp"
+#include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/wire_format.hpp"
 
 namespace {
@@ -64,6 +68,23 @@ void reencode_header(std::vector<std::vector<std::byte>>& frames, bool hash_payl
   head.assign(encoded.begin(), encoded.end());
 }
 
+// Rebuilds frame 0 as a control notice with a valid magic, version and hash (any kind number).
+void reencode_control(std::vector<std::vector<std::byte>>& frames) {
+  if (frames.empty()) return;
+  auto& head = frames[0];
+  head.resize(sgp::gossip::kControlBytes);
+  sgp::gossip::ControlMessage c;
+  std::uint16_t kind = 0;
+  std::memcpy(&kind, head.data() + 6, sizeof kind);
+  c.kind = static_cast<sgp::gossip::ControlKind>(kind);
+  std::memcpy(&c.sender, head.data() + 8, sizeof c.sender);
+  std::memcpy(&c.subject, head.data() + 12, sizeof c.subject);
+  std::memcpy(&c.incarnation, head.data() + 16, sizeof c.incarnation);
+  std::memcpy(&c.round, head.data() + 24, sizeof c.round);
+  const auto encoded = sgp::gossip::encode_control(c);
+  head.assign(encoded.begin(), encoded.end());
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -72,12 +93,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::uint8_t mode = in[0];
     auto frames =
         std::make_shared<std::vector<std::vector<std::byte>>>(split_frames(in.subspan(1)));
-    if (mode & 0x80) reencode_header(*frames, (mode & 0x40) != 0);
+    if (mode & 0x80) {
+      reencode_header(*frames, (mode & 0x40) != 0);
+    } else if (mode & 0x20) {
+      reencode_control(*frames);
+    }
     std::vector<std::span<const std::byte>> spans(frames->begin(), frames->end());
     // Low bits: no authentication (0..3 -> none when 3), or the rank CURVE vouched for.
     const int auth = mode & 0x03;
     const std::optional<int> rank = auth == 3 ? std::nullopt : std::optional<int>(auth);
     sgp::transport::Message message(std::move(spans), frames, rank);
+    if (sgp::gossip::is_control(message)) {
+      const auto control = sgp::gossip::decode_control(message, kPeers, kSelf);
+      if (const auto* decoded = std::get_if<sgp::gossip::DecodedControl>(&control)) {
+        std::size_t sum = 0;  // what the engine then reads: the payload, inside the frame
+        for (const std::byte b : decoded->payload) sum += static_cast<std::size_t>(b);
+        (void)sum;
+      }
+      return;
+    }
     // 16 floats in chunks of 5: 4 chunks, the last one 1 float.
     const sgp::gossip::Chunking chunking(16, 5);
     auto result = sgp::gossip::decode_message(std::move(message), chunking, kPeers, kSelf);
