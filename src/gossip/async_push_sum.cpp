@@ -194,11 +194,13 @@ void AsyncPushSum::give_to_caller() {
 
 void AsyncPushSum::push_round() {
   const auto& edges = mixing_.out_edges(rank_, round_);
-  double keep = 1.0;
+  // The topology's self weight plus what a slower peer is not sent: with every peer at one pace
+  // the arithmetic is exactly the schedule's, as in the simulator's AsyncPopulation.
+  double keep = mixing_.self_weight(rank_, round_);
   for (const auto& e : edges) {
-    const double share = e.weight * pace_share(e.peer);
-    out_edge(e.peer).push(share, x64_, w_);
-    keep -= share;
+    const double factor = pace_share(e.peer);
+    out_edge(e.peer).push(e.weight * factor, x64_, w_);
+    if (factor < 1.0) keep += e.weight * (1.0 - factor);
   }
   for (double& v : x64_) v *= keep;
   w_ *= keep;
