@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <string>
@@ -52,14 +53,14 @@ class Reader {
   }
 
   // Appends exactly `size` bytes to `out`, growing it only as data actually arrives: a header
-  // that declares more than the file holds fails at the end of the file, having allocated about
-  // what the file contains, not what it claims.
+  // that declares more than the file holds fails at the end of the file, having allocated at most
+  // about twice what the file contains (steps double from 4 KiB to 1 MiB), not what it claims.
   void append_exactly(std::vector<std::uint8_t>& out, std::size_t size, const std::string& what) {
-    constexpr std::size_t kStep = std::size_t{1} << 20;
+    constexpr std::size_t kFirstStep = std::size_t{1} << 12, kMaxStep = std::size_t{1} << 20;
     std::size_t done = 0;
     while (done < size) {
-      const std::size_t step = std::min(size - done, kStep);
-      out.resize(done + step);  // geometric growth: amortised, at most ~2x what was read
+      const std::size_t step = std::min({size - done, std::max(done, kFirstStep), kMaxStep});
+      out.resize(done + step);  // geometric growth: amortised
       std::size_t filled = 0;
       while (filled < step)
         filled += read_some(out.data() + done + filled, step - filled, what, size, done + filled);

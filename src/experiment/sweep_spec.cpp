@@ -325,7 +325,7 @@ void check_fits(const TopologyEntry& topo, int n, const TomlReader& r) {
   try {
     topology::GeneratorOptions options;
     options.num_peers = n;
-    topology::generate_topology(topology::parse_topology_kind(topo.value), options);
+    topology::check_topology_fits(topology::parse_topology_kind(topo.value), options);
   } catch (const InputError& e) {
     const std::string what = fmt::format("{} with {} peers: {}", topo.value, n, e.what());
     if (topo.node) r.fail(*topo.node, "grid.topology", what);

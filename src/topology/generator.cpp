@@ -134,6 +134,18 @@ Adjacency random_regular(int n, int k, std::uint64_t seed) {
   return {};
 }
 
+// The largest divisor of n not above sqrt(n): the torus's row count (1 when n is prime).
+int torus_rows(int n) {
+  int rows = 1;
+  for (int r = 1; r * r <= n; ++r)
+    if (n % r == 0) rows = r;
+  return rows;
+}
+
+int random_regular_degree(int n, int requested) {
+  return requested == 0 ? std::min(ceil_log2(n), n - 1) : requested;
+}
+
 Adjacency static_graph(TopologyKind kind, int n, const GeneratorOptions& options) {
   Adjacency out(n);
   auto add = [&](int i, int j) {
@@ -155,13 +167,7 @@ Adjacency static_graph(TopologyKind kind, int n, const GeneratorOptions& options
         for (int j = 0; j < ceil_log2(n); ++j) add(i, i + (1 << j));
       break;
     case TopologyKind::kTorus: {
-      int rows = 1;
-      for (int r = 1; r * r <= n; ++r)
-        if (n % r == 0) rows = r;
-      if (rows < 2)
-        throw InputError(fmt::format(
-            "torus: {} peers cannot form an R x C grid with R, C >= 2 (use a composite count)", n));
-      const int cols = n / rows;
+      const int rows = torus_rows(n), cols = n / rows;
       for (int i = 0; i < n; ++i) {
         const int r = i / cols, c = i % cols;
         add(i, r * cols + (c + 1) % cols);
@@ -172,9 +178,6 @@ Adjacency static_graph(TopologyKind kind, int n, const GeneratorOptions& options
       break;
     }
     case TopologyKind::kHypercube:
-      if ((n & (n - 1)) != 0)
-        throw InputError(
-            fmt::format("hypercube: the number of peers must be a power of two, got {}", n));
       for (int i = 0; i < n; ++i)
         for (int j = 0; (1 << j) < n; ++j) add(i, i ^ (1 << j));
       break;
@@ -186,11 +189,7 @@ Adjacency static_graph(TopologyKind kind, int n, const GeneratorOptions& options
       }
       break;
     case TopologyKind::kRandomRegular: {
-      const int k = options.degree == 0 ? std::min(ceil_log2(n), n - 1) : options.degree;
-      if (k < 1 || k > n - 1)
-        throw InputError(fmt::format("random-regular: degree must be in 1..{} for {} peers, got {}",
-                                     n - 1, n, k));
-      return random_regular(n, k, options.seed);
+      return random_regular(n, random_regular_degree(n, options.degree), options.seed);
     }
     case TopologyKind::kStar:
       for (int j = 1; j < n; ++j) {
@@ -362,7 +361,7 @@ std::vector<std::string> read_hosts_file(const std::filesystem::path& path) {
   return hosts;
 }
 
-Schedule generate_topology(TopologyKind kind, const GeneratorOptions& options) {
+void check_topology_fits(TopologyKind kind, const GeneratorOptions& options) {
   const int n = options.num_peers;
   if (n < 2)
     throw InputError(
@@ -374,6 +373,22 @@ Schedule generate_topology(TopologyKind kind, const GeneratorOptions& options) {
   if (kind != TopologyKind::kRandomRegular && options.degree != 0)
     throw InputError(
         fmt::format("--degree only applies to random-regular, not {}", topology_kind_name(kind)));
+  if (kind == TopologyKind::kTorus && torus_rows(n) < 2)
+    throw InputError(fmt::format(
+        "torus: {} peers cannot form an R x C grid with R, C >= 2 (use a composite count)", n));
+  if (kind == TopologyKind::kHypercube && (n & (n - 1)) != 0)
+    throw InputError(
+        fmt::format("hypercube: the number of peers must be a power of two, got {}", n));
+  const int k = random_regular_degree(n, options.degree);
+  if (kind == TopologyKind::kRandomRegular && (k < 1 || k > n - 1))
+    throw InputError(
+        fmt::format("random-regular: degree must be in 1..{} for {} peers, got {}", n - 1, n, k));
+  place_endpoints(n, options.hosts, options.base_port, options.placement);  // hosts and ports
+}
+
+Schedule generate_topology(TopologyKind kind, const GeneratorOptions& options) {
+  check_topology_fits(kind, options);
+  const int n = options.num_peers;
   std::vector<Adjacency> phases;
   if (kind == TopologyKind::kOnePeerExponential) {
     for (int k = 0; k < ceil_log2(n); ++k) {

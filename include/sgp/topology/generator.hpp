@@ -78,6 +78,10 @@ struct GeneratorOptions {
 
 // Throws InputError when the options do not fit the kind (N too small, N not a power of two for
 // a hypercube, a prime N for a torus, self weight outside (0, 1), ports beyond 65535, ...).
+// Cheap: checks without building the graph (a sweep checks every kind against every N).
+void check_topology_fits(TopologyKind kind, const GeneratorOptions& options);
+
+// Throws as check_topology_fits does.
 Schedule generate_topology(TopologyKind kind, const GeneratorOptions& options);
 
 // The `sgp topology generate ...` command line that reproduces this schedule (written as a
