@@ -263,6 +263,23 @@ TEST_CASE("errors name the file, the line:column and the key") {
     CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nhidden = [64, 0]\n"),
                    "test.toml:5:15: train.hidden: expected an integer in [1, 65536], got 0"));
   }
+  SUBCASE("a grid of more than 10,000 points is refused before it is expanded") {
+    // 30^4 x 20 = 16.2 million points from a few hundred bytes: expanding them took minutes.
+    std::string text = "name = \"x\"\n[grid]\npeers = [4]\n";
+    const auto list = [](const std::string& key, int count, const std::string& prefix) {
+      std::string line = key + " = [";
+      for (int i = 1; i <= count; ++i)
+        line += (i > 1 ? ", " : "") + prefix + std::to_string(100 + i);  // distinct values
+      return line + "]\n";
+    };
+    text += list("lr", 30, "0.0") + list("momentum", 30, "0.0") + list("seed", 30, "") +
+            list("batch_size", 30, "") + list("weight_decay", 20, "0.0");
+    CHECK(contains(error_of(text), "test.toml: grid: more than 10000 points"));
+    // 30 x 30 x 11 = 9,900 points is within the limit.
+    text = "name = \"x\"\n[grid]\npeers = [4]\n" + list("lr", 30, "0.0") + list("seed", 30, "") +
+           list("batch_size", 11, "");
+    CHECK(parse(text).points.size() == 9900);
+  }
   SUBCASE("TOML syntax") { CHECK(contains(error_of("name = \"x\"\n[grid\n"), "test.toml:2:")); }
 }
 

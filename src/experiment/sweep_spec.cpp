@@ -27,6 +27,9 @@ using peer::Setting;
 using peer::TrainConfig;
 
 constexpr int kMaxPeers = 4096;
+// A grid larger than this is a mistake (10,000 one-epoch runs take weeks), and expanding it
+// would take the time and memory of its size before saying anything.
+constexpr std::uint64_t kMaxPoints = 10000;
 // Grid axes named in the point name's fixed part, in expansion order after algo.
 constexpr std::array<std::string_view, 4> kNamedAxes = {"algo", "self_weight", "gossip_every",
                                                         "seed"};
@@ -333,6 +336,23 @@ void check_fits(const TopologyEntry& topo, int n, const TomlReader& r) {
   }
 }
 
+// algo: set by the caller; self_weight: one point, the topology's own weights; compress: one
+// point, float32
+bool axis_ignored(const Setting& s, const peer::AlgorithmInfo& algo) {
+  return s.key() == "algo" || (s.key() == "self_weight" && !algo.uses_self_weight) ||
+         (s.key() == "compress" && !algo.compressible);
+}
+
+// The number of points combine() makes for one algorithm, topology and N, counted before they
+// are made (saturating: a few short lists can multiply to billions).
+std::uint64_t points_per_start(const std::vector<Axis>& axes, const peer::AlgorithmInfo& algo) {
+  std::uint64_t count = 1;
+  for (const auto& axis : axes)
+    if (!axis_ignored(*axis.setting, algo))
+      count = std::min<std::uint64_t>(count * axis.values.size(), kMaxPoints + 1);
+  return count;
+}
+
 // Every combination of the axes after `first` (algo is expanded by the caller), in order.
 void combine(const std::vector<Axis>& axes, std::size_t i, SweepPoint point,
              std::vector<SweepPoint>& out) {
@@ -341,12 +361,7 @@ void combine(const std::vector<Axis>& axes, std::size_t i, SweepPoint point,
     return;
   }
   const Setting& s = *axes[i].setting;
-  const auto& algo = info(point.config.algo);
-  const bool ignored = s.key() == "algo" || (s.key() == "self_weight" && !algo.uses_self_weight) ||
-                       (s.key() == "compress" && !algo.compressible);
-  // algo: set by the caller; self_weight: one point, the topology's own weights; compress: one
-  // point, float32
-  if (ignored) {
+  if (axis_ignored(s, info(point.config.algo))) {
     combine(axes, i + 1, std::move(point), out);
     return;
   }
@@ -371,6 +386,7 @@ std::vector<std::string> other_axes(const std::vector<Axis>& axes) {
 std::vector<SweepPoint> expand(const Grid& g, const TrainConfig& base, const TomlReader& r,
                                const toml::table& grid_table) {
   std::vector<SweepPoint> points;
+  std::uint64_t planned = 0;
   const Setting& algo_setting = *peer::find_setting("algo");
   for (const auto& [algo, topologies] : algo_plan(g, base, r, grid_table)) {
     for (const auto& topo : *topologies) {
@@ -378,6 +394,10 @@ std::vector<SweepPoint> expand(const Grid& g, const TrainConfig& base, const Tom
         check_fits(topo, n, r);
         SweepPoint p{topo.value, topo.is_file, n, base, other_axes(g.axes)};
         algo_setting.set(p.config, algo);
+        planned += points_per_start(g.axes, info(p.config.algo));
+        if (planned > kMaxPoints)
+          r.fail("grid", fmt::format("more than {} points: split the sweep into several files",
+                                     kMaxPoints));
         if (!info(p.config.algo).uses_self_weight) p.config.self_weight = 0.0;
         if (!info(p.config.algo).compressible) p.config.compress = gossip::Compression::none;
         combine(g.axes, 0, std::move(p), points);
