@@ -9,6 +9,8 @@
 //             scale and axpy), plain TCP and with CURVE (keys in the topology: every byte
 //             encrypted and authenticated by libsodium on both sides), and with --compress fp16
 //             (half the bytes, plus the conversions);
+//   cipher    CURVE's cipher alone (libsodium crypto_box encrypt + open of the message on one
+//             core): the CPU every CURVE byte costs whatever the transport does;
 //   allreduce RingAllReduce over the same links: one exact average of the vector (each peer
 //             sends 2 (N - 1) / N of it, in 2 (N - 1) pipelined steps), ms per op side by side
 //             with one push-sum round (what sgp does per iteration instead).
@@ -18,6 +20,7 @@
 //
 // Usage: bench_gossip [peers=2] [reps=7] [sizes in floats...]  (default: 669706 and 37500000,
 // i.e. the 2.68 MB W1 model and a 150 MB vector)
+#include <sodium.h>
 #include <zmq.h>
 
 #include <algorithm>
@@ -55,6 +58,27 @@ double memcpy_seconds(std::size_t bytes, int reps) {
     std::memcpy(b.data(), a.data(), bytes);
     t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     a[r % bytes] = b[(r * 7) % bytes];  // keep the copy observable
+  }
+  return median(t);
+}
+
+// CURVE's cipher alone: libsodium's crypto_box (XSalsa20-Poly1305, precomputed key, as libzmq
+// uses it per message) encrypting then opening `bytes`, single-threaded. Every CURVE byte costs
+// this on each side, whatever the transport does: the floor of CURVE's extra CPU per round.
+double cipher_seconds(std::size_t bytes, int reps) {
+  std::vector<unsigned char> pk(crypto_box_PUBLICKEYBYTES), sk(crypto_box_SECRETKEYBYTES),
+      key(crypto_box_BEFORENMBYTES), nonce(crypto_box_NONCEBYTES, 0);
+  crypto_box_keypair(pk.data(), sk.data());
+  if (crypto_box_beforenm(key.data(), pk.data(), sk.data()) != 0) std::exit(1);
+  std::vector<unsigned char> plain(bytes, 7), boxed(bytes + crypto_box_MACBYTES), opened(bytes);
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = Clock::now();
+    crypto_box_easy_afternm(boxed.data(), plain.data(), bytes, nonce.data(), key.data());
+    if (crypto_box_open_easy_afternm(opened.data(), boxed.data(), boxed.size(), nonce.data(),
+                                     key.data()) != 0)
+      std::exit(1);
+    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
   return median(t);
 }
@@ -211,6 +235,7 @@ int main(int argc, char** argv) {
     const double t_raw_chunked = raw_zmq_seconds(peers, bytes, reps, chunk_bytes);
     const double t_ps = mixer_seconds(peers, n, reps, false);
     const double t_curve = mixer_seconds(peers, n, reps, true);
+    const double t_cipher = cipher_seconds(bytes, reps);
     sgp::gossip::PushSumConfig fp16;
     fp16.compression = sgp::gossip::Compression::fp16;
     const double t_fp16 = mixer_seconds(peers, n, reps, false, fp16);
@@ -225,6 +250,8 @@ int main(int argc, char** argv) {
                 gb / t_ps);
     std::printf("  push-sum CURVE, %3u ch. %9.3f ms  %7.2f GB/s\n", chunking.chunks(),
                 t_curve * 1e3, gb / t_curve);
+    std::printf("  CURVE's cipher alone    %9.3f ms  %7.2f GB/s (encrypt + open, one core)\n",
+                t_cipher * 1e3, gb / t_cipher);
     std::printf("  push-sum fp16, %3u ch.  %9.3f ms  %7.2f GB/s (of float32 bytes)\n",
                 chunking.chunks(), t_fp16 * 1e3, gb / t_fp16);
     std::printf("  ring allreduce          %9.3f ms  %7.2f GB/s (sends %.2f x the vector)\n",
@@ -234,7 +261,13 @@ int main(int argc, char** argv) {
     std::printf(
         "  ratio push-sum / raw zmq: %.2f (raw as 1 message), %.2f (raw in the same chunks)\n",
         t_raw / t_ps, t_raw_chunked / t_ps);
-    std::printf("  CURVE round time / plain round time: %.2f\n", t_curve / t_ps);
+    // Each peer encrypts what it sends and opens what it receives: peers x t_cipher of CPU per
+    // round, spread over the cores at best.
+    const double cores = std::max(1u, std::thread::hardware_concurrency());
+    std::printf(
+        "  CURVE round time / plain round time: %.2f (the cipher alone adds >= %.2f ms per round "
+        "on %.0f cores)\n",
+        t_curve / t_ps, peers * t_cipher / std::min<double>(peers, cores) * 1e3, cores);
   }
   return 0;
 }
