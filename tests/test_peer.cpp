@@ -83,6 +83,8 @@ TEST_CASE("percentiles skip the warm-up iterations") {
   const auto p = percentiles(times, 20);
   CHECK(p.median == 6.0);
   CHECK(p.p90 == 10.0);
+  CHECK(p.mean == 6.0);
+  CHECK(percentiles({1.0, 2.0, 9.0}, 0).mean == 4.0);  // the mean counts every slow step
   CHECK(percentiles({}, 20).median == 0.0);
 }
 

@@ -51,3 +51,21 @@ TEST_CASE("hosts sharing a run directory: the launcher that finishes last writes
   summarize_launch(dir.path(), {0}, {});
   CHECK(summary_in(dir.path())["missing_peers"] == json::array({1}));
 }
+
+TEST_CASE("summary.json: ms/iteration is the median over the peers of their medians and means") {
+  sgp::testing::TempDir dir;
+  write(dir / "config.json", {{"command", "launch"}, {"peers", 3}});
+  // Three time-sliced peers: steps of 2 ms uninterrupted, 3-5 ms on average.
+  const double means[] = {3.0, 5.0, 4.0};
+  for (int rank = 0; rank < 3; ++rank) {
+    write(dir / ("peer-" + std::to_string(rank) + "-summary.json"),
+          {{"rank", rank},
+           {"peers", 3},
+           {"iterations", 10},
+           {"median_iteration_ms", 2.0 + rank},
+           {"mean_iteration_ms", means[rank]}});
+  }
+  summarize_launch(dir.path(), {0, 1, 2}, {});
+  CHECK(summary_in(dir.path())["median_iteration_ms"] == 3.0);
+  CHECK(summary_in(dir.path())["mean_iteration_ms"] == 4.0);
+}

@@ -63,6 +63,7 @@ void fields(S& s, V& v) {
   v("final_test_loss", s.final_test_loss);
   v("median_iteration_ms", s.median_iteration_ms);
   v("p90_iteration_ms", s.p90_iteration_ms);
+  v("mean_iteration_ms", s.mean_iteration_ms);
   v("samples_per_second", s.samples_per_second);
   v("wall_time_s", s.wall_time_s);
   v("weight", s.weight);
@@ -106,6 +107,7 @@ void fields(S& s, V& v) {
   v("max_peer_accuracy", s.max_peer_accuracy);
   v("median_iteration_ms", s.median_iteration_ms);
   v("p90_iteration_ms", s.p90_iteration_ms);
+  v("mean_iteration_ms", s.mean_iteration_ms);
   v("bytes_sent_per_iteration", s.bytes_sent_per_iteration);
   v("wall_time_s", s.wall_time_s);
   v("sum_of_weights", s.sum_of_weights);
@@ -193,11 +195,12 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
   }
   if (!peers.empty()) {
     const auto n = static_cast<double>(peers.size());
-    std::vector<double> accuracy, median_ms;
+    std::vector<double> accuracy, median_ms, mean_ms;
     double bytes = 0.0, weights = 0.0;
     for (const auto& p : peers) {
       accuracy.push_back(p.final_test_accuracy);
       median_ms.push_back(p.median_iteration_ms);
+      mean_ms.push_back(p.mean_iteration_ms);
       bytes += p.bytes_sent_per_iteration.value_or(0.0);
       weights += p.weight.value_or(1.0);
     }
@@ -209,6 +212,7 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
     out.min_peer_accuracy = *std::min_element(accuracy.begin(), accuracy.end());
     out.max_peer_accuracy = *std::max_element(accuracy.begin(), accuracy.end());
     out.median_iteration_ms = percentiles(median_ms, 0).median;
+    out.mean_iteration_ms = percentiles(mean_ms, 0).median;
     out.p90_iteration_ms = std::max_element(peers.begin(), peers.end(), [](auto& a, auto& b) {
                              return a.p90_iteration_ms < b.p90_iteration_ms;
                            })->p90_iteration_ms;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <thread>
 
@@ -96,7 +97,9 @@ Percentiles percentiles(std::vector<double> values, std::size_t skip) {
     std::nth_element(values.begin(), values.begin() + k, values.end());
     return values[k];
   };
-  return {at(0.5), at(0.9)};
+  const double mean =
+      std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+  return {at(0.5), at(0.9), mean};
 }
 
 struct Trainer::State {
@@ -415,6 +418,7 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
   summary.final_test_loss = t.last_eval.loss;
   summary.median_iteration_ms = 1e3 * times.median;
   summary.p90_iteration_ms = 1e3 * times.p90;
+  summary.mean_iteration_ms = 1e3 * times.mean;
   summary.samples_per_second = static_cast<double>(t.samples) / train_seconds;
   summary.wall_time_s = wall;
   if (s.engine) {

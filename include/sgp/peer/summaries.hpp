@@ -31,6 +31,9 @@ struct PeerSummary {
   double final_test_loss = 0.0;
   double median_iteration_ms = 0.0;  // first 20 iterations skipped
   double p90_iteration_ms = 0.0;
+  // The rate the peer trains at: with more peers than cores, a time-sliced peer's median is its
+  // uninterrupted step, while the mean also counts the time other peers held its core.
+  double mean_iteration_ms = 0.0;   // first 20 iterations skipped, evaluations excluded
   double samples_per_second = 0.0;  // training steps only, for benchmarks
   double wall_time_s = 0.0;
   // With gossip:
@@ -73,6 +76,7 @@ struct RunSummary {
   std::optional<double> mean_peer_accuracy, min_peer_accuracy, max_peer_accuracy;
   std::optional<double> median_iteration_ms;       // median over the peers' medians
   std::optional<double> p90_iteration_ms;          // max over the peers
+  std::optional<double> mean_iteration_ms;         // median over the peers' means
   std::optional<double> bytes_sent_per_iteration;  // mean over the peers
   std::optional<double> wall_time_s;               // max over the peers
   std::optional<double> sum_of_weights;            // push-sum mass: N when nothing was lost

@@ -34,9 +34,9 @@ std::int64_t iterations_per_epoch(std::size_t train_size, int num_peers, int bat
 // The iterations a run of these settings trains (--epochs, capped by --max-iterations).
 std::int64_t total_iterations(const TrainConfig& config, std::int64_t per_epoch);
 
-// Median and 90th percentile of `values` (copied), ignoring the first `skip` entries.
+// Median, 90th percentile and mean of `values` (copied), ignoring the first `skip` entries.
 struct Percentiles {
-  double median = 0.0, p90 = 0.0;
+  double median = 0.0, p90 = 0.0, mean = 0.0;
 };
 Percentiles percentiles(std::vector<double> values, std::size_t skip);
 
