@@ -50,8 +50,8 @@ struct TrainConfig {
   // peers and gossip (sgp peer / sgp launch)
   std::string topology;  // DOT file
   Algorithm algo = Algorithm::sgp;
-  int tau = 1;                     // osgp: staleness bound in rounds
-  std::string comm_thread = "on";  // osgp: on | off | auto (the engine's comm_thread)
+  int tau = 1;                       // osgp: staleness bound in rounds
+  std::string comm_thread = "auto";  // osgp: on | off | auto (the engine's comm_thread)
   gossip::Compression compress = gossip::Compression::none;  // push-sum payloads as 16 bits
   int gossip_every = 1;                                      // H: gossip once every H iterations
   double self_weight = 0.0;           // > 0: mixing rate a overriding the file's weights
