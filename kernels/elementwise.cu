@@ -142,35 +142,36 @@ struct SgdOp {
 };
 
 template <bool kRelu>
-__device__ __forceinline__ float bias_act(float y, float b) {
-  const float s = y + b;
+__device__ __forceinline__ float bias_act(float y, float b, float scale) {
+  const float s = y + scale * b;
   return kRelu && s < 0.0f ? 0.0f : s;  // like std::max(s, 0.0f) of the CPU backend
 }
 
 // y viewed as float4 [rows x cols4]; needs cols % 4 == 0 and y, bias 16-byte aligned.
 template <bool kRelu>
 __global__ void __launch_bounds__(kThreads)
-    bias_act_vec_kernel(float* y, const float* bias, std::size_t total_vec, unsigned cols_vec) {
+    bias_act_vec_kernel(float* y, const float* bias, float scale, std::size_t total_vec,
+                        unsigned cols_vec) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < total_vec; i += stride) {
     float4 v = load4(y, i);
     const float4 b = load4(bias, i % cols_vec);
-    v.x = bias_act<kRelu>(v.x, b.x);
-    v.y = bias_act<kRelu>(v.y, b.y);
-    v.z = bias_act<kRelu>(v.z, b.z);
-    v.w = bias_act<kRelu>(v.w, b.w);
+    v.x = bias_act<kRelu>(v.x, b.x, scale);
+    v.y = bias_act<kRelu>(v.y, b.y, scale);
+    v.z = bias_act<kRelu>(v.z, b.z, scale);
+    v.w = bias_act<kRelu>(v.w, b.w, scale);
     store4(y, i, v);
   }
 }
 
 template <bool kRelu>
 __global__ void __launch_bounds__(kThreads)
-    bias_act_kernel(float* y, const float* bias, std::size_t total, unsigned cols) {
+    bias_act_kernel(float* y, const float* bias, float scale, std::size_t total, unsigned cols) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += stride) {
-    y[i] = bias_act<kRelu>(y[i], bias[i % cols]);
+    y[i] = bias_act<kRelu>(y[i], bias[i % cols], scale);
   }
 }
 
@@ -208,7 +209,7 @@ cudaError_t sgd_update(float* params, const float* grads, float* velocity, std::
 }
 
 cudaError_t bias_activation_forward(float* y, const float* bias, int rows, int cols, bool relu,
-                                    const Launch& launch) {
+                                    float bias_scale, const Launch& launch) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   const std::size_t total = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   const bool vectorise = cols % 4 == 0 && aligned16(y) && aligned16(bias);
@@ -217,18 +218,21 @@ cudaError_t bias_activation_forward(float* y, const float* bias, int rows, int c
     const unsigned cols_vec = static_cast<unsigned>(cols / 4);
     const int grid = grid_for(total_vec, launch.max_blocks);
     if (relu) {
-      bias_act_vec_kernel<true><<<grid, kThreads, 0, launch.stream>>>(y, bias, total_vec, cols_vec);
+      bias_act_vec_kernel<true>
+          <<<grid, kThreads, 0, launch.stream>>>(y, bias, bias_scale, total_vec, cols_vec);
     } else {
       bias_act_vec_kernel<false>
-          <<<grid, kThreads, 0, launch.stream>>>(y, bias, total_vec, cols_vec);
+          <<<grid, kThreads, 0, launch.stream>>>(y, bias, bias_scale, total_vec, cols_vec);
     }
   } else {
     const int grid = grid_for(total, launch.max_blocks);
     const unsigned ucols = static_cast<unsigned>(cols);
     if (relu) {
-      bias_act_kernel<true><<<grid, kThreads, 0, launch.stream>>>(y, bias, total, ucols);
+      bias_act_kernel<true>
+          <<<grid, kThreads, 0, launch.stream>>>(y, bias, bias_scale, total, ucols);
     } else {
-      bias_act_kernel<false><<<grid, kThreads, 0, launch.stream>>>(y, bias, total, ucols);
+      bias_act_kernel<false>
+          <<<grid, kThreads, 0, launch.stream>>>(y, bias, bias_scale, total, ucols);
     }
   }
   return cudaGetLastError();

@@ -23,8 +23,8 @@ cudaError_t relu_backward(float* dy, const float* y, std::size_t n, const Launch
 // g = grad + wd * p;  v = mu * v + g;  p -= lr * (nesterov ? g + mu * v : v)
 cudaError_t sgd_update(float* params, const float* grads, float* velocity, std::size_t n, float lr,
                        float momentum, float weight_decay, bool nesterov, const Launch& launch);
-// y[r, c] += bias[c], then max(y, 0) when relu; y is [rows x cols] row-major.
+// y[r, c] += bias_scale * bias[c], then max(y, 0) when relu; y is [rows x cols] row-major.
 cudaError_t bias_activation_forward(float* y, const float* bias, int rows, int cols, bool relu,
-                                    const Launch& launch);
+                                    float bias_scale, const Launch& launch);
 
 }  // namespace sgp::kernels

@@ -61,7 +61,7 @@ TEST_CASE("bias, ReLU and their backward passes") {
   CpuBackend backend;
   std::vector<float> y = {-1.0f, 0.5f, 2.0f, -3.0f, 0.0f, 1.0f};
   const std::vector<float> bias = {0.5f, -1.0f, 0.0f};
-  backend.bias_activation_forward(y.data(), bias.data(), 2, 3, true);
+  backend.bias_activation_forward(y.data(), bias.data(), 2, 3, true, 1.0f);
   CHECK(y == std::vector<float>{0.0f, 0.0f, 2.0f, 0.0f, 0.0f, 1.0f});
   std::vector<float> dy = {1, 2, 3, 4, 5, 6};
   backend.relu_backward(dy.data(), y.data(), dy.size());
@@ -70,8 +70,15 @@ TEST_CASE("bias, ReLU and their backward passes") {
   backend.bias_backward(dy.data(), 2, 3, db.data());
   CHECK(db == std::vector<float>{0, 0, 9});
   std::vector<float> linear = {1, 2, 3};
-  backend.bias_activation_forward(linear.data(), bias.data(), 1, 3, false);
+  backend.bias_activation_forward(linear.data(), bias.data(), 1, 3, false, 1.0f);
   CHECK(linear == std::vector<float>{1.5f, 1.0f, 3.0f});
+  // A scaled bias (parameters kept as push-sum's x = w * z), then the ReLU on the scaled sum.
+  std::vector<float> scaled = {1, 2, 3};
+  backend.bias_activation_forward(scaled.data(), bias.data(), 1, 3, false, 2.0f);
+  CHECK(scaled == std::vector<float>{2.0f, 0.0f, 3.0f});
+  std::vector<float> clipped = {0, 1, -1};
+  backend.bias_activation_forward(clipped.data(), bias.data(), 1, 3, true, 4.0f);
+  CHECK(clipped == std::vector<float>{2.0f, 0.0f, 0.0f});
 }
 
 TEST_CASE("softmax cross-entropy: loss, gradient and accuracy against hand values") {

@@ -115,8 +115,15 @@ TEST_CASE("cuda bias + ReLU forward, ReLU backward and bias backward match the C
       for (bool relu : {false, true}) {
         std::vector<float> y = random_vector(size, 6);
         OnGpu<float> gy(b.gpu, y, offset);
-        b.cpu.bias_activation_forward(y.data(), bias.data(), s.rows, s.cols, relu);
-        b.gpu.bias_activation_forward(gy.data(), gbias.data(), s.rows, s.cols, relu);
+        // A scaled bias (push-sum's 1 / w): the GPU may fuse y + s * b into one rounding, the
+        // CPU rounds twice, so the two agree to an ulp of the sum.
+        std::vector<float> scaled = y;
+        OnGpu<float> gscaled(b.gpu, y, offset);
+        b.cpu.bias_activation_forward(scaled.data(), bias.data(), s.rows, s.cols, relu, 0.7f);
+        b.gpu.bias_activation_forward(gscaled.data(), gbias.data(), s.rows, s.cols, relu, 0.7f);
+        check_close(gscaled.to_host(), scaled, 2e-7, "scaled bias_activation_forward " + where);
+        b.cpu.bias_activation_forward(y.data(), bias.data(), s.rows, s.cols, relu, 1.0f);
+        b.gpu.bias_activation_forward(gy.data(), gbias.data(), s.rows, s.cols, relu, 1.0f);
         check_equal(gy.to_host(), y, "bias_activation_forward " + where);
         if (!relu) continue;
         std::vector<float> dy = random_vector(size, 7);

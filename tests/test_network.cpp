@@ -1,6 +1,8 @@
 // Networks built from layer lists: finite-difference gradient checks that put every layer kind
 // (Linear, ReLU fused and not, Conv2d with stride and padding, MaxPool2d and AvgPool2d with and
 // without overlapping windows, Flatten) at odd sizes and batch 1, and the parameter layout.
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -124,4 +126,44 @@ TEST_CASE("a forward-only network refuses to compute gradients; batches are boun
       net.forward_backward(params.data(), b.inputs.data(), b.labels.data(), 1, grads.data()),
       sgp::InvariantError);
   CHECK_THROWS_AS(net.forward(params.data(), b.inputs.data(), 3), sgp::InvariantError);
+}
+
+// Push-sum trains at z = x / w without writing z: the network folds 1 / w into each layer.
+TEST_CASE("parameters with a scale give the loss and gradient of the scaled parameters") {
+  constexpr int kClasses = 4, kBatch = 3;
+  const Shape input{6, 6, 2};
+  CpuBackend backend;
+  for (const char* model : {"mlp:7,5", "layers:conv3k3p1,relu,maxpool2,flatten,linear6,relu"}) {
+    CAPTURE(model);
+    Network net(backend, parse_model_spec(model), input, kClasses, kBatch);
+    const auto z = net.initial_parameters(11);
+    const Batch b = random_batch(input, kBatch, kClasses, 12);
+    std::vector<float> z_grads(z.size()), x_grads(z.size());
+    const double z_loss =
+        net.forward_backward(z.data(), b.inputs.data(), b.labels.data(), kBatch, z_grads.data());
+    for (const double w : {0.5, 0.37, 1.9}) {
+      CAPTURE(w);
+      std::vector<float> x(z.size());
+      for (std::size_t i = 0; i < z.size(); ++i) x[i] = static_cast<float>(z[i] * w);
+      const double x_loss = net.forward_backward(x.data(), b.inputs.data(), b.labels.data(), kBatch,
+                                                 x_grads.data(), static_cast<float>(1 / w));
+      CHECK(x_loss == doctest::Approx(z_loss).epsilon(1e-5));
+      double worst = 0.0, largest = 0.0;
+      for (std::size_t i = 0; i < z.size(); ++i) {
+        worst = std::max(worst, static_cast<double>(std::abs(x_grads[i] - z_grads[i])));
+        largest = std::max(largest, static_cast<double>(std::abs(z_grads[i])));
+      }
+      CHECK(worst <= 1e-5 * largest);
+      // Unscaled, x is a different model: the check above can fail.
+      net.forward_backward(x.data(), b.inputs.data(), b.labels.data(), kBatch, x_grads.data());
+      CHECK(x_grads != z_grads);
+    }
+  }
+  Network net(backend, parse_model_spec("mlp:3"), input, kClasses, kBatch);
+  const auto params = net.initial_parameters(0);
+  const Batch b = random_batch(input, kBatch, kClasses, 1);
+  std::vector<float> grads(params.size());
+  CHECK_THROWS_AS(net.forward_backward(params.data(), b.inputs.data(), b.labels.data(), kBatch,
+                                       grads.data(), 0.0f),
+                  sgp::InvariantError);
 }

@@ -63,14 +63,14 @@ void CpuBackend::gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k,
               beta, c, ldc);
 }
 
-void CpuBackend::bias_activation_forward(float* y, const float* bias, int rows, int cols,
-                                         bool relu) {
+void CpuBackend::bias_activation_forward(float* y, const float* bias, int rows, int cols, bool relu,
+                                         float bias_scale) {
   for (int r = 0; r < rows; ++r) {
     float* row = y + static_cast<std::size_t>(r) * cols;
     if (relu) {
-      for (int c = 0; c < cols; ++c) row[c] = std::max(row[c] + bias[c], 0.0f);
+      for (int c = 0; c < cols; ++c) row[c] = std::max(row[c] + bias_scale * bias[c], 0.0f);
     } else {
-      for (int c = 0; c < cols; ++c) row[c] += bias[c];
+      for (int c = 0; c < cols; ++c) row[c] += bias_scale * bias[c];
     }
   }
 }

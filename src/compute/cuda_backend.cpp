@@ -312,9 +312,10 @@ void CudaBackend::gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k
 // --- neural-network operations ------------------------------------------------------------------
 
 void CudaBackend::bias_activation_forward(float* y, const float* bias, int rows, int cols,
-                                          bool relu) {
+                                          bool relu, float bias_scale) {
   state_->activate();
-  SGP_CUDA_CHECK(kernels::bias_activation_forward(y, bias, rows, cols, relu, state_->launch));
+  SGP_CUDA_CHECK(
+      kernels::bias_activation_forward(y, bias, rows, cols, relu, bias_scale, state_->launch));
 }
 
 void CudaBackend::relu_backward(float* dy, const float* y, std::size_t n) {

@@ -28,10 +28,10 @@ void Conv2d::forward(const LayerPass& p) {
   const int rows = static_cast<int>(w.positions()), channels = output_.channels;
   backend_.im2col(p.input, w, p.workspace);
   // output[rows x C] = cols[rows x patch] * W^T, then + b (and the fused ReLU)
-  backend_.gemm(Transpose::no, Transpose::yes, rows, channels, patch_, 1.0f, p.workspace, patch_,
-                p.params, patch_, 0.0f, p.output, channels);
+  backend_.gemm(Transpose::no, Transpose::yes, rows, channels, patch_, p.param_scale, p.workspace,
+                patch_, p.params, patch_, 0.0f, p.output, channels);
   backend_.bias_activation_forward(p.output, p.params + static_cast<std::size_t>(patch_) * channels,
-                                   rows, channels, relu_);
+                                   rows, channels, relu_, p.param_scale);
 }
 
 void Conv2d::backward(const LayerPass& p) {
@@ -45,8 +45,8 @@ void Conv2d::backward(const LayerPass& p) {
                          p.grads + static_cast<std::size_t>(patch_) * channels);
   if (p.d_input) {
     // d cols[rows x patch] = d_output[rows x C] * W[C x patch], then back onto the image.
-    backend_.gemm(Transpose::no, Transpose::no, rows, patch_, channels, 1.0f, p.d_output, channels,
-                  p.params, patch_, 0.0f, p.workspace, patch_);
+    backend_.gemm(Transpose::no, Transpose::no, rows, patch_, channels, p.param_scale, p.d_output,
+                  channels, p.params, patch_, 0.0f, p.workspace, patch_);
     backend_.col2im(p.workspace, w, p.d_input);
   }
 }

@@ -13,9 +13,12 @@ namespace sgp::model {
 // The buffers of one layer for one call (all in backend memory).
 struct LayerPass {
   const float* params = nullptr;  // this layer's slice of the parameters
-  float* grads = nullptr;         // this layer's slice of the gradient (backward only)
-  const float* input = nullptr;   // [batch x input shape]
-  float* output = nullptr;        // [batch x output shape]; == input for an in-place layer
+  // The layer computes with params * param_scale, never written out: push-sum keeps x = w * z
+  // and the gradient is taken at z, so x / w goes into each GEMM's alpha and the bias add.
+  float param_scale = 1.0f;
+  float* grads = nullptr;        // this layer's slice of the gradient (backward only)
+  const float* input = nullptr;  // [batch x input shape]
+  float* output = nullptr;       // [batch x output shape]; == input for an in-place layer
   const float* d_output = nullptr;
   float* d_input = nullptr;    // null: no layer before needs the input gradient; for an in-place
                                // layer, == d_output

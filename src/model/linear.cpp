@@ -15,9 +15,9 @@ void Linear::forward(const LayerPass& p) {
   const float* weights = p.params;
   const float* bias = p.params + static_cast<std::size_t>(inputs_) * outputs_;
   // output[B x out] = input[B x in] * W^T, then + b (and the fused ReLU)
-  backend_.gemm(Transpose::no, Transpose::yes, p.batch, outputs_, inputs_, 1.0f, p.input, inputs_,
-                weights, inputs_, 0.0f, p.output, outputs_);
-  backend_.bias_activation_forward(p.output, bias, p.batch, outputs_, relu_);
+  backend_.gemm(Transpose::no, Transpose::yes, p.batch, outputs_, inputs_, p.param_scale, p.input,
+                inputs_, weights, inputs_, 0.0f, p.output, outputs_);
+  backend_.bias_activation_forward(p.output, bias, p.batch, outputs_, relu_, p.param_scale);
 }
 
 void Linear::backward(const LayerPass& p) {
@@ -28,8 +28,8 @@ void Linear::backward(const LayerPass& p) {
   backend_.bias_backward(p.d_output, p.batch, outputs_, p.grads + weight_count);
   if (p.d_input) {
     // d_input[B x in] = d_output[B x out] * W[out x in]
-    backend_.gemm(Transpose::no, Transpose::no, p.batch, inputs_, outputs_, 1.0f, p.d_output,
-                  outputs_, p.params, inputs_, 0.0f, p.d_input, inputs_);
+    backend_.gemm(Transpose::no, Transpose::no, p.batch, inputs_, outputs_, p.param_scale,
+                  p.d_output, outputs_, p.params, inputs_, 0.0f, p.d_input, inputs_);
   }
 }
 

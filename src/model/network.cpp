@@ -105,10 +105,12 @@ void Network::check_batch(int batch) const {
   SGP_ENFORCE(batch >= 1 && batch <= max_batch_, "batch {} outside 1..{}", batch, max_batch_);
 }
 
-const float* Network::forward(const float* params, const float* inputs, int batch) {
+const float* Network::forward(const float* params, const float* inputs, int batch,
+                              float param_scale) {
   check_batch(batch);
   LayerPass pass;
   pass.batch = batch;
+  pass.param_scale = param_scale;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     pass.workspace = workspace_.data() + workspace_offsets_[l];
     pass.params = params + offsets_[l];
@@ -120,18 +122,23 @@ const float* Network::forward(const float* params, const float* inputs, int batc
 }
 
 double Network::forward_backward(const float* params, const float* inputs,
-                                 const std::int32_t* labels, int batch, float* grads) {
-  queue_forward_backward(params, inputs, labels, batch, grads);
+                                 const std::int32_t* labels, int batch, float* grads,
+                                 float param_scale) {
+  queue_forward_backward(params, inputs, labels, batch, grads, param_scale);
   return backend_.queued_loss();
 }
 
 void Network::queue_forward_backward(const float* params, const float* inputs,
-                                     const std::int32_t* labels, int batch, float* grads) {
+                                     const std::int32_t* labels, int batch, float* grads,
+                                     float param_scale) {
   SGP_ENFORCE(deltas_.back() != nullptr, "forward_backward on a forward-only network");
-  const float* logits = forward(params, inputs, batch);
+  SGP_ENFORCE(param_scale > 0.0f && std::isfinite(param_scale),
+              "parameter scale must be positive and finite, got {}", param_scale);
+  const float* logits = forward(params, inputs, batch, param_scale);
   backend_.queue_softmax_cross_entropy(logits, labels, batch, classes_, deltas_.back());
   LayerPass pass;
   pass.batch = batch;
+  pass.param_scale = param_scale;
   pass.workspace_kept = true;  // forward_backward needs gradient buffers: workspaces are own
   for (std::size_t l = layers_.size(); l-- > 0;) {
     pass.workspace = workspace_.data() + workspace_offsets_[l];

@@ -211,13 +211,21 @@ struct Trainer::State {
     async = dynamic_cast<gossip::AsyncPushSum*>(engine.get());
   }
 
-  // The parameters the gradient is taken at: z = x / w with gossip, x itself without.
+  // z = x / w, the de-biased parameters that are evaluated and saved: x itself without gossip.
   // With w exactly 1 (every doubly-stochastic schedule keeps it there) z = x bit for bit, so the
   // pass over the parameters is skipped. x is never in flight outside mix().
   const float* debiased() {
     if (!engine || engine->weight() == 1.0) return x.data();
     engine->debias(z.data());
     return z.data();
+  }
+
+  // 1 / w: what the network scales x by to compute at z (1 without gossip).
+  float debias_scale() const {
+    if (!engine) return 1.0f;
+    const double w = engine->weight();
+    SGP_ENFORCE(w > 0.0 && std::isfinite(w), "push-sum weight must be positive, got {}", w);
+    return static_cast<float>(1.0 / w);
   }
 
   void save_checkpoint(std::int64_t iteration) {
@@ -310,8 +318,9 @@ double Trainer::step(std::int64_t it, Tally& t) {
   State& s = *state_;
   const auto step_start = Clock::now();
   const int batch = s.loader.load(s.sampler.next());
-  s.net.queue_forward_backward(s.debiased(), s.loader.images(), s.loader.labels(), batch,
-                               s.grads.data());
+  // The gradient at z = x / w, with 1 / w folded into each layer (no pass writes z).
+  s.net.queue_forward_backward(s.x.data(), s.loader.images(), s.loader.labels(), batch,
+                               s.grads.data(), s.debias_scale());
   const double lr = s.lr.at(it);
   s.sgd.step(s.x.data(), s.grads.data(), static_cast<float>(lr));
   // Read after the whole step is queued (GPU: one wait per step). A non-finite loss stops the run

@@ -28,9 +28,9 @@ class StagedCpuBackend final : public compute::Backend {
             int ldc) override {
     cpu_.gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
-  void bias_activation_forward(float* y, const float* bias, int rows, int cols,
-                               bool relu) override {
-    cpu_.bias_activation_forward(y, bias, rows, cols, relu);
+  void bias_activation_forward(float* y, const float* bias, int rows, int cols, bool relu,
+                               float bias_scale) override {
+    cpu_.bias_activation_forward(y, bias, rows, cols, relu, bias_scale);
   }
   void relu_backward(float* dy, const float* y, std::size_t n) override {
     cpu_.relu_backward(dy, y, n);

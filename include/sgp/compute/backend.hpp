@@ -66,9 +66,10 @@ class Backend {
                     int ldc) = 0;
 
   // --- neural-network operations ---------------------------------------------------------------
-  // y[r,c] += bias[c]; then, if relu, y = max(y, 0).
-  virtual void bias_activation_forward(float* y, const float* bias, int rows, int cols,
-                                       bool relu) = 0;
+  // y[r,c] += bias_scale * bias[c]; then, if relu, y = max(y, 0). (bias_scale: parameters kept
+  // scaled, as push-sum's x = w * z; 1 leaves the sum bit for bit as y + bias.)
+  virtual void bias_activation_forward(float* y, const float* bias, int rows, int cols, bool relu,
+                                       float bias_scale) = 0;
   // dy[i] = y[i] > 0 ? dy[i] : 0  (y is the ReLU output of the forward pass).
   virtual void relu_backward(float* dy, const float* y, std::size_t n) = 0;
   // db[c] = sum_r dy[r,c].

@@ -60,7 +60,8 @@ class CudaBackend final : public Backend {
   void gemm(Transpose trans_a, Transpose trans_b, int m, int n, int k, float alpha, const float* a,
             int lda, const float* b, int ldb, float beta, float* c, int ldc) override;
 
-  void bias_activation_forward(float* y, const float* bias, int rows, int cols, bool relu) override;
+  void bias_activation_forward(float* y, const float* bias, int rows, int cols, bool relu,
+                               float bias_scale) override;
   void relu_backward(float* dy, const float* y, std::size_t n) override;
   void bias_backward(const float* dy, int rows, int cols, float* db) override;
   double softmax_cross_entropy(const float* logits, const std::int32_t* labels, int rows, int cols,

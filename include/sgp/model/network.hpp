@@ -45,17 +45,19 @@ class Network {
   std::vector<float> initial_parameters(std::uint64_t seed) const;
 
   // Forward pass; returns the logits [batch x classes] in backend memory (valid until the next
-  // call). inputs: [batch x input size] in backend memory.
-  const float* forward(const float* params, const float* inputs, int batch);
+  // call). inputs: [batch x input size] in backend memory. Every pass computes with
+  // params * param_scale without writing it out (push-sum's z = x / w: param_scale = 1 / w).
+  const float* forward(const float* params, const float* inputs, int batch,
+                       float param_scale = 1.0f);
 
   // Forward and backward; writes d(mean loss)/d(params) into grads (same layout as params) and
   // returns the mean loss over the batch.
   double forward_backward(const float* params, const float* inputs, const std::int32_t* labels,
-                          int batch, float* grads);
+                          int batch, float* grads, float param_scale = 1.0f);
   // The same, enqueued only: the loss is the backend's queued_loss(), read once the whole step is
   // queued (a GPU then runs the whole step without waiting for the host in between).
   void queue_forward_backward(const float* params, const float* inputs, const std::int32_t* labels,
-                              int batch, float* grads);
+                              int batch, float* grads, float param_scale = 1.0f);
 
  private:
   void add_layer(const LayerSpec& spec, Shape input, bool with_gradients);
