@@ -12,6 +12,7 @@
 
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/error.hpp"
+#include "sgp/gossip/push_sum_arithmetic.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/topology/analysis.hpp"
@@ -95,6 +96,19 @@ TEST_CASE("sync push-sum reaches the exact mean and conserves weight every round
       for (const auto& r : results) CHECK(r.metrics.rejected_total() == 0);
     }
   }
+}
+
+TEST_CASE("an overlap round's snapshot and kept share in one pass equal a copy, then a scale") {
+  compute::CpuBackend backend;
+  std::vector<float> x(1001);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i)) * 3.7f;
+  std::vector<float> copied = x, kept = x, snapshot(x.size());
+  const double self_weight = 1.0 / 3.0;  // not a power of two: the product is rounded
+  gossip::keep_share(backend, copied.data(), copied.size(), self_weight);
+  gossip::snapshot_and_keep_share(kept.data(), snapshot.data(), kept.size(), self_weight);
+  CHECK(snapshot == x);
+  CHECK(kept == copied);
+  CHECK(kept != x);
 }
 
 TEST_CASE("overlap push-sum (tau 0, 1, 2) converges and conserves mass after finish") {

@@ -158,17 +158,14 @@ std::string PushSumEngine::rejects_from(const std::vector<int>& ranks) const {
   return fmt::format("; messages rejected {}", fmt::join(parts, "; "));
 }
 
-// The buffer this round's pushes read: x itself (host memory, sync mode: zero copy), or a host
-// snapshot/staging buffer that is free (overlap mode: the caller goes on modifying x; GPU: x is
-// not host memory).
+// The buffer this round's pushes read, but for overlap on the host (snapshot_and_keep): x itself
+// (host memory, sync mode: zero copy), or a free host staging buffer for x in device memory.
 const float* PushSumEngine::stage_for_send() {
-  if (host_x_ && config_.mode == Mode::sync) return x_;
+  if (host_x_) return x_;
   const std::size_t max_buffers = config_.mode == Mode::sync ? 1 : config_.tau + 2;
   float* buffer = free_buffer(staging_, n_ * sizeof(float), max_buffers);
   const auto copy_start = Clock::now();
-  if (host_x_) {
-    backend_.copy(buffer, x_, n_ * sizeof(float));
-  } else if (config_.mode == Mode::sync) {
+  if (config_.mode == Mode::sync) {
     backend_.download_async(buffer, x_, n_ * sizeof(float));
     backend_.wait_transfers();
   } else {
@@ -181,6 +178,17 @@ const float* PushSumEngine::stage_for_send() {
   }
   std::lock_guard lock(metrics_mutex_);
   metrics_.send_seconds += seconds_since(copy_start);
+  return buffer;
+}
+
+// Overlap mode, x in host memory: a free send buffer gets x while x keeps p_ii of itself, in one
+// pass over x instead of a copy and then a scale (w is scaled once the round is sent).
+const float* PushSumEngine::snapshot_and_keep(std::int64_t round) {
+  float* buffer = free_buffer(staging_, n_ * sizeof(float), config_.tau + 2);
+  const auto start = Clock::now();
+  snapshot_and_keep_share(x_, buffer, n_, schedule_.self_weight(rank_, round));
+  std::lock_guard lock(metrics_mutex_);
+  metrics_.send_seconds += seconds_since(start);
   return buffer;
 }
 
@@ -295,10 +303,18 @@ void PushSumEngine::mix() {
   const std::int64_t r = round_;
   const auto& edges = schedule_.out_edges(rank_, r);
   const bool compressed = config_.compression != Compression::none;
+  const bool overlap_on_host = config_.mode == Mode::overlap && host_x_;
   const std::byte* src = nullptr;
   if (!edges.empty()) {
-    // Compressed: x keeps its share as it is rounded, so only w is left to scale below.
-    src = compressed ? compress_for_send(r) : reinterpret_cast<const std::byte*>(stage_for_send());
+    // Compressed, or overlap on the host: x keeps its share as it is staged, so only w is left to
+    // scale below.
+    if (compressed) {
+      src = compress_for_send(r);
+    } else if (overlap_on_host) {
+      src = reinterpret_cast<const std::byte*>(snapshot_and_keep(r));
+    } else {
+      src = reinterpret_cast<const std::byte*>(stage_for_send());
+    }
     const auto start = Clock::now();
     std::vector<transport::ReleaseFn> releases;
     for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
@@ -328,8 +344,8 @@ void PushSumEngine::mix() {
   if (config_.mode == Mode::overlap) {
     // OSGP: keep p_ii of (x, w) now; add arrivals (whole messages) as they come; wait only on
     // lag > tau.
-    if (src != nullptr && compressed) {
-      w_ *= schedule_.self_weight(rank_, r);
+    if (src != nullptr && (compressed || overlap_on_host)) {
+      w_ = kept_weight(w_, schedule_.self_weight(rank_, r));
     } else {
       scale_self(r);
     }

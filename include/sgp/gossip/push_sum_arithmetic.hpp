@@ -16,6 +16,16 @@ inline void keep_share(compute::Backend& backend, float* x, std::size_t n, doubl
 
 inline double kept_weight(double w, double self_weight) { return w * self_weight; }
 
+// Host memory only: snapshot = x, then keep_share, in one pass over x (the bytes an overlap
+// round sends and the share x keeps, bit for bit what a copy and then keep_share give).
+inline void snapshot_and_keep_share(float* x, float* snapshot, std::size_t n, double self_weight) {
+  const auto a = static_cast<float>(self_weight);
+  for (std::size_t i = 0; i < n; ++i) {
+    snapshot[i] = x[i];
+    x[i] *= a;
+  }
+}
+
 inline void add_share(compute::Backend& backend, double coefficient, const float* sender_x,
                       float* x, std::size_t n) {
   backend.axpy(static_cast<float>(coefficient), sender_x, x, n);

@@ -90,6 +90,7 @@ class PushSumEngine final : public Mixer {
   using Clock = std::chrono::steady_clock;
 
   const float* stage_for_send();
+  const float* snapshot_and_keep(std::int64_t round);
   const std::byte* compress_for_send(std::int64_t round);
   float* free_buffer(std::vector<float*>& pool, std::size_t bytes, std::size_t max_buffers);
   void send_round(std::int64_t round, const std::byte* src, double weight,
