@@ -117,14 +117,18 @@ TEST_CASE("a whole CNN step (forward, backward) on the GPU matches the CPU" *
     for (int i = 0; i < t.batch; ++i) labels[i] = (i * 7) % 10;
     OnGpu<float> gparams(b.gpu, params), ginputs(b.gpu, inputs);
     OnGpu<std::int32_t> glabels(b.gpu, labels);
-    std::vector<float> grads(params.size());
-    OnGpu<float> ggrads(b.gpu, grads);
-    const double loss = cpu_net.forward_backward(params.data(), inputs.data(), labels.data(),
-                                                 t.batch, grads.data());
-    const double gloss = gpu_net.forward_backward(gparams.data(), ginputs.data(), glabels.data(),
-                                                  t.batch, ggrads.data());
-    CHECK(gloss == doctest::Approx(loss).epsilon(1e-5));
-    // fp32 GEMMs and sums in different orders through several layers (as for the MLP step).
-    check_close(ggrads.to_host(), grads, 1e-4, std::string("gradients of ") + t.model);
+    // 0.6: parameters kept as push-sum's x = w * z, the network given 1 / w (trainer's step).
+    for (const float scale : {1.0f, 0.6f}) {
+      CAPTURE(scale);
+      std::vector<float> grads(params.size());
+      OnGpu<float> ggrads(b.gpu, grads);
+      const double loss = cpu_net.forward_backward(params.data(), inputs.data(), labels.data(),
+                                                   t.batch, grads.data(), scale);
+      const double gloss = gpu_net.forward_backward(gparams.data(), ginputs.data(), glabels.data(),
+                                                    t.batch, ggrads.data(), scale);
+      CHECK(gloss == doctest::Approx(loss).epsilon(1e-5));
+      // fp32 GEMMs and sums in different orders through several layers (as for the MLP step).
+      check_close(ggrads.to_host(), grads, 1e-4, std::string("gradients of ") + t.model);
+    }
   }
 }
