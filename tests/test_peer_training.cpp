@@ -178,30 +178,34 @@ TEST_CASE("overlap SGP, D-PSGD, exact averaging and allreduce train in the same 
 }
 
 // With lr 0 every z stays the common initial model, whatever w does: each peer's training loss
-// is then a local peer's loss on the same batches only if the gradient is taken at z = x / w.
-TEST_CASE("gradients are taken at z = x / w: with lr 0, sgp's losses are local's") {
-  auto config = small_config(peer::Algorithm::sgp);
+// is then a local peer's loss on the same batches only if the gradient is taken at z, which is
+// x / w for sgp and osgp (folded into the layers) and asgp's x itself.
+TEST_CASE("gradients are taken at z: with lr 0, gossiping peers' losses are local's") {
+  auto config = small_config(peer::Algorithm::local);
   config.lr = 0.0;
+  sgp::testing::TempDir local_dir;
+  const auto alone = run_trainers(config, 4, nullptr, local_dir.path());
   topology::GeneratorOptions options;
   options.num_peers = 4;
   // The star's weights are not doubly stochastic: w moves far from 1.
-  const auto schedule = peer::mixing_schedule(
-      config.algo, topology::generate_topology(topology::TopologyKind::kStar, options),
-      std::nullopt, "star");
-  sgp::testing::TempDir gossip_dir, local_dir;
-  const auto gossiping = run_trainers(config, 4, &schedule, gossip_dir.path());
-  config.algo = peer::Algorithm::local;
-  const auto alone = run_trainers(config, 4, nullptr, local_dir.path());
-  bool some_weight_moved = false;
-  for (int rank = 0; rank < 4; ++rank) {
-    CAPTURE(rank);
-    const auto& g = gossiping[static_cast<std::size_t>(rank)].summary;
-    some_weight_moved |= std::abs(g.weight.value() - 1.0) > 0.1;
-    CHECK(g.final_train_loss ==
-          doctest::Approx(alone[static_cast<std::size_t>(rank)].summary.final_train_loss)
-              .epsilon(1e-5));
+  const auto star = topology::generate_topology(topology::TopologyKind::kStar, options);
+  for (const auto algo : {peer::Algorithm::sgp, peer::Algorithm::osgp, peer::Algorithm::asgp}) {
+    CAPTURE(sgp::name_of(algo));
+    config.algo = algo;
+    const auto schedule = peer::mixing_schedule(algo, star, std::nullopt, "star");
+    sgp::testing::TempDir dir;
+    const auto gossiping = run_trainers(config, 4, &schedule, dir.path());
+    bool some_weight_moved = false;
+    for (int rank = 0; rank < 4; ++rank) {
+      CAPTURE(rank);
+      const auto& g = gossiping[static_cast<std::size_t>(rank)].summary;
+      some_weight_moved |= std::abs(g.weight.value() - 1.0) > 0.1;
+      CHECK(g.final_train_loss ==
+            doctest::Approx(alone[static_cast<std::size_t>(rank)].summary.final_train_loss)
+                .epsilon(1e-5));
+    }
+    CHECK(some_weight_moved);
   }
-  CHECK(some_weight_moved);
 }
 
 TEST_CASE("local peers do not communicate and drift apart") {

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -220,12 +221,14 @@ struct Trainer::State {
     return z.data();
   }
 
-  // 1 / w: what the network scales x by to compute at z (1 without gossip).
-  float debias_scale() const {
-    if (!engine) return 1.0f;
-    const double w = engine->weight();
-    SGP_ENFORCE(w > 0.0 && std::isfinite(w), "push-sum weight must be positive, got {}", w);
-    return static_cast<float>(1.0 / w);
+  // What the step's gradient is taken at: x with the scale that makes it z (1 / w for push-sum,
+  // folded into each layer: no pass writes z), or z written by the engine where it must be.
+  std::pair<const float*, float> step_parameters() {
+    const auto scale = engine ? engine->z_scale() : std::optional<double>(1.0);
+    if (!scale) return {debiased(), 1.0f};
+    SGP_ENFORCE(*scale > 0.0 && std::isfinite(*scale), "push-sum 1 / w must be positive, got {}",
+                *scale);
+    return {x.data(), static_cast<float>(*scale)};
   }
 
   void save_checkpoint(std::int64_t iteration) {
@@ -318,9 +321,9 @@ double Trainer::step(std::int64_t it, Tally& t) {
   State& s = *state_;
   const auto step_start = Clock::now();
   const int batch = s.loader.load(s.sampler.next());
-  // The gradient at z = x / w, with 1 / w folded into each layer (no pass writes z).
-  s.net.queue_forward_backward(s.x.data(), s.loader.images(), s.loader.labels(), batch,
-                               s.grads.data(), s.debias_scale());
+  const auto [params, scale] = s.step_parameters();
+  s.net.queue_forward_backward(params, s.loader.images(), s.loader.labels(), batch, s.grads.data(),
+                               scale);
   const double lr = s.lr.at(it);
   s.sgd.step(s.x.data(), s.grads.data(), static_cast<float>(lr));
   // Read after the whole step is queued (GPU: one wait per step). A non-finite loss stops the run

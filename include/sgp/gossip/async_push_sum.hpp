@@ -71,6 +71,7 @@ class AsyncPushSum final : public Mixer {
   void finish() override;
   void restore(std::int64_t round, double weight) override;
   void debias(float* z) override;
+  std::optional<double> z_scale() const override { return std::nullopt; }
   double weight() const override { return w_; }
   std::int64_t round() const override { return round_; }
   PushSumMetrics metrics() const override;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "sgp/gossip/push_sum_config.hpp"
 
@@ -37,6 +38,10 @@ class Mixer {
   virtual void restore(std::int64_t round, double weight) = 0;
   // z = x / w (z: as many floats as x, in the backend's memory).
   virtual void debias(float* z) = 0;
+  // s with z = s * x for the caller's x as it stands, so that the caller can train on x scaled by
+  // s instead of a z that debias() writes; nullopt where debias() must run before each step
+  // (AsyncPushSum: its caller's x already is z, and debias() takes in what arrived since).
+  virtual std::optional<double> z_scale() const = 0;
   virtual double weight() const = 0;
   virtual std::int64_t round() const = 0;
   virtual PushSumMetrics metrics() const = 0;

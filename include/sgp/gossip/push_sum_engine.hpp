@@ -78,6 +78,7 @@ class PushSumEngine final : public Mixer {
 
   // z = x / w (z: n floats in backend memory).
   void debias(float* z) override;
+  std::optional<double> z_scale() const override { return 1.0 / w_; }
   double weight() const override { return w_; }
   std::int64_t round() const override { return round_; }  // rounds mixed so far
   int rank() const { return rank_; }

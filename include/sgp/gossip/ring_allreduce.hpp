@@ -53,6 +53,7 @@ class RingAllReduce final : public Mixer {
   void finish() override;
   void restore(std::int64_t round, double weight) override;
   void debias(float* z) override;
+  std::optional<double> z_scale() const override { return 1.0; }  // x is z
   double weight() const override { return 1.0; }
   std::int64_t round() const override { return round_; }
   PushSumMetrics metrics() const override;
