@@ -166,4 +166,6 @@ TEST_CASE("parameters with a scale give the loss and gradient of the scaled para
   CHECK_THROWS_AS(net.forward_backward(params.data(), b.inputs.data(), b.labels.data(), kBatch,
                                        grads.data(), 0.0f),
                   sgp::InvariantError);
+  CHECK_THROWS_AS(net.forward(params.data(), b.inputs.data(), kBatch, INFINITY),
+                  sgp::InvariantError);
 }

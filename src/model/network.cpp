@@ -108,6 +108,8 @@ void Network::check_batch(int batch) const {
 const float* Network::forward(const float* params, const float* inputs, int batch,
                               float param_scale) {
   check_batch(batch);
+  SGP_ENFORCE(param_scale > 0.0f && std::isfinite(param_scale),
+              "parameter scale must be positive and finite, got {}", param_scale);
   LayerPass pass;
   pass.batch = batch;
   pass.param_scale = param_scale;
@@ -132,8 +134,6 @@ void Network::queue_forward_backward(const float* params, const float* inputs,
                                      const std::int32_t* labels, int batch, float* grads,
                                      float param_scale) {
   SGP_ENFORCE(deltas_.back() != nullptr, "forward_backward on a forward-only network");
-  SGP_ENFORCE(param_scale > 0.0f && std::isfinite(param_scale),
-              "parameter scale must be positive and finite, got {}", param_scale);
   const float* logits = forward(params, inputs, batch, param_scale);
   backend_.queue_softmax_cross_entropy(logits, labels, batch, classes_, deltas_.back());
   LayerPass pass;

@@ -222,12 +222,11 @@ struct Trainer::State {
   }
 
   // What the step's gradient is taken at: x with the scale that makes it z (1 / w for push-sum,
-  // folded into each layer: no pass writes z), or z written by the engine where it must be.
+  // folded into each layer: no pass writes z; the network refuses a scale that is not positive
+  // and finite), or z written by the engine where it must be.
   std::pair<const float*, float> step_parameters() {
     const auto scale = engine ? engine->z_scale() : std::optional<double>(1.0);
     if (!scale) return {debiased(), 1.0f};
-    SGP_ENFORCE(*scale > 0.0 && std::isfinite(*scale), "push-sum 1 / w must be positive, got {}",
-                *scale);
     return {x.data(), static_cast<float>(*scale)};
   }
 
