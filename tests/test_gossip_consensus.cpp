@@ -98,17 +98,33 @@ TEST_CASE("sync push-sum reaches the exact mean and conserves weight every round
   }
 }
 
-TEST_CASE("an overlap round's snapshot and kept share in one pass equal a copy, then a scale") {
+TEST_CASE("keeping and adding shares in one pass equals a copy, a scale and an axpy each") {
   compute::CpuBackend backend;
-  std::vector<float> x(1001);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i)) * 3.7f;
-  std::vector<float> copied = x, kept = x, snapshot(x.size());
-  const double self_weight = 1.0 / 3.0;  // not a power of two: the product is rounded
-  gossip::keep_share(backend, copied.data(), copied.size(), self_weight);
-  gossip::snapshot_and_keep_share(kept.data(), snapshot.data(), kept.size(), self_weight);
-  CHECK(snapshot == x);
-  CHECK(kept == copied);
-  CHECK(kept != x);
+  const std::size_t n = 5001;  // more than two of the kernel's blocks, and an odd tail
+  auto values = [n](float phase) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = std::sin(static_cast<float>(i) + phase) * 3.7f;
+    return v;
+  };
+  const std::vector<float> x = values(0.0f), a = values(1.0f), b = values(2.0f);
+  const std::vector<gossip::Share> all = {{0.3, a.data()}, {1.0 / 7.0, b.data()}};
+  const double self_weight = 1.0 / 3.0;  // not a power of two: the products are rounded
+  for (std::size_t k = 0; k <= all.size(); ++k) {
+    CAPTURE(k);
+    const std::span<const gossip::Share> shares(all.data(), k);
+    std::vector<float> separate = x;
+    gossip::keep_share(backend, separate.data(), n, self_weight);
+    for (const auto& s : shares)
+      gossip::add_share(backend, s.coefficient, s.sender_x, separate.data(), n);
+    std::vector<float> fused = x, snapshot(n);
+    gossip::keep_and_add_shares(fused.data(), n, self_weight, shares, snapshot.data());
+    CHECK(snapshot == x);
+    CHECK(fused == separate);  // bit for bit
+    CHECK(fused != x);
+    std::vector<float> unsnapshotted = x;
+    gossip::keep_and_add_shares(unsnapshotted.data(), n, self_weight, shares);
+    CHECK(unsnapshotted == separate);
+  }
 }
 
 TEST_CASE("overlap push-sum (tau 0, 1, 2) converges and conserves mass after finish") {

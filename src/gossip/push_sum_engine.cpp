@@ -158,8 +158,8 @@ std::string PushSumEngine::rejects_from(const std::vector<int>& ranks) const {
   return fmt::format("; messages rejected {}", fmt::join(parts, "; "));
 }
 
-// The buffer this round's pushes read, but for overlap on the host (snapshot_and_keep): x itself
-// (host memory, sync mode: zero copy), or a free host staging buffer for x in device memory.
+// The buffer this round's pushes read, but for overlap on the host (snapshot_keep_and_add): x
+// itself (host memory, sync mode: zero copy), or a free host staging buffer for x in device memory.
 const float* PushSumEngine::stage_for_send() {
   if (host_x_) return x_;
   const std::size_t max_buffers = config_.mode == Mode::sync ? 1 : config_.tau + 2;
@@ -181,12 +181,30 @@ const float* PushSumEngine::stage_for_send() {
   return buffer;
 }
 
-// Overlap mode, x in host memory: a free send buffer gets x while x keeps p_ii of itself, in one
-// pass over x instead of a copy and then a scale (w is scaled once the round is sent).
-const float* PushSumEngine::snapshot_and_keep(std::int64_t round) {
+// Overlap mode, x in host memory: a free send buffer gets x while x keeps p_ii of itself and
+// gets the shares of the whole messages `ready` (those readable in place), all in one pass over x
+// instead of a copy, a scale and an axpy per message. w follows once the round is sent
+// (account_applied). Without the communication thread, each chunk's checksum is taken right after
+// its pass, while the chunk is still in cache (snapshot_hashes_). The pass counts as send time.
+const float* PushSumEngine::snapshot_keep_and_add(std::int64_t round,
+                                                  const std::vector<DecodedMessage>& ready) {
   float* buffer = free_buffer(staging_, n_ * sizeof(float), config_.tau + 2);
   const auto start = Clock::now();
-  snapshot_and_keep_share(x_, buffer, n_, schedule_.self_weight(rank_, round));
+  const double self_weight = schedule_.self_weight(rank_, round);
+  std::vector<Share> shares;
+  snapshot_hashes_.clear();
+  for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
+    shares.clear();
+    for (const auto& m : ready) {
+      if (m.header.chunk == c && readable_in_place(m)) shares.push_back(share_of(m));
+    }
+    const std::size_t offset = chunking_.offset(c);
+    keep_and_add_shares(x_ + offset, chunking_.size(c), self_weight, shares, buffer + offset);
+    if (!threaded()) {
+      snapshot_hashes_.push_back(payload_hash({reinterpret_cast<const std::byte*>(buffer + offset),
+                                               chunking_.size(c) * sizeof(float)}));
+    }
+  }
   std::lock_guard lock(metrics_mutex_);
   metrics_.send_seconds += seconds_since(start);
   return buffer;
@@ -256,7 +274,8 @@ float* PushSumEngine::device_snapshot_for(const float* buffer) {
 // Chunk by chunk, each chunk to every out-neighbour, so that receivers can verify and apply chunk
 // c while chunk c + 1 travels. releases: one per (chunk, out-edge), chunk-major.
 void PushSumEngine::send_round(std::int64_t round, const std::byte* src, double weight,
-                               std::vector<transport::ReleaseFn> releases) {
+                               std::vector<transport::ReleaseFn> releases,
+                               std::span<const std::uint64_t> chunk_hashes) {
   const auto start = Clock::now();
   const auto& edges = schedule_.out_edges(rank_, round);
   WireHeader h;
@@ -281,7 +300,7 @@ void PushSumEngine::send_round(std::int64_t round, const std::byte* src, double 
       h.count = chunking_.size(c);
       const std::span<const std::byte> payload(src + h.offset * element_bytes_,
                                                h.count * element_bytes_);
-      h.payload_hash = payload_hash(payload);
+      h.payload_hash = chunk_hashes.empty() ? payload_hash(payload) : chunk_hashes[c];
       for (const auto& edge : edges) {
         h.coefficient = edge.weight;
         const auto header = encode_header(h);
@@ -305,13 +324,16 @@ void PushSumEngine::mix() {
   const bool compressed = config_.compression != Compression::none;
   const bool overlap_on_host = config_.mode == Mode::overlap && host_x_;
   const std::byte* src = nullptr;
+  std::vector<DecodedMessage> ready;  // overlap on the host: added in the snapshot's pass
   if (!edges.empty()) {
     // Compressed, or overlap on the host: x keeps its share as it is staged, so only w is left to
     // scale below.
     if (compressed) {
       src = compress_for_send(r);
     } else if (overlap_on_host) {
-      src = reinterpret_cast<const std::byte*>(snapshot_and_keep(r));
+      drain_inbox();
+      ready = take_ready(r);
+      src = reinterpret_cast<const std::byte*>(snapshot_keep_and_add(r, ready));
     } else {
       src = reinterpret_cast<const std::byte*>(stage_for_send());
     }
@@ -334,7 +356,8 @@ void PushSumEngine::mix() {
       try {
         // Inline overlap on a GPU: the snapshot's download must be done before it is sent.
         if (config_.mode == Mode::overlap && !host_x_) backend_.wait_transfers();
-        send_round(r, src, w_, std::move(releases));
+        // snapshot_hashes_: this round's, or empty where snapshot_keep_and_add is not used.
+        send_round(r, src, w_, std::move(releases), snapshot_hashes_);
       } catch (const IoError&) {
         failed_ = true;
         throw;
@@ -348,6 +371,13 @@ void PushSumEngine::mix() {
       w_ = kept_weight(w_, schedule_.self_weight(rank_, r));
     } else {
       scale_self(r);
+    }
+    for (const auto& m : ready) {
+      if (readable_in_place(m)) {
+        account_applied(m, 0.0);  // its share of x came with the snapshot
+      } else {
+        apply(m);
+      }
     }
     drain_inbox();
     apply_ready(r);
@@ -422,15 +452,17 @@ void PushSumEngine::admit(DecodedMessage message) {
   }
 }
 
-// Applies the held chunks of rounds <= up_to_round: in sync mode all of them; in overlap mode
-// only whole messages (every chunk in), so that x and w always hold the same messages.
-void PushSumEngine::apply_ready(std::int64_t up_to_round) {
+// Takes out of held_ the chunks of rounds <= up_to_round that may be applied: in sync mode all
+// of them; in overlap mode only whole messages (every chunk in), so that x and w always hold the
+// same messages.
+std::vector<DecodedMessage> PushSumEngine::take_ready(std::int64_t up_to_round) {
+  std::vector<DecodedMessage> ready;
   for (auto it = held_.begin(); it != held_.end() && it->first <= up_to_round;) {
     std::vector<DecodedMessage> keep;
     for (auto& m : it->second) {
       if (config_.mode == Mode::sync || tracker_->sender_complete(it->first, m.header.sender)) {
-        apply(m);
         held_bytes_ -= m.payload.size();
+        ready.push_back(std::move(m));
       } else {
         keep.push_back(std::move(m));
       }
@@ -442,25 +474,47 @@ void PushSumEngine::apply_ready(std::int64_t up_to_round) {
       ++it;
     }
   }
+  return ready;
 }
 
+void PushSumEngine::apply_ready(std::int64_t up_to_round) {
+  for (const auto& m : take_ready(up_to_round)) apply(m);
+}
+
+// Sync mode: a chunk of x keeps p_ii before anything is added to it; on the host, in the same
+// pass over the chunk as the first message's share.
 void PushSumEngine::apply(const DecodedMessage& m) {
   const auto& h = m.header;
-  if (config_.mode == Mode::sync) ensure_scaled(h.chunk);
+  const bool keep_too = config_.mode == Mode::sync && !scaled_[h.chunk] && readable_in_place(m);
+  if (keep_too && sent_from_x_) wait_released(x_ + h.offset, round_);
+  if (config_.mode == Mode::sync && !keep_too) ensure_scaled(h.chunk);
   const auto start = Clock::now();
-  // The schedule's p_ji (the header's coefficient was checked against it): the sender kept
-  // exactly 1 - sum of these, so mass is conserved to the last bit the arithmetic allows.
-  const double p = schedule_.push_weight(h.sender, rank_, h.round);
+  if (keep_too) {
+    const Share share = share_of(m);
+    keep_and_add_shares(x_ + h.offset, h.count, self_weight_, {&share, 1});
+    scaled_[h.chunk] = true;
+  } else {
+    add_payload(m);
+  }
+  account_applied(m, seconds_since(start));
+}
+
+// x += p_ji * the payload, wherever it is: 16-bit values are widened in the same pass, a payload
+// for x in device memory is uploaded first, a misaligned one copied first.
+void PushSumEngine::add_payload(const DecodedMessage& m) {
+  const auto& h = m.header;
+  const double p = share_of(m).coefficient;
   const auto* data = m.payload.data();
   const float* src = reinterpret_cast<const float*>(data);
   if (config_.compression != Compression::none) {
-    // One pass: widen each 16-bit value and add it (x is in host memory with compression).
     add_decompressed(config_.compression, m.payload, static_cast<float>(p), x_ + h.offset);
-  } else if (!host_x_) {
+    return;
+  }
+  if (!host_x_) {
     backend_.upload_async(scratch_device_, data, m.payload.size());
     backend_.wait_transfers();
     src = scratch_device_;
-  } else if (reinterpret_cast<std::uintptr_t>(data) % alignof(float) != 0) {
+  } else if (!readable_in_place(m)) {
     // Small ZeroMQ messages may sit at any offset of the receive buffer.
     if (!scratch_host_) {
       scratch_host_ = static_cast<float*>(backend_.allocate_host(n_ * sizeof(float)));
@@ -468,14 +522,30 @@ void PushSumEngine::apply(const DecodedMessage& m) {
     std::memcpy(scratch_host_, data, m.payload.size());
     src = scratch_host_;
   }
-  if (config_.compression == Compression::none) {
-    add_share(backend_, p, src, x_ + h.offset, h.count);
-  }
-  if (h.chunk == 0) w_ = added_weight(w_, p, h.weight);  // once per (sender, round)
+  add_share(backend_, p, src, x_ + h.offset, h.count);
+}
+
+// Whether the payload can be added as it lies: float32 values, aligned, in host memory like x.
+bool PushSumEngine::readable_in_place(const DecodedMessage& m) const {
+  return host_x_ && config_.compression == Compression::none &&
+         reinterpret_cast<std::uintptr_t>(m.payload.data()) % alignof(float) == 0;
+}
+
+// The schedule's p_ji (the header's coefficient was checked against it): the sender kept exactly
+// 1 - sum of these, so mass is conserved to the last bit the arithmetic allows.
+Share PushSumEngine::share_of(const DecodedMessage& m) const {
+  return {schedule_.push_weight(m.header.sender, rank_, m.header.round),
+          reinterpret_cast<const float*>(m.payload.data())};
+}
+
+// After m's share of x was added: its share of w (once per sender and round) and the metrics.
+void PushSumEngine::account_applied(const DecodedMessage& m, double apply_seconds) {
+  const auto& h = m.header;
+  if (h.chunk == 0) w_ = added_weight(w_, share_of(m).coefficient, h.weight);
   std::lock_guard lock(metrics_mutex_);
   metrics_.messages_received += 1;
   metrics_.bytes_received += kHeaderBytes + m.payload.size();
-  metrics_.apply_seconds += seconds_since(start);
+  metrics_.apply_seconds += apply_seconds;
 }
 
 // The next accepted-by-format message, or nothing at the deadline. Time blocked counts as wait;

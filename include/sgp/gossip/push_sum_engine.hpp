@@ -10,12 +10,13 @@
 // buffer and, in the same pass, x keeps x - (1 - p_ii) * decompress(sent) instead of p_ii x.
 // x travels in chunks (PushSumConfig::chunk_elements): sync mode checks and adds chunk c of an
 // in-neighbour's message while later chunks are still on the wire, and scales its own chunk c by
-// p_ii as soon as the transport has released it; overlap mode adds only whole messages, so x and
-// w always contain the same messages.
+// p_ii once the transport has released it (on the CPU, in the same pass as the first message's
+// chunk c); overlap mode adds only whole messages, so x and w always contain the same messages.
 //
 // Sync mode, CPU: x is read by the transport during mix() and written by it; nobody else may
 // touch x then. Overlap mode: mix() copies x into a snapshot that is sent while the caller goes
-// on computing; between mix() calls the caller may change x freely (the SGD step of OSGP).
+// on computing (on the CPU, in one pass with the scale by p_ii and the whole messages already in);
+// between mix() calls the caller may change x freely (the SGD step of OSGP).
 //
 // After mix() or finish() threw IoError the engine is failed: destroy it (that is safe and
 // bounded) and stop.
@@ -31,12 +32,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "sgp/compute/backend.hpp"
 #include "sgp/gossip/mixer.hpp"
+#include "sgp/gossip/push_sum_arithmetic.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -91,19 +94,26 @@ class PushSumEngine final : public Mixer {
   using Clock = std::chrono::steady_clock;
 
   const float* stage_for_send();
-  const float* snapshot_and_keep(std::int64_t round);
+  const float* snapshot_keep_and_add(std::int64_t round, const std::vector<DecodedMessage>& ready);
   const std::byte* compress_for_send(std::int64_t round);
   float* free_buffer(std::vector<float*>& pool, std::size_t bytes, std::size_t max_buffers);
+  // chunk_hashes: each chunk's payload_hash, when already known (else taken here).
   void send_round(std::int64_t round, const std::byte* src, double weight,
-                  std::vector<transport::ReleaseFn> releases);
+                  std::vector<transport::ReleaseFn> releases,
+                  std::span<const std::uint64_t> chunk_hashes = {});
   void scale_self(std::int64_t round);
   void ensure_scaled(std::uint32_t chunk);
   std::optional<DecodedMessage> next_message(Clock::time_point deadline);
   std::optional<DecodedMessage> decode(transport::Message message);
   void drain_inbox();
   void admit(DecodedMessage message);
+  std::vector<DecodedMessage> take_ready(std::int64_t up_to_round);
   void apply_ready(std::int64_t up_to_round);
   void apply(const DecodedMessage& message);
+  void add_payload(const DecodedMessage& message);
+  bool readable_in_place(const DecodedMessage& message) const;
+  Share share_of(const DecodedMessage& message) const;
+  void account_applied(const DecodedMessage& message, double apply_seconds);
   void wait_until_complete(std::int64_t round);
   void wait_until_closed(std::int64_t target, std::int64_t apply_limit);
   void wait_released(const void* buffer, std::int64_t round);
@@ -137,9 +147,10 @@ class PushSumEngine final : public Mixer {
   double self_weight_ = 1.0;
   bool sent_from_x_ = false;
   std::vector<bool> scaled_;
-  std::shared_ptr<InFlight> in_flight_;   // shared with release callbacks that may outlive us
-  std::vector<float*> staging_;           // host buffers (allocate_host) for snapshots / GPU
-  std::vector<float*> device_snapshots_;  // GPU, overlap: staging_[i]'s source, copied from x
+  std::shared_ptr<InFlight> in_flight_;         // shared with release callbacks that may outlive us
+  std::vector<float*> staging_;                 // host buffers (allocate_host) for snapshots / GPU
+  std::vector<std::uint64_t> snapshot_hashes_;  // overlap on the host, inline: of each chunk
+  std::vector<float*> device_snapshots_;        // GPU, overlap: staging_[i]'s source, copied from x
   // --compress: host buffers of n 16-bit values each (the pool logic is staging_'s).
   std::vector<float*> compressed_;
   std::uint16_t dtype_;              // of the messages sent and accepted
