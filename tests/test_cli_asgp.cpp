@@ -82,7 +82,13 @@ TEST_CASE("asgp peers over ZeroMQ train without waiting for each other and end i
     const auto records = read_jsonl(run / ("peer-" + std::to_string(rank) + ".jsonl"));
     REQUIRE(!records.empty());
     CHECK(records.back()["iteration"] == 300);
-    CHECK(records.back()["loss"].get<double>() < records.front()["loss"].get<double>());
+    // Each peer's own model at its last evaluation (the whole test set). Not its first and last
+    // windows of mini-batch losses: a peer that starts late on a loaded host mixes with peers
+    // already trained, so its first window can be lower than its last (1.24 against 1.33 seen).
+    const auto last_eval = std::find_if(records.rbegin(), records.rend(),
+                                        [](const json& r) { return r.contains("test_accuracy"); });
+    REQUIRE(last_eval != records.rend());
+    CHECK((*last_eval)["test_accuracy"].get<double>() > 0.6);
   }
 }
 
