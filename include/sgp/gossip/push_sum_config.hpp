@@ -87,7 +87,8 @@ struct PushSumMetrics {
   std::uint64_t messages_received = 0;  // accepted and applied
   std::uint64_t bytes_received = 0;
   // Time on the caller's thread, disjoint: staging/snapshot copies, checksums and queuing of
-  // sends (overlap mode: their checksums and sends are on the communication thread, not here);
+  // sends (overlap mode: their checksums and sends are on the communication thread, not here;
+  // overlap on the host: the snapshot pass, which also scales x and adds the messages in);
   double send_seconds = 0.0;
   // blocked on peers' messages, or on the transport releasing a sent buffer;
   double wait_seconds = 0.0;
