@@ -185,14 +185,14 @@ const float* PushSumEngine::stage_for_send() {
 // gets the shares of the whole messages `ready` (those readable in place), all in one pass over x
 // instead of a copy, a scale and an axpy per message. w follows once the round is sent
 // (account_applied). Without the communication thread, each chunk's checksum is taken right after
-// its pass, while the chunk is still in cache (snapshot_hashes_). The pass counts as send time.
+// its pass, while the chunk is still in cache, into chunk_hashes. The pass counts as send time.
 const float* PushSumEngine::snapshot_keep_and_add(std::int64_t round,
-                                                  const std::vector<DecodedMessage>& ready) {
+                                                  const std::vector<DecodedMessage>& ready,
+                                                  std::vector<std::uint64_t>& chunk_hashes) {
   float* buffer = free_buffer(staging_, n_ * sizeof(float), config_.tau + 2);
   const auto start = Clock::now();
   const double self_weight = schedule_.self_weight(rank_, round);
   std::vector<Share> shares;
-  snapshot_hashes_.clear();
   for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
     shares.clear();
     for (const auto& m : ready) {
@@ -201,8 +201,8 @@ const float* PushSumEngine::snapshot_keep_and_add(std::int64_t round,
     const std::size_t offset = chunking_.offset(c);
     keep_and_add_shares(x_ + offset, chunking_.size(c), self_weight, shares, buffer + offset);
     if (!threaded()) {
-      snapshot_hashes_.push_back(payload_hash({reinterpret_cast<const std::byte*>(buffer + offset),
-                                               chunking_.size(c) * sizeof(float)}));
+      chunk_hashes.push_back(payload_hash({reinterpret_cast<const std::byte*>(buffer + offset),
+                                           chunking_.size(c) * sizeof(float)}));
     }
   }
   std::lock_guard lock(metrics_mutex_);
@@ -324,7 +324,8 @@ void PushSumEngine::mix() {
   const bool compressed = config_.compression != Compression::none;
   const bool overlap_on_host = config_.mode == Mode::overlap && host_x_;
   const std::byte* src = nullptr;
-  std::vector<DecodedMessage> ready;  // overlap on the host: added in the snapshot's pass
+  std::vector<DecodedMessage> ready;        // overlap on the host: added in the snapshot's pass
+  std::vector<std::uint64_t> chunk_hashes;  // taken in that pass (inline), else by send_round
   if (!edges.empty()) {
     // Compressed, or overlap on the host: x keeps its share as it is staged, so only w is left to
     // scale below.
@@ -333,7 +334,7 @@ void PushSumEngine::mix() {
     } else if (overlap_on_host) {
       drain_inbox();
       ready = take_ready(r);
-      src = reinterpret_cast<const std::byte*>(snapshot_keep_and_add(r, ready));
+      src = reinterpret_cast<const std::byte*>(snapshot_keep_and_add(r, ready, chunk_hashes));
     } else {
       src = reinterpret_cast<const std::byte*>(stage_for_send());
     }
@@ -356,8 +357,7 @@ void PushSumEngine::mix() {
       try {
         // Inline overlap on a GPU: the snapshot's download must be done before it is sent.
         if (config_.mode == Mode::overlap && !host_x_) backend_.wait_transfers();
-        // snapshot_hashes_: this round's, or empty where snapshot_keep_and_add is not used.
-        send_round(r, src, w_, std::move(releases), snapshot_hashes_);
+        send_round(r, src, w_, std::move(releases), chunk_hashes);
       } catch (const IoError&) {
         failed_ = true;
         throw;
@@ -503,7 +503,7 @@ void PushSumEngine::apply(const DecodedMessage& m) {
 // for x in device memory is uploaded first, a misaligned one copied first.
 void PushSumEngine::add_payload(const DecodedMessage& m) {
   const auto& h = m.header;
-  const double p = share_of(m).coefficient;
+  const double p = coefficient_of(m);
   const auto* data = m.payload.data();
   const float* src = reinterpret_cast<const float*>(data);
   if (config_.compression != Compression::none) {
@@ -533,15 +533,19 @@ bool PushSumEngine::readable_in_place(const DecodedMessage& m) const {
 
 // The schedule's p_ji (the header's coefficient was checked against it): the sender kept exactly
 // 1 - sum of these, so mass is conserved to the last bit the arithmetic allows.
+double PushSumEngine::coefficient_of(const DecodedMessage& m) const {
+  return schedule_.push_weight(m.header.sender, rank_, m.header.round);
+}
+
+// A payload readable in place, as a share of x.
 Share PushSumEngine::share_of(const DecodedMessage& m) const {
-  return {schedule_.push_weight(m.header.sender, rank_, m.header.round),
-          reinterpret_cast<const float*>(m.payload.data())};
+  return {coefficient_of(m), reinterpret_cast<const float*>(m.payload.data())};
 }
 
 // After m's share of x was added: its share of w (once per sender and round) and the metrics.
 void PushSumEngine::account_applied(const DecodedMessage& m, double apply_seconds) {
   const auto& h = m.header;
-  if (h.chunk == 0) w_ = added_weight(w_, share_of(m).coefficient, h.weight);
+  if (h.chunk == 0) w_ = added_weight(w_, coefficient_of(m), h.weight);
   std::lock_guard lock(metrics_mutex_);
   metrics_.messages_received += 1;
   metrics_.bytes_received += kHeaderBytes + m.payload.size();

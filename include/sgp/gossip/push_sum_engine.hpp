@@ -94,7 +94,8 @@ class PushSumEngine final : public Mixer {
   using Clock = std::chrono::steady_clock;
 
   const float* stage_for_send();
-  const float* snapshot_keep_and_add(std::int64_t round, const std::vector<DecodedMessage>& ready);
+  const float* snapshot_keep_and_add(std::int64_t round, const std::vector<DecodedMessage>& ready,
+                                     std::vector<std::uint64_t>& chunk_hashes);
   const std::byte* compress_for_send(std::int64_t round);
   float* free_buffer(std::vector<float*>& pool, std::size_t bytes, std::size_t max_buffers);
   // chunk_hashes: each chunk's payload_hash, when already known (else taken here).
@@ -112,6 +113,7 @@ class PushSumEngine final : public Mixer {
   void apply(const DecodedMessage& message);
   void add_payload(const DecodedMessage& message);
   bool readable_in_place(const DecodedMessage& message) const;
+  double coefficient_of(const DecodedMessage& message) const;
   Share share_of(const DecodedMessage& message) const;
   void account_applied(const DecodedMessage& message, double apply_seconds);
   void wait_until_complete(std::int64_t round);
@@ -147,10 +149,9 @@ class PushSumEngine final : public Mixer {
   double self_weight_ = 1.0;
   bool sent_from_x_ = false;
   std::vector<bool> scaled_;
-  std::shared_ptr<InFlight> in_flight_;         // shared with release callbacks that may outlive us
-  std::vector<float*> staging_;                 // host buffers (allocate_host) for snapshots / GPU
-  std::vector<std::uint64_t> snapshot_hashes_;  // overlap on the host, inline: of each chunk
-  std::vector<float*> device_snapshots_;        // GPU, overlap: staging_[i]'s source, copied from x
+  std::shared_ptr<InFlight> in_flight_;   // shared with release callbacks that may outlive us
+  std::vector<float*> staging_;           // host buffers (allocate_host) for snapshots / GPU
+  std::vector<float*> device_snapshots_;  // GPU, overlap: staging_[i]'s source, copied from x
   // --compress: host buffers of n 16-bit values each (the pool logic is staging_'s).
   std::vector<float*> compressed_;
   std::uint16_t dtype_;              // of the messages sent and accepted
