@@ -1,6 +1,6 @@
 """Shared reading and drawing helpers for scripts/plot-run (one run) and scripts/plot (a sweep).
 
-Run files (see README "What a run writes"): peer-<rank>.jsonl, monitor.jsonl, summary.csv.
+Run files (see docs/run-directory.md): peer-<rank>.jsonl, monitor.jsonl, summary.csv.
 Everything here is headless (matplotlib's Agg backend) and uses colours and line styles that stay
 distinguishable when printed in grey (viridis + distinct markers and dash patterns).
 """

@@ -1,6 +1,6 @@
 // Two real hosts on one machine: network namespaces joined by a veth pair. Four peers of one
 // topology, two per host, each host started with its own `sgp launch`, and the consensus monitor
-// on the first host, as the README's multi-host recipe says. Needs root and `ip` (iproute2);
+// on the first host, as docs/clusters.md's multi-host recipe says. Needs root and `ip` (iproute2);
 // skips visibly otherwise.
 #include <signal.h>
 #include <sys/wait.h>
@@ -138,8 +138,8 @@ TEST_CASE("four peers on two hosts (network namespaces) train together over TCP"
   CHECK(summary["final_consensus_error"].get<double>() < 1e-2);
 }
 
-// The README's recipe on a shared filesystem: one run directory for every host. The settings are
-// written once (--prepare-only), the monitor and each host's launcher read them; every one of
+// docs/clusters.md's recipe on a shared filesystem: one run directory for every host. The settings
+// are written once (--prepare-only), the monitor and each host's launcher read them; every one of
 // them writes only its own files, and the last to finish merges summary.json with every peer.
 TEST_CASE("two hosts' launchers and a monitor sharing one run directory write one summary") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();

@@ -2,7 +2,7 @@
 // `sgp keygen`: CURVE keys for a topology. One keypair per rank, plus one for the consensus
 // monitor, into a keys directory (secret keys mode 0600, never overwritten), and a copy of the
 // topology file with each node's public_key and the graph's monitor_public_key. Every peer and
-// monitor then runs with --keys DIR (each needs only its own .key file; see README, security).
+// monitor then runs with --keys DIR (each needs only its own .key file; see docs/security.md).
 #include <filesystem>
 
 namespace sgp::launch {

@@ -1,6 +1,6 @@
 #pragma once
-// Peer failures and joins in a simulation, with asgp's semantics (README, "Asynchronous,
-// fault-tolerant training"), idealized: every survivor learns of a failure in the round it
+// Peer failures and joins in a simulation, with asgp's semantics (docs/asynchronous.md),
+// idealized: every survivor learns of a failure in the round it
 // happens. At the start of round r (after r rounds of mixing):
 //   fail RANK@r: the rank's mass is gone (x and w set to zero; in async mode what was in
 //     flight on every edge is given up); every survivor restarts from its z with w = 1; the

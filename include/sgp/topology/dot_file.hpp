@@ -1,5 +1,5 @@
 #pragma once
-// Topologies as Graphviz DOT files (format in src/README.md), read and written with Boost's
+// Topologies as Graphviz DOT files (format in docs/architecture.md), read and written with Boost's
 // read_graphviz / write_graphviz:
 //
 //   digraph topology {
@@ -21,7 +21,7 @@
 //   - An edge between two ranks needs a positive weight (given or inferred): a weight-0 edge
 //     pushes nothing while its receiver waits for it every round.
 //   - public_key (node) and monitor_public_key (graph): all nodes or none, each 40 Z85
-//     characters, distinct. With keys, every peer and monitor socket uses CURVE (README).
+//     characters, distinct. With keys, every peer and monitor socket uses CURVE (docs/security.md).
 //   - Limits against hostile files, checked before the memory is spent: nesting of braces and
 //     brackets at most 100 deep (Boost's parser recurses), period <= 1024, period x N <= 2^18
 //     and (edge, phase) pairs <= 2^20.
