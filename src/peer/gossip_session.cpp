@@ -69,6 +69,10 @@ struct GossipSession::State {
   std::unique_ptr<gossip::Mixer> engine;
   gossip::AsyncPushSum* async = nullptr;  // the engine, when it is asgp's
   std::vector<float> host_z;              // publish() from a GPU
+  // After finish(), which releases the engine: what it ended with.
+  gossip::PushSumMetrics final_metrics;
+  double final_weight = 1.0;
+  std::vector<int> final_excluded;
 
   explicit State(topology::Schedule schedule) : mixing(std::move(schedule)) {}
 
@@ -168,26 +172,38 @@ bool GossipSession::publish(const float* z, const BufferPlace& place, std::int64
 }
 
 void GossipSession::finish(float* z, const std::optional<BufferPlace>& place) {
+  if (finished_) return;
   State& s = *state_;
   if (z && place) start_engine(*place);
-  if (!finished_ && s.engine) {
+  finished_ = true;
+  if (s.engine) {
     // The caller's latest z counts (asgp takes what changed since its last round).
     if (z) s.take_z(z);
     s.engine->finish();
+    if (z) s.give_z(z);
+    // What the accessors report from now on: the engine goes with the sockets.
+    s.final_metrics = s.engine->metrics();
+    s.final_weight = s.engine->weight();
+    s.final_excluded = excluded_peers();
+    s.async = nullptr;
+    s.engine.reset();
   }
-  finished_ = true;
-  if (z && s.engine) s.give_z(z);
+  s.transport = PeerTransport();  // the endpoint is free again
 }
 
-double GossipSession::weight() const { return state_->engine ? state_->engine->weight() : 1.0; }
+double GossipSession::weight() const {
+  if (state_->engine) return state_->engine->weight();
+  return state_->final_weight;
+}
 
 gossip::PushSumMetrics GossipSession::metrics() const {
-  return state_->engine ? state_->engine->metrics() : gossip::PushSumMetrics{};
+  if (state_->engine) return state_->engine->metrics();
+  return state_->final_metrics;
 }
 
 std::vector<int> GossipSession::excluded_peers() const {
+  if (!state_->async) return state_->final_excluded;
   std::vector<int> out;
-  if (!state_->async) return out;
   for (const auto& e : state_->async->events())
     if (e.what == "excluded") out.push_back(e.rank);
   return out;

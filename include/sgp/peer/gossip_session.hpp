@@ -57,7 +57,8 @@ class GossipSession {
   bool publish(const float* z, const BufferPlace& place, std::int64_t iteration);
   // Ends the gossip: sync modes apply what is still in flight; asgp says it is done and mixes
   // until every live peer is (its done/leave protocol). With `z`, writes the final z there.
-  // Later steps are refused. Idempotent.
+  // Then closes the transport (the endpoint is free again); the accessors report the final
+  // values, later steps are refused and later calls do nothing.
   void finish(float* z = nullptr, const std::optional<BufferPlace>& place = std::nullopt);
 
   int rank() const { return rank_; }
