@@ -100,6 +100,12 @@ bool step(peer::GossipSession& session, const py::object& buffer) {
   return session.step(view.data(), view.place());
 }
 
+void attach(peer::GossipSession& session, const py::object& buffer) {
+  const BufferView view(buffer, session.numel(), "Gossip.attach(buffer)");
+  py::gil_scoped_release release;
+  session.attach(view.data(), view.place());
+}
+
 bool publish(peer::GossipSession& session, const py::object& buffer, std::int64_t iteration) {
   const BufferView view(buffer, session.numel(), "Gossip.publish(buffer)");
   py::gil_scoped_release release;
@@ -155,6 +161,8 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("bytes_sent",
                              [](const GossipSession& s) { return s.metrics().bytes_sent; })
       .def_property_readonly("closed", &GossipSession::finished)
+      // keep_alive: the engine mixes the attached buffer until the Gossip goes.
+      .def("attach", &sp::attach, py::arg("buffer"), py::keep_alive<1, 2>())
       .def("step", &sp::step, py::arg("buffer"))
       .def("publish", &sp::publish, py::arg("buffer"), py::arg("iteration"))
       .def("metrics", &sp::metrics_of)

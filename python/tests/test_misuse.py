@@ -2,6 +2,7 @@
 wrong kind (numpy and torch), settings the table refuses, a bad rank or topology, a missing
 environment, and two peers whose buffers differ in size."""
 
+import ctypes
 import json
 import os
 import sys
@@ -21,6 +22,34 @@ if "--rank" not in sys.argv:  # the workers of SizeMismatch need no torch (slow 
         pass
 
 NUMEL = 8
+
+
+class DLTensor(ctypes.Structure):
+    """DLPack's DLManagedTensor (dlpack.h), enough to offer a buffer on any device."""
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+class DeviceTensor:
+    """A float32 vector that says, through __dlpack__, that it lives on DLPack device
+    `device_type` (2: CUDA); its memory is a numpy array's, never read if the device is
+    refused."""
+
+    def __init__(self, device_type, numel=NUMEL):
+        self.array = np.zeros(numel, dtype=np.float32)
+        self.shape = (ctypes.c_int64 * 1)(numel)
+        self.tensor = DLTensor(data=self.array.ctypes.data, device_type=device_type, ndim=1,
+                               code=2, bits=32, lanes=1, shape=self.shape)
+
+    def __dlpack__(self, stream=None):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype = ctypes.py_object
+        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self.tensor), b"dltensor", None)
 
 
 class Misuse(unittest.TestCase):
@@ -61,6 +90,15 @@ class Misuse(unittest.TestCase):
         self.refused(ValueError, "holds 9 elements", torch.zeros(NUMEL + 1))
         with self.assertRaisesRegex(Exception, "(?i)grad"):
             self.gossip.step(torch.zeros(NUMEL, requires_grad=True))
+
+    def test_dlpack_devices(self):
+        with sgp.Gossip(self.topology, 1, NUMEL, {"timeout_ms": 1000}) as g:
+            # This build has CUDA (then: no usable GPU here) or not (then: built without CUDA).
+            with self.assertRaisesRegex(ValueError, "no usable GPU|built without CUDA"):
+                g.step(DeviceTensor(2))
+            with self.assertRaisesRegex(ValueError, "DLPack device type 14"):
+                g.step(DeviceTensor(14))
+            self.assertEqual(g.iteration, 0)
 
     @unittest.skipIf(torch is None or not torch.cuda.is_available(), "no CUDA device")
     def test_cuda_tensor_on_the_host_engine(self):

@@ -1,7 +1,8 @@
 """Two ranks in one process, each stepping on its own thread (step releases the GIL while it
 communicates), mix a numpy array and a torch tensor (DLPack) to their exact mean in place; the
 engine's w, iteration and byte counts are what one round of 2-peer push-sum gives; osgp, ring
-allreduce and close(buffer) end on the mean too."""
+allreduce and close(buffer) end on the mean too; attached buffers (no copies) mix like others
+on a schedule whose weights move away from 1."""
 
 import tempfile
 import threading
@@ -83,6 +84,51 @@ class Tensors(unittest.TestCase):
                 np.testing.assert_allclose(a, self.mean, rtol=0, atol=1e-5)
                 np.testing.assert_allclose(b.numpy(), self.mean, rtol=0, atol=1e-5)
                 self.assertEqual(g0.algo, algo)
+
+
+def directed_triangle(directory):
+    """3 ranks whose equal shares make a column- but not row-stochastic schedule: w moves away
+    from 1, so z = x / w is where a wrong scale would show."""
+    ports = peers.free_ports(3)
+    nodes = "".join(f'  {r} [endpoint="tcp://127.0.0.1:{p}"];\n' for r, p in enumerate(ports))
+    path = f"{directory}/triangle.dot"
+    with open(path, "w") as f:
+        f.write("digraph t {\n" + nodes + "  0 -> 1;\n  0 -> 2;\n  1 -> 2;\n  2 -> 0;\n}\n")
+    return path
+
+
+class Attached(unittest.TestCase):
+    """attach(): the engine mixes the caller's buffer itself (no copies), also while w != 1."""
+
+    def mix(self, attach, steps=60):
+        with tempfile.TemporaryDirectory() as tmp:
+            topology = directed_triangle(tmp)
+            zs = [np.full(NUMEL, 3.0 * r, dtype=np.float32) for r in range(2)]
+            zs.append(torch.full((NUMEL,), 12.0))
+            gossips = [sgp.Gossip(topology, r, NUMEL, {"timeout_ms": 10000}) for r in range(3)]
+            if attach:
+                for g, z in zip(gossips, zs):
+                    g.attach(z)
+                with self.assertRaisesRegex(ValueError, "the buffer given to attach"):
+                    gossips[0].step(zs[0].copy())
+            weights = []
+
+            def run(g, z):
+                for _ in range(steps):
+                    g.step(z)
+                    weights.append(g.weight)
+                g.close()  # an attached buffer gets its final z without being named
+
+            run_together(*(lambda g=g, z=z: run(g, z) for g, z in zip(gossips, zs)))
+            return [np.asarray(z) for z in zs], weights
+
+    def test_attached_and_copied_buffers_mix_alike(self):
+        for attach in (False, True):
+            with self.subTest(attach=attach):
+                zs, weights = self.mix(attach)
+                self.assertTrue(any(abs(w - 1) > 0.1 for w in weights), weights[:6])
+                for z in zs:
+                    np.testing.assert_allclose(z, 5.0, rtol=0, atol=1e-4)
 
 
 if __name__ == "__main__":

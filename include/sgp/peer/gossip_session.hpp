@@ -48,6 +48,11 @@ class GossipSession {
   GossipSession(const GossipSession&) = delete;
   GossipSession& operator=(const GossipSession&) = delete;
 
+  // Makes z (numel floats at `place`) the engine's own x, so that steps mix it without the two
+  // copies (z into the engine's x and back) of other buffers; with w = 1, as on doubly
+  // stochastic schedules, nothing but the engine touches it then. Before the first step; every
+  // later step must pass z, and z must stay valid until finish().
+  void attach(float* z, const BufferPlace& place);
   // After each optimizer step: z holds numel de-biased parameters at `place`, in and out. Runs a
   // gossip round when this is a gossip iteration (--gossip-every) and returns whether it did.
   // InputError when `place` differs from the first step's; IoError when a peer fails.
@@ -78,13 +83,14 @@ class GossipSession {
 
  private:
   struct State;
-  void start_engine(const BufferPlace& place);
+  void start_engine(const BufferPlace& place, float* attached = nullptr);
 
   TrainConfig config_;
   int rank_;
   std::size_t numel_;
   std::int64_t iteration_ = 0;
   bool finished_ = false;
+  float* attached_ = nullptr;  // attach()'s buffer
   std::unique_ptr<State> state_;
 };
 
