@@ -5,6 +5,7 @@ environment, and two peers whose buffers differ in size."""
 import ctypes
 import json
 import os
+import pathlib
 import sys
 import tempfile
 import unittest
@@ -57,7 +58,7 @@ class Misuse(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.topology = peers.one_peer_exponential(cls.tmp.name, 2)
-        cls.gossip = sgp.Gossip(cls.topology, 0, NUMEL, {"timeout_ms": 1000})
+        cls.gossip = sgp.Gossip(pathlib.Path(cls.topology), 0, NUMEL, {"timeout_ms": 1000})
 
     @classmethod
     def tearDownClass(cls):
@@ -108,6 +109,12 @@ class Misuse(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "earlier buffers were in host memory"):
                 g.step(torch.zeros(NUMEL, device="cuda"))
 
+    def test_publish(self):
+        self.assertFalse(self.gossip.publish(np.zeros(NUMEL, dtype=np.float32), 1),
+                         "without a monitor nothing is queued")
+        with self.assertRaisesRegex(ValueError, r"Gossip.publish\(buffer\): .*holds 9"):
+            self.gossip.publish(np.zeros(NUMEL + 1, dtype=np.float32), 1)
+
     def test_settings(self):
         with self.assertRaisesRegex(ValueError, "'tua' is not a setting.* tau "):
             sgp.Gossip(self.topology, 1, NUMEL, {"tua": 2})
@@ -127,6 +134,8 @@ class Misuse(unittest.TestCase):
             sgp.Gossip(self.topology, 2, NUMEL)
         with self.assertRaisesRegex(ValueError, "no-such.dot"):
             sgp.Gossip(os.path.join(self.tmp.name, "no-such.dot"), 0, NUMEL)
+        with self.assertRaisesRegex(TypeError, "PathLike"):
+            sgp.Gossip(None, 0, NUMEL)
         with self.assertRaisesRegex(ValueError, "numel: expected >= 1, got 0"):
             sgp.Gossip(self.topology, 1, 0)
 
