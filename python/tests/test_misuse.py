@@ -86,7 +86,8 @@ class Misuse(unittest.TestCase):
 
     @unittest.skipIf(torch is None, "torch is not importable")
     def test_torch_tensors(self):
-        self.refused(TypeError, "expected float32 elements", torch.zeros(NUMEL, dtype=torch.float64))
+        self.refused(TypeError, "expected float32 elements",
+                     torch.zeros(NUMEL, dtype=torch.float64))
         self.refused(ValueError, "not C-contiguous", torch.zeros(NUMEL, 2)[:, 0])
         self.refused(ValueError, "holds 9 elements", torch.zeros(NUMEL + 1))
         with self.assertRaisesRegex(Exception, "(?i)grad"):
