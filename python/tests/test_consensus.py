@@ -26,16 +26,23 @@ def exact_mean(np):
 
 
 def mix_until_settled(np, gossip, z, args):
-    """Steps (a round each) for `args.seconds` after every rank is up, and then until z has not
-    changed for 50 rounds (at most 20 s)."""
+    """Steps (a round each) for `args.seconds` after every rank is up, and then until z has stayed
+    the same through 50 rounds that received something (at most 20 s): a peer whose neighbours
+    are descheduled does not count as settled."""
     peers.barrier(args.barrier, args.rank, PEERS)
     start = time.monotonic()
-    mixed, unchanged, before = [], 0, z.copy()
+    mixed, settled, before = [], 0, z.copy()
+    received = gossip.metrics()["messages_received"]
     while time.monotonic() - start < 20:
         mixed.append(gossip.step(z))
-        unchanged = unchanged + 1 if np.array_equal(z, before) else 0
+        now_received = gossip.metrics()["messages_received"]
+        if not np.array_equal(z, before):
+            settled = 0
+        elif now_received > received:
+            settled += 1
+        received = now_received
         before[:] = z
-        if time.monotonic() - start > args.seconds and unchanged >= 50:
+        if time.monotonic() - start > args.seconds and settled >= 50:
             break
         time.sleep(0.002)
     return mixed
