@@ -114,7 +114,8 @@ TEST_CASE("IDX reader rejects broken files with the file and the problem") {
   }
 }
 
-TEST_CASE("IDX reader: a header declaring 1.2 GB in a 26-byte file fails without allocating it") {
+TEST_CASE(
+    "IDX reader: a header declaring 1.2 GB in a small file is refused without allocating it") {
   sgp::testing::TempDir dir;
   // 20,000 images of 245 x 245 pixels declared, 10 present.
   write_plain(dir / "bomb", idx_bytes({20000, 245, 245}, std::vector<std::uint8_t>(10, 1)));
@@ -122,11 +123,26 @@ TEST_CASE("IDX reader: a header declaring 1.2 GB in a 26-byte file fails without
   for (const char* name : {"bomb", "bomb.gz"}) {
     CAPTURE(name);
     const auto before = sgp::testing::peak_rss_bytes();
-    check_error([&] { read_idx_u8(dir / name, 3); }, {name, "truncated", "1200500000"});
+    check_error([&] { read_idx_u8(dir / name, 3); },
+                {name, "1200500000", "more than the file can hold"});
     const auto growth = sgp::testing::peak_rss_bytes() - before;
     MESSAGE("peak RSS growth reading " << name << ": " << growth / 1024 << " KiB");
     CHECK(growth < (64 << 20));
   }
+}
+
+TEST_CASE("IDX reader: billions of labels declared are bounded by the file's length") {
+  sgp::testing::TempDir dir;
+  // 3e9 labels declared, 4 present: a plain file holds its length, a gzip file at most 1032x it.
+  write_plain(dir / "labels", idx_bytes({3000000000u}, {1, 2, 3, 4}));
+  write_gz(dir / "labels.gz", idx_bytes({3000000000u}, {1, 2, 3, 4}));
+  check_error([&] { read_idx_u8(dir / "labels", 1); },
+              {"labels", "3000000000 values", "(4 at most)"});
+  check_error([&] { read_idx_u8(dir / "labels.gz", 1); },
+              {"labels.gz", "3000000000 values", "more than the file can hold"});
+  // A file of exactly its declared length still reads.
+  write_plain(dir / "four", idx_bytes({4}, {1, 2, 3, 4}));
+  CHECK(read_idx_u8(dir / "four", 1).values.size() == 4);
 }
 
 TEST_CASE("train and test images of different sizes are an InputError, not a crash") {

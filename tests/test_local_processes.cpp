@@ -59,6 +59,23 @@ TEST_CASE("a failing child is reported with rank, code and log tail; the others 
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
 }
 
+TEST_CASE("a child whose log cannot be written (full disk) is reported with its last lines") {
+  sgp::testing::TempDir dir;
+  // /dev/full fails every write with ENOSPC, as a log on a full disk does.
+  LocalProcesses p(
+      {ChildSpec{
+          2, {"-c", "echo starting; echo 'cannot write x: disk full' >&2; exit 3"}, "/dev/full"}},
+      "/bin/sh");
+  const auto failure = p.wait();
+  REQUIRE(failure.has_value());
+  CHECK(failure->rank == 2);
+  CHECK(failure->log_error == "No space left on device (ENOSPC)");
+  CHECK(failure->log_tail == "  | starting\n  | cannot write x: disk full\n");
+  CHECK(failure->describe() ==
+        "rank 2 exited with code 3; its log could not be written (No space left on device "
+        "(ENOSPC)); last lines of its output:\n  | starting\n  | cannot write x: disk full\n");
+}
+
 TEST_CASE("a child killed by a signal is reported with the signal") {
   sgp::testing::TempDir dir;
   LocalProcesses p({shell(4, "kill -9 $$", dir)}, "/bin/sh");

@@ -1,7 +1,11 @@
 // Claiming a run directory: a new run refuses another run's results, --overwrite deletes only
 // sgp's files, --resume keeps them; the run id in run.json is shared by the run's ranks.
+#include <sys/resource.h>
+
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -118,4 +122,94 @@ TEST_CASE("a model file reads back exactly; a damaged or mismatched one is refus
   CHECK(sgp::testing::contains(
       sgp::testing::input_error_of([&] { sgp::peer::read_model_file(file); }),
       "3189 parameters, but model 'mlp:4' has 3190"));
+}
+
+TEST_CASE("a model file with a NaN parameter and a valid checksum is refused, named") {
+  sgp::testing::TempDir dir;
+  const auto file = dir / "peer-1-model.bin";
+  sgp::peer::ModelFile model{"mlp:4", std::vector<float>(3190, 0.5f)};
+  model.parameters[17] = std::numeric_limits<float>::quiet_NaN();
+  sgp::peer::write_model_file(file, model);  // its checksum covers the NaN: it is the writer's
+  CHECK(input_error_of([&] { sgp::peer::read_model_file(file); }) ==
+        file.string() +
+            ": parameter 17 of 3190 is nan, not a finite number: the model cannot be "
+            "evaluated");
+}
+
+namespace {
+
+// The names in `dir` (and dir/checkpoints) of temporary files of atomic writes.
+std::vector<std::string> temporary_files(const std::filesystem::path& dir) {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (temporary_file_target(entry.path().filename().string())) {
+      found.push_back(entry.path().filename().string());
+    }
+  }
+  return found;
+}
+
+// Lowers this process's file size limit for one scope: a write beyond it fails with EFBIG (the
+// signal it would raise is ignored meanwhile), as a full disk fails one with ENOSPC.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &saved_);
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &lowered);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit saved_{};
+  void (*old_handler_)(int) = nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("a failed atomic write names the file and errno and leaves no temporary file") {
+  sgp::testing::TempDir dir;
+  const auto file = dir / "peer-0-summary.json";
+  std::string message;
+  {
+    FileSizeLimit limit(100);
+    try {
+      write_file_atomically(file, std::string(1000, 'x'));
+    } catch (const sgp::IoError& e) {
+      message = e.what();
+    }
+  }
+  CHECK(message == "\"" + file.string() + "\": cannot write: File too large (EFBIG)");
+  CHECK(temporary_files(dir.path()).empty());
+  CHECK_FALSE(std::filesystem::exists(file));
+  // Renaming onto a directory fails after the temporary file is complete: removed too.
+  std::filesystem::create_directories(dir / "busy" / "inside");
+  CHECK_THROWS_AS(write_file_atomically(dir / "busy", "{}"), sgp::IoError);
+  CHECK(temporary_files(dir.path()).empty());
+  write_file_atomically(file, "{}\n");  // and the next write succeeds
+  CHECK(sgp::testing::slurp(file) == "{}\n");
+}
+
+TEST_CASE("temporary files a killed writer left are removed by the claim of their scope") {
+  sgp::testing::TempDir dir;
+  std::filesystem::create_directories(dir / "checkpoints");
+  const std::string tag = "0123456789abcdef-3.tmp";
+  for (const std::string name :
+       {"." + std::string("peer-0-summary.json.") + tag, ".peer-1-model.bin." + tag,
+        ".config.json." + tag, "checkpoints/.checkpoint-1-20.bin." + tag, ".notes.txt." + tag}) {
+    std::ofstream(dir / name) << "half";
+  }
+  CHECK(temporary_file_target(".peer-1-model.bin." + tag) == "peer-1-model.bin");
+  CHECK_FALSE(temporary_file_target(".peer-1-model.bin.tmp"));
+  CHECK_FALSE(temporary_file_target("peer-1-model.bin." + tag));
+  // Rank 1's claim removes rank 1's; the whole run's claim the rest of sgp's, never a user's.
+  CHECK(remove_temporary_files(dir.path(), {1}) == 2);
+  CHECK(temporary_files(dir.path()).size() == 3);
+  claim_run_directory(dir.path(), {RunStart::resume, {}});
+  CHECK(temporary_files(dir.path()) == std::vector<std::string>{".notes.txt." + tag});
 }

@@ -69,3 +69,28 @@ TEST_CASE("summary.json: ms/iteration is the median over the peers of their medi
   CHECK(summary_in(dir.path())["median_iteration_ms"] == 3.0);
   CHECK(summary_in(dir.path())["mean_iteration_ms"] == 4.0);
 }
+
+TEST_CASE("summary.json after a kill and a rejoin: rejoined and unevaluated peers said as such") {
+  sgp::testing::TempDir dir;
+  write(dir / "config.json", {{"command", "launch"}, {"peers", 4}});
+  // The launcher saw ranks 1, 2 and 3 fail. Rank 1 stayed dead; rank 2 rejoined and evaluated;
+  // rank 3 rejoined after the last evaluation, so it never evaluated (it reported 0.0 once).
+  write(dir / "peer-0-summary.json",
+        {{"rank", 0}, {"peers", 4}, {"iterations", 10}, {"final_test_accuracy", 0.82}});
+  write(dir / "peer-2-summary.json", {{"rank", 2},
+                                      {"peers", 4},
+                                      {"iterations", 10},
+                                      {"final_test_accuracy", 0.78},
+                                      {"joined_at_iteration", 4}});
+  write(dir / "peer-3-summary.json",
+        {{"rank", 3}, {"peers", 4}, {"iterations", 10}, {"joined_at_iteration", 10}});
+  summarize_launch(dir.path(), {0, 1, 2, 3}, {1, 2, 3});
+  const json s = summary_in(dir.path());
+  CHECK(s["failed_peers"] == json::array({1}));
+  CHECK(s["missing_peers"] == json::array({1}));
+  CHECK(s["rejoined_peers"] == json::array({2, 3}));
+  CHECK(s["unevaluated_peers"] == json::array({3}));
+  CHECK(s["min_peer_accuracy"].get<double>() == doctest::Approx(0.78));
+  CHECK(s["max_peer_accuracy"].get<double>() == doctest::Approx(0.82));
+  CHECK(s["mean_peer_accuracy"].get<double>() == doctest::Approx(0.80));
+}

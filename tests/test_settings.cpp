@@ -144,6 +144,43 @@ TEST_CASE("config.json of a run reads back, also one written before eval_every w
                        doctest::Contains("typo.json: batchsize: not a setting"), sgp::InputError);
 }
 
+TEST_CASE("config.json that is not one object of distinct keys is refused naming the file") {
+  sgp::testing::TempDir dir;
+  auto error_of = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return sgp::testing::input_error_of([&] { sgp::peer::read_run_config(dir / name); });
+  };
+  // An array was an internal error (exit 4): it is the user's file, so an InputError (exit 2).
+  CHECK(error_of("array.json", R"([{"lr": 0.1}])") ==
+        (dir / "array.json").string() + ": expected a JSON object of settings, got array");
+  CHECK(error_of("dup.json", R"({"lr": 0.1, "batch_size": 8, "lr": 0.5})") ==
+        (dir / "dup.json").string() + ": key \"lr\" appears more than once");
+  CHECK(error_of("broken.json", R"({"lr": )")
+            .starts_with((dir / "broken.json").string() + ": not valid JSON"));
+  CHECK(error_of("command.json", R"({"command": 5})") ==
+        (dir / "command.json").string() + ": command: expected a string");
+  // The same key in two different objects is not a duplicate (nothing here nests, but the rule
+  // is per object).
+  CHECK(error_of("fine.json", R"({"lr": 0.2, "command": "peer"})").empty());
+}
+
+TEST_CASE("an integer beyond its C++ type is refused with the setting's own range") {
+  CHECK(flag_error({"--batch-size", "99999999999"}) ==
+        "--batch-size: expected an integer in [1, 65536], got 99999999999");
+  CHECK(flag_error({"--batch-size", "99999999999999999999999"}) ==
+        "--batch-size: expected an integer in [1, 65536], got 99999999999999999999999");
+  sgp::testing::TempDir dir;
+  std::ofstream(dir / "big.json") << R"({"batch_size": 99999999999})";
+  CHECK(sgp::testing::input_error_of([&] { sgp::peer::read_run_config(dir / "big.json"); }) ==
+        (dir / "big.json").string() +
+            ": batch_size: expected an integer in [1, 65536], got 99999999999");
+  CHECK(flag_error({"--timeout-ms", "99999999999"}) ==
+        "--timeout-ms: expected an integer in [1, 86400000], got 99999999999");
+  // A setting bounded below only: its lower bound, and the type's upper one.
+  CHECK(flag_error({"--log-every", "99999999999999999999"}) ==
+        "--log-every: expected an integer in [1, 9223372036854775807], got 99999999999999999999");
+}
+
 TEST_CASE("flags over a base configuration change only what they name") {
   TrainConfig base = unusual();
   const auto c = parse_flags({"--lr", "0.5", "--no-tf32"}, base);

@@ -1,4 +1,5 @@
 // The `sgp` executable: one binary, one subcommand per job (see `sgp --help`).
+#include <sys/resource.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -11,6 +12,20 @@
 #include "sgp/error.hpp"
 #include "sgp_config.h"
 
+namespace {
+
+// Every socket a peer accepts is a descriptor, and the common soft limit (1024) is far below the
+// usual hard one: take all the hard limit allows, so that a flood of connections does not leave
+// the run without descriptors for its results.
+void raise_descriptor_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &limit);  // on failure, the limit stays as it was
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // Re-executes once with OPENBLAS_CORETYPE set when OpenBLAS fell back to slow generic kernels
   // (see sgp/compute/blas_kernels.hpp). Done first, before any thread or file exists.
@@ -18,6 +33,7 @@ int main(int argc, char** argv) {
     ::setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
     ::execv("/proc/self/exe", argv);  // on failure, carry on with the slow kernels
   }
+  raise_descriptor_limit();
   CLI::App app{
       "sgp: decentralized deep learning by Stochastic Gradient Push (Assran et al., ICML 2019).\n"
       "Peers train one model with no central server, mixing parameters by push-sum gossip."};

@@ -5,14 +5,33 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "commands.hpp"
 #include "setting_flags.hpp"
+#include "sgp/error.hpp"
 #include "sgp/log.hpp"
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/run_config.hpp"
 
 namespace sgp::cli {
+
+namespace {
+
+// Runs `fn`; an IoError it throws names this rank first (a launcher shows many peers' errors,
+// and a full disk fails them all: each must say whose it is).
+template <class Fn>
+auto with_rank_named(int rank, Fn fn) {
+  try {
+    return fn();
+  } catch (const IoError& e) {
+    const std::string prefix = fmt::format("rank {}: ", rank);
+    if (std::string_view(e.what()).starts_with(prefix)) throw;
+    throw IoError(prefix + e.what());
+  }
+}
+
+}  // namespace
 
 void add_peer_command(CLI::App& app) {
   auto rank = std::make_shared<std::optional<int>>();
@@ -39,9 +58,9 @@ void add_peer_command(CLI::App& app) {
     const bool have_config =
         !flags->config_file().empty() && !config.run_dir.empty() &&
         std::filesystem::exists(std::filesystem::path(config.run_dir) / peer::kRunConfigFile);
-    const auto summary = peer::run_peer(config, r, !have_config && !*join, *join);
-    spdlog::info("done: test accuracy of this peer's model {:.2f}%",
-                 100.0 * summary.final_test_accuracy);
+    const auto summary = with_rank_named(
+        r, [&] { return peer::run_peer(config, r, !have_config && !*join, *join); });
+    spdlog::info("done: test accuracy of this peer's model {}", peer::accuracy_text(summary));
   });
 }
 

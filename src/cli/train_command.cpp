@@ -41,8 +41,8 @@ void add_train_command(CLI::App& app) {
     const auto summary = trainer.run();
     peer::write_model_file(run.path() / "peer-0-model.bin", trainer.trained_model());
     run.write_json("summary.json", summary);
-    spdlog::info("test accuracy {:.2f}%, {:.0f} samples/s; results in {}",
-                 100.0 * summary.final_test_accuracy, summary.samples_per_second, run.path());
+    spdlog::info("test accuracy {}, {:.0f} samples/s; results in {}", peer::accuracy_text(summary),
+                 summary.samples_per_second, run.path());
   });
 }
 

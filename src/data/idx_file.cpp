@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <array>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fmt/std.h>
 
 #include "sgp/error.hpp"
@@ -29,6 +31,22 @@ using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 std::uint32_t big_endian_u32(const std::array<std::uint8_t, 4>& b) {
   return (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) |
          std::uint32_t{b[3]};
+}
+
+// Deflate expands at most about 1032:1, so a gzip file of B bytes holds at most this many
+// bytes; a plain file holds exactly its length.
+constexpr std::uint64_t kMaxDeflateRatio = 1032;
+
+// The most data bytes `path` can hold after a header of `header_bytes`.
+std::uint64_t data_capacity(const std::filesystem::path& path, std::uint64_t header_bytes) {
+  std::error_code ec;
+  const std::uint64_t length = std::filesystem::file_size(path, ec);
+  if (ec) return kMaxElements;  // not a regular file (a pipe): the reader's checks still hold
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 2> magic{};
+  const bool gzip = in.read(magic.data(), 2) && magic[0] == '\x1f' && magic[1] == '\x8b';
+  if (gzip) return length * kMaxDeflateRatio;
+  return length > header_bytes ? length - header_bytes : 0;
 }
 
 class Reader {
@@ -131,6 +149,12 @@ IdxArray read_idx_u8(const std::filesystem::path& path, std::uint32_t expected_n
     if (elements > kMaxElements) {
       throw InputError(fmt::format("{}: IDX header declares an implausible size", path));
     }
+  }
+  const std::uint64_t capacity = data_capacity(path, 4 + 4 * std::uint64_t{expected_ndims});
+  if (elements > capacity) {
+    throw InputError(fmt::format(
+        "{}: the IDX header declares {} values ({}), more than the file can hold ({} at most)",
+        path, elements, fmt::join(array.dims, " x "), capacity));
   }
   reader.append_exactly(array.values, elements, fmt::format("the data ({} values)", elements));
   if (!reader.at_end()) {

@@ -227,6 +227,19 @@ void write_readdressed(peer::TrainConfig& c, const topology::Schedule& schedule,
   c.topology = file.string();
 }
 
+// Stops the monitor and writes its results. When a peer failed, that failure is what the run
+// reports: the monitor failing to write too (the same full disk) is logged, not thrown over it.
+void finish_monitor(LocalMonitor* monitor, const peer::RunDirectory& run, bool peers_failed) {
+  if (!monitor) return;
+  try {
+    const auto summary = monitor->stop(run.path());
+    run.write_json("monitor-summary.json", summary);
+  } catch (const IoError& e) {
+    if (!peers_failed) throw;
+    spdlog::warn("monitor: {}", e.what());
+  }
+}
+
 }  // namespace
 
 std::filesystem::path prepare_run(peer::TrainConfig config, std::optional<int> base_port) {
@@ -263,8 +276,8 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   }
   // A launcher of every rank answers for the whole directory; one of several (a host's ranks)
   // for its own ranks' files.
-  run.claim(
-      {peer::run_start_of(c), static_cast<int>(local.size()) == n ? std::vector<int>{} : local});
+  const std::vector<int> scope = static_cast<int>(local.size()) == n ? std::vector<int>{} : local;
+  run.claim({peer::run_start_of(c), scope});
   write_readdressed(c, schedule, o.base_port, run.path());
 
   const peer::LinkRate link_rate = peer::parse_link_rate(c.link_rate);
@@ -307,7 +320,9 @@ peer::RunSummary launch_peers(LaunchOptions o) {
       failures.push_back(*failure);
     }
   }
-  if (monitor) run.write_json("monitor-summary.json", monitor->stop(run.path()));
+  finish_monitor(monitor.get(), run, !failures.empty());
+  // A peer stopped while it wrote a file (SIGTERM after another failed) leaves its temporary file.
+  peer::remove_temporary_files(run.path(), scope);
 
   if (processes.interrupted()) {
     throw Interrupted(

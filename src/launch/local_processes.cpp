@@ -1,8 +1,10 @@
 #include "sgp/launch/local_processes.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/error.hpp"
+#include "sgp/peer/run_directory.hpp"
 
 namespace sgp::launch {
 namespace {
@@ -28,13 +31,12 @@ sigset_t watched_signals() {
   return set;
 }
 
-// Waits up to `timeout` for one of the watched signals; returns it, or 0 on time-out.
-int wait_signal(std::chrono::milliseconds timeout) {
-  const sigset_t set = watched_signals();
-  timespec ts{static_cast<time_t>(timeout.count() / 1000),
-              static_cast<long>((timeout.count() % 1000) * 1000000)};
-  const int sig = sigtimedwait(&set, nullptr, &ts);
-  return sig < 0 ? 0 : sig;
+constexpr int kTailLines = 15;
+
+std::string tail_text(const std::deque<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += "  | " + l + "\n";
+  return out;
 }
 
 }  // namespace
@@ -43,7 +45,8 @@ std::string ChildFailure::describe() const {
   std::string what = signal != 0 ? fmt::format("rank {} was killed by signal {} ({})", rank, signal,
                                                strsignal(signal))
                                  : fmt::format("rank {} exited with code {}", rank, exit_code);
-  if (!log_tail.empty()) what += fmt::format("; last lines of its log:\n{}", log_tail);
+  if (!log_error.empty()) what += fmt::format("; its log could not be written ({})", log_error);
+  if (!log_tail.empty()) what += fmt::format("; last lines of its output:\n{}", log_tail);
   return what;
 }
 
@@ -67,10 +70,71 @@ std::string last_lines(const std::filesystem::path& file, int lines) {
     tail.push_back(line);
     if (static_cast<int>(tail.size()) > lines) tail.pop_front();
   }
-  std::string out;
-  for (const auto& l : tail) out += "  | " + l + "\n";
-  return out;
+  return tail_text(tail);
 }
+
+// What a child writes to stdout and stderr: read from its pipe, written to its log file, and its
+// last lines kept here, for the failure report when the log is on a full disk.
+struct LocalProcesses::Output {
+  int pipe_fd = -1;  // the read end, non-blocking; -1 once the child closed its end
+  int log_fd = -1;
+  std::string partial;  // the start of a line not ended yet
+  std::deque<std::string> lines;
+  std::string log_error;  // the first failed write to the log, if any
+
+  Output(int pipe, int log) : pipe_fd(pipe), log_fd(log) {}
+  ~Output() {
+    if (pipe_fd >= 0) ::close(pipe_fd);
+    if (log_fd >= 0) ::close(log_fd);
+  }
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
+
+  // Relays what the pipe holds now; closes it at its end.
+  void relay() {
+    char buffer[65536];
+    while (pipe_fd >= 0) {
+      const ssize_t n = ::read(pipe_fd, buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      if (n <= 0) {  // the end (or a broken pipe): keep the unfinished line too
+        ::close(pipe_fd);
+        pipe_fd = -1;
+        if (!partial.empty()) keep_line(std::exchange(partial, {}));
+        return;
+      }
+      write_log(buffer, static_cast<std::size_t>(n));
+      keep_lines(std::string_view(buffer, static_cast<std::size_t>(n)));
+    }
+  }
+
+ private:
+  void write_log(const char* data, std::size_t size) {
+    while (log_error.empty() && size > 0) {
+      const ssize_t n = ::write(log_fd, data, size);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        log_error = peer::errno_text(errno);
+        return;
+      }
+      data += n;
+      size -= static_cast<std::size_t>(n);
+    }
+  }
+  void keep_lines(std::string_view bytes) {
+    for (std::size_t end; (end = bytes.find('\n')) != std::string_view::npos;) {
+      partial.append(bytes.substr(0, end));
+      keep_line(std::exchange(partial, {}));
+      bytes.remove_prefix(end + 1);
+    }
+    partial.append(bytes);
+    if (partial.size() > 4096) keep_line(std::exchange(partial, {}));  // no unbounded line
+  }
+  void keep_line(std::string line) {
+    lines.push_back(std::move(line));
+    if (static_cast<int>(lines.size()) > kTailLines) lines.pop_front();
+  }
+};
 
 LocalProcesses::LocalProcesses(std::vector<ChildSpec> children, std::filesystem::path executable,
                                std::chrono::milliseconds grace)
@@ -80,43 +144,53 @@ LocalProcesses::LocalProcesses(std::vector<ChildSpec> children, std::filesystem:
   const sigset_t set = watched_signals();
   pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
   masked_ = true;
+  signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd_ < 0) throw IoError(fmt::format("signalfd: {}", peer::errno_text(errno)));
+  for (auto& spec : children) start(std::move(spec), executable);
+}
+
+// Starts one child, its output going into a pipe to this process.
+void LocalProcesses::start(ChildSpec spec, const std::filesystem::path& executable) {
   const pid_t parent = getpid();
-  for (auto& spec : children) {
-    std::vector<std::string> words{executable.string()};
-    words.insert(words.end(), spec.args.begin(), spec.args.end());
-    std::vector<char*> argv;
-    for (auto& w : words) argv.push_back(w.data());
-    argv.push_back(nullptr);
-    const int fd = ::open(spec.log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      const std::string why = std::strerror(errno);
-      stop_all();
-      throw IoError(fmt::format("cannot create the log file {} of rank {}: {}",
-                                spec.log_file.string(), spec.rank, why));
-    }
-    const pid_t pid = fork();
-    if (pid == 0) {
-      // Child: only async-signal-safe calls until exec.
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != parent) _exit(126);  // the launcher died already
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-      pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    ::close(fd);
-    if (pid < 0) {
-      const std::string why = std::strerror(errno);
-      stop_all();
-      throw IoError(fmt::format("cannot start rank {}: {}", spec.rank, why));
-    }
-    children_.push_back(Child{std::move(spec), pid, false});
+  std::vector<std::string> words{executable.string()};
+  words.insert(words.end(), spec.args.begin(), spec.args.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const int log = ::open(spec.log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int ends[2] = {-1, -1};
+  if (log < 0 || ::pipe2(ends, O_CLOEXEC) != 0) {
+    const std::string why = peer::errno_text(errno);
+    if (log >= 0) ::close(log);
+    stop_all();
+    throw IoError(fmt::format("cannot create the log file {} of rank {}: {}",
+                              spec.log_file.string(), spec.rank, why));
   }
+  auto output = std::make_shared<Output>(ends[0], log);
+  ::fcntl(ends[0], F_SETFL, O_NONBLOCK);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Child: only async-signal-safe calls until exec.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(126);  // the launcher died already
+    dup2(ends[1], STDOUT_FILENO);
+    dup2(ends[1], STDERR_FILENO);
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  ::close(ends[1]);
+  if (pid < 0) {
+    const std::string why = std::strerror(errno);
+    stop_all();
+    throw IoError(fmt::format("cannot start rank {}: {}", spec.rank, why));
+  }
+  children_.push_back(Child{std::move(spec), pid, false, std::move(output)});
 }
 
 LocalProcesses::~LocalProcesses() {
   stop_all();
+  if (signal_fd_ >= 0) ::close(signal_fd_);
   if (masked_) pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 
@@ -140,6 +214,7 @@ void LocalProcesses::reap(std::vector<ChildFailure>& failures) {
     const pid_t r = waitpid(c.pid, &status, WNOHANG);
     if (r != c.pid) continue;
     c.done = true;
+    c.output->relay();  // what it wrote last
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok) {
       ChildFailure f;
@@ -149,9 +224,36 @@ void LocalProcesses::reap(std::vector<ChildFailure>& failures) {
       } else {
         f.exit_code = WEXITSTATUS(status);
       }
-      f.log_tail = last_lines(c.spec.log_file, 15);
+      f.log_tail = tail_text(c.output->lines);
+      f.log_error = c.output->log_error;
       failures.push_back(f);
     }
+  }
+}
+
+// Waits up to `timeout` for one of the watched signals, relaying the children's output meanwhile;
+// returns the signal, or 0 on time-out.
+int LocalProcesses::wait_signal(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::vector<pollfd> fds = {{signal_fd_, POLLIN, 0}};
+    std::vector<Output*> outputs;
+    for (auto& c : children_) {
+      if (c.output->pipe_fd < 0) continue;
+      fds.push_back({c.output->pipe_fd, POLLIN, 0});
+      outputs.push_back(c.output.get());
+    }
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::max<std::int64_t>(0, left.count())));
+    for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) outputs[i - 1]->relay();
+    }
+    signalfd_siginfo info{};
+    if ((fds[0].revents & POLLIN) && ::read(signal_fd_, &info, sizeof info) == sizeof info) {
+      return static_cast<int>(info.ssi_signo);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return 0;
   }
 }
 

@@ -16,6 +16,20 @@ namespace sgp::launch {
 
 namespace {
 
+// Ranks that rejoined, or that finished without an evaluation (so are not in the accuracies).
+void log_rejoined_and_unevaluated(const peer::RunSummary& s) {
+  if (!s.rejoined_peers.empty()) {
+    spdlog::info("ranks {} rejoined the run and finished (rejoined_peers)",
+                 fmt::join(s.rejoined_peers, ","));
+  }
+  if (!s.unevaluated_peers.empty()) {
+    spdlog::warn(
+        "ranks {} finished without evaluating (they joined after the last evaluation): left out "
+        "of the peers' accuracies (unevaluated_peers)",
+        fmt::join(s.unevaluated_peers, ","));
+  }
+}
+
 void log_results(const peer::RunSummary& s, const std::filesystem::path& dir) {
   if (s.final_average_model_accuracy && s.final_consensus_error) {
     spdlog::info("average model: test accuracy {:.2f}%, relative consensus error {:.3e}",
@@ -39,6 +53,7 @@ void log_results(const peer::RunSummary& s, const std::filesystem::path& dir) {
     spdlog::warn("no summary of ranks {} (listed in missing_peers)",
                  fmt::join(s.missing_peers, ","));
   }
+  log_rejoined_and_unevaluated(s);
   if (s.mean_peer_accuracy && s.median_iteration_ms) {
     spdlog::info("peers: mean test accuracy {:.2f}%, median iteration {:.2f} ms",
                  100.0 * *s.mean_peer_accuracy, *s.median_iteration_ms);
@@ -82,6 +97,17 @@ bool knows_more(const peer::RunSummary& summary, const std::filesystem::path& fi
   return summary.monitor_evaluations && !old.monitor_evaluations;
 }
 
+// The failed ranks that did not finish after all: one whose process failed and that then rejoined
+// (sgp peer --join) and wrote its summary is in rejoined_peers instead.
+std::vector<int> still_failed(const std::vector<int>& failed, const peer::RunSummary& s) {
+  std::vector<int> out;
+  for (int rank : failed) {
+    if (std::find(s.rejoined_peers.begin(), s.rejoined_peers.end(), rank) == s.rejoined_peers.end())
+      out.push_back(rank);
+  }
+  return out;
+}
+
 }  // namespace
 
 peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
@@ -89,7 +115,7 @@ peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
   const auto config = multi_peer_config(run_dir);
   const peer::RunDirectory run(run_dir, -1);
   auto summary = peer::merge_run_summary(run_dir, config.peers);
-  summary.failed_peers = failed_peers;
+  summary.failed_peers = still_failed(failed_peers, summary);
   run.write_json("summary.json", summary);
   log_results(summary, run_dir);
   return summary;
@@ -128,7 +154,7 @@ peer::RunSummary summarize_launch(const std::filesystem::path& run_dir,
                                   const std::vector<int>& failed_peers) {
   const auto config = multi_peer_config(run_dir);
   auto summary = peer::merge_run_summary(run_dir, config.peers);
-  summary.failed_peers = failed_peers;
+  summary.failed_peers = still_failed(failed_peers, summary);
   std::vector<int> running_elsewhere;
   for (int rank : summary.missing_peers) {
     const bool here = std::find(local.begin(), local.end(), rank) != local.end();

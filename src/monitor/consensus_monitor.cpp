@@ -215,7 +215,11 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
                         {"mass_drift", record.mass_drift}}
              .dump()
       << '\n';
-  if (!out) throw IoError(fmt::format("{}: write failed", log_.string()));
+  out.flush();
+  if (!out) {
+    throw IoError(
+        fmt::format("monitor: {}: cannot write: {}", log_.string(), peer::errno_text(errno)));
+  }
   spdlog::info("monitor: iteration {}: consensus error {:.3e}, average model accuracy {:.2f}%{}",
                iteration, record.consensus_error, 100.0 * record.average_model_accuracy,
                record.peers < num_peers_

@@ -1,5 +1,7 @@
 #include "sgp/peer/model_file.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -78,6 +80,16 @@ ModelFile read_model_file(const std::filesystem::path& path) {
   }
   model.parameters.resize(n);
   std::memcpy(model.parameters.data(), body.data() + offset, n * sizeof(float));
+  // A checksum proves the bytes are the writer's, not that the writer's model was sound (a
+  // diverged run saves NaN): such a model would only be evaluated into garbage.
+  const auto bad_value = std::find_if(model.parameters.begin(), model.parameters.end(),
+                                      [](float v) { return !std::isfinite(v); });
+  if (bad_value != model.parameters.end()) {
+    throw InputError(
+        fmt::format("{}: parameter {} of {} is {}, not a finite number: the model "
+                    "cannot be evaluated",
+                    path.string(), bad_value - model.parameters.begin(), n, *bad_value));
+  }
   const auto expected =
       model::parameter_count(model::parse_model_spec(model.model), {28, 28, 1}, 10);
   if (expected != n) {

@@ -1,6 +1,7 @@
 #include "sgp/peer/run_config.hpp"
 
 #include <array>
+#include <fstream>
 #include <set>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include <fmt/std.h>
 #include <nlohmann/json.hpp>
 
+#include "sgp/error.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -17,6 +19,39 @@ namespace sgp::peer {
 namespace {
 constexpr std::array<std::string_view, 4> kMetadataKeys = {"command", "peers", "run_id",
                                                            "mixing_self_weights"};
+
+// config.json as JSON; InputError naming the file when it is not a JSON object or when an object
+// repeats a key (the parser would silently keep the last value).
+nlohmann::json read_settings_object(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw InputError(fmt::format("{}: cannot read it", file.string()));
+  std::vector<std::set<std::string>> keys_of_open_objects;
+  std::string repeated;
+  using Event = nlohmann::json::parse_event_t;
+  auto note_keys = [&](int, Event event, nlohmann::json& parsed) {
+    if (event == Event::object_start) keys_of_open_objects.emplace_back();
+    if (event == Event::object_end) keys_of_open_objects.pop_back();
+    if (event == Event::key &&
+        !keys_of_open_objects.back().insert(parsed.get<std::string>()).second && repeated.empty()) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in, note_keys);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
+  }
+  if (!repeated.empty()) {
+    throw InputError(fmt::format("{}: key \"{}\" appears more than once", file.string(), repeated));
+  }
+  if (!j.is_object()) {
+    throw InputError(fmt::format("{}: expected a JSON object of settings, got {}", file.string(),
+                                 j.type_name()));
+  }
+  return j;
+}
 
 std::vector<double> self_weights(const topology::Schedule& s) {
   std::set<double> kept;
@@ -39,16 +74,21 @@ void write_run_config(const RunDirectory& run, const TrainConfig& settings,
 }
 
 RunConfig read_run_config(const std::filesystem::path& file) {
-  auto j = read_json_file(file);
-  if (!j) throw InputError(fmt::format("{}: cannot read it as a JSON file", file.string()));
-  if (j->contains("eval_every_epochs") && !j->contains("eval_every")) {  // written before 0.2
-    (*j)["eval_every"] = (*j)["eval_every_epochs"];
+  auto j = read_settings_object(file);
+  if (j.contains("eval_every_epochs") && !j.contains("eval_every")) {  // written before 0.2
+    j["eval_every"] = j["eval_every_epochs"];
   }
-  j->erase("eval_every_epochs");
+  j.erase("eval_every_epochs");
   RunConfig out;
-  out.settings = settings_from_json(*j, file.string(), kMetadataKeys);
-  out.command = j->value("command", "");
-  out.peers = j->value("peers", 0);
+  out.settings = settings_from_json(j, file.string(), kMetadataKeys);
+  if (j.contains("command") && !j["command"].is_string()) {
+    throw InputError(fmt::format("{}: command: expected a string", file.string()));
+  }
+  if (j.contains("peers") && !j["peers"].is_number_unsigned()) {
+    throw InputError(fmt::format("{}: peers: expected an integer >= 0", file.string()));
+  }
+  out.command = j.value("command", "");
+  out.peers = j.value("peers", 0);
   return out;
 }
 

@@ -11,23 +11,54 @@
 #include <cstring>
 #include <ctime>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
+#include <spdlog/spdlog.h>
 
 #include "sgp/error.hpp"
 #include "sgp/peer/run_files.hpp"
 
 namespace sgp::peer {
 
+std::string errno_text(int error) {
+  const char* name = ::strerrorname_np(error);
+  return name ? fmt::format("{} ({})", std::strerror(error), name) : std::strerror(error);
+}
+
 namespace {
 
 [[noreturn]] void fail(const std::filesystem::path& path, const char* what) {
-  throw IoError(fmt::format("{}: cannot {}: {}", path, what, std::strerror(errno)));
+  throw IoError(fmt::format("{}: cannot {}: {}", path, what, errno_text(errno)));
+}
+
+// Descriptors run out when a flood of connections holds them; the transports close connections
+// that do not complete a handshake within seconds (transport/listener_limits.hpp), so an open
+// that finds none waits for them that long, twice over, before it gives up.
+constexpr auto kDescriptorWait = std::chrono::seconds(12);
+
+// open(2), waiting out a shortage of descriptors (EMFILE, ENFILE).
+int open_waiting_for_descriptor(const std::filesystem::path& path, int flags, mode_t mode = 0) {
+  const auto deadline = std::chrono::steady_clock::now() + kDescriptorWait;
+  bool warned = false;
+  for (;;) {
+    const int fd = ::open(path.c_str(), flags, mode);
+    if (fd >= 0 || (errno != EMFILE && errno != ENFILE) ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return fd;
+    }
+    if (!warned) {
+      spdlog::warn("{}: out of file descriptors ({}): waiting up to {} s for one", path,
+                   errno_text(errno), kDescriptorWait.count());
+      warned = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 void fsync_path(const std::filesystem::path& path, int flags) {
-  const int fd = ::open(path.c_str(), flags);
+  const int fd = open_waiting_for_descriptor(path, flags);
   if (fd < 0) fail(path, "open for fsync");
   const int rc = ::fsync(fd);
   ::close(fd);
@@ -47,6 +78,21 @@ std::filesystem::path unique_temp_name(const std::filesystem::path& path) {
 
 }  // namespace
 
+std::optional<std::string> temporary_file_target(const std::string& name) {
+  constexpr std::string_view suffix = ".tmp";
+  if (!name.starts_with('.') || !name.ends_with(suffix)) return std::nullopt;
+  const std::string inner = name.substr(1, name.size() - 1 - suffix.size());
+  const auto dot = inner.rfind('.');  // before "<16 hex digits>-<counter>"
+  if (dot == std::string::npos || dot == 0) return std::nullopt;
+  const std::string tag = inner.substr(dot + 1);
+  const auto dash = tag.find('-');
+  if (dash != 16 || tag.find_first_not_of("0123456789abcdef") != 16 || tag.size() == 17 ||
+      tag.find_first_not_of("0123456789", 17) != std::string::npos) {
+    return std::nullopt;
+  }
+  return inner.substr(0, dot);
+}
+
 std::optional<nlohmann::json> read_json_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
@@ -57,28 +103,48 @@ std::optional<nlohmann::json> read_json_file(const std::filesystem::path& path) 
   }
 }
 
+namespace {
+
+// Writes, fsyncs and closes `temp`; on any failure removes it (a full disk must not keep a
+// half-written copy) and throws IoError naming `path`, the step and errno.
+void write_temp_file(const std::filesystem::path& temp, const std::filesystem::path& path,
+                     const std::string& content) {
+  const int fd = open_waiting_for_descriptor(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path, fmt::format("create the temporary file {}", temp.filename()).c_str());
+  auto give_up = [&](const char* step) {
+    const int error = errno;
+    ::close(fd);
+    ::unlink(temp.c_str());
+    errno = error;
+    fail(path, step);
+  };
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) give_up("write");
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) give_up("fsync");
+  if (::close(fd) != 0) {  // NFS may report a failed write only here
+    const int error = errno;
+    ::unlink(temp.c_str());
+    errno = error;
+    fail(path, "close");
+  }
+}
+
+}  // namespace
+
 void write_file_atomically(const std::filesystem::path& path, const std::string& content) {
   const auto temp = unique_temp_name(path);
-  {
-    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) fail(temp, "create");
-    std::size_t done = 0;
-    while (done < content.size()) {
-      const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        ::close(fd);
-        fail(temp, "write");
-      }
-      done += static_cast<std::size_t>(n);
-    }
-    if (::fsync(fd) != 0) {
-      ::close(fd);
-      fail(temp, "fsync");
-    }
-    ::close(fd);
+  write_temp_file(temp, path, content);
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temp.c_str());
+    errno = error;
+    fail(path, "rename into place");
   }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) fail(path, "rename into place");
   fsync_path(path.parent_path().empty() ? "." : path.parent_path(), O_RDONLY | O_DIRECTORY);
 }
 
@@ -180,11 +246,13 @@ double RunDirectory::rewind_log(std::int64_t iteration) {
 void RunDirectory::log(const nlohmann::json& record) {
   if (!log_.is_open()) {
     log_.open(log_path(), std::ios::app);
-    if (!log_) throw IoError(fmt::format("{}: cannot open for writing", log_path()));
+    if (!log_) {
+      throw IoError(fmt::format("{}: cannot open for writing: {}", log_path(), errno_text(errno)));
+    }
   }
   log_ << record.dump() << '\n';
   log_.flush();
-  if (!log_) throw IoError(fmt::format("{}: write failed", dir_ / "peer log"));
+  if (!log_) throw IoError(fmt::format("{}: cannot write: {}", log_path(), errno_text(errno)));
 }
 
 }  // namespace sgp::peer

@@ -129,7 +129,28 @@ std::vector<std::filesystem::path> result_files(const std::filesystem::path& dir
   return found;
 }
 
+int remove_temporary_files(const std::filesystem::path& dir, const std::vector<int>& ranks) {
+  int removed = 0;
+  std::error_code ec;
+  auto remove_if_ours = [&](const std::filesystem::path& path, bool checkpoint) {
+    const auto target = temporary_file_target(path.filename().string());
+    if (!target) return;
+    const auto name = checkpoint ? parse_checkpoint_file_name(*target) : std::nullopt;
+    const bool ours = checkpoint ? name && claimed(ranks, name->rank) : is_result(*target, ranks);
+    std::error_code removal;
+    if (ours && std::filesystem::remove(path, removal)) ++removed;
+  };
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    remove_if_ours(entry.path(), false);
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "checkpoints", ec)) {
+    remove_if_ours(entry.path(), true);
+  }
+  return removed;
+}
+
 std::string claim_run_directory(const std::filesystem::path& dir, const RunClaim& claim) {
+  remove_temporary_files(dir, claim.ranks);
   if (claim.start != RunStart::resume) {
     const auto found = result_files(dir, claim.ranks);
     if (!found.empty() && claim.start == RunStart::fresh) refuse(dir, found, claim);

@@ -31,15 +31,32 @@ std::string shortest(T value) {
 template <class T>
 struct Codec;
 
+// An integer beyond its C++ type (e.g. 1e12 for an int). The setting that reads it says its own
+// range instead (TypedSetting::decode), which is what the user can act on.
+class BeyondType : public SettingError {
+ public:
+  BeyondType(const std::string& what, std::string shown, long double min, long double max)
+      : SettingError(what),
+        shown(std::move(shown)),
+        min(min),
+        max(max),
+        min_text(fmt::format("{:.0f}", min)),
+        max_text(fmt::format("{:.0f}", max)) {}
+  std::string shown;
+  long double min, max;            // the type's
+  std::string min_text, max_text;  // ... as integers
+};
+
 template <std::integral T>
 requires(!std::same_as<T, bool>) struct Codec<T> {
   static std::string hint() { return "INT"; }
   static T fit(long double v, const std::string& shown) {
     if (v < static_cast<long double>(std::numeric_limits<T>::min()) ||
         v > static_cast<long double>(std::numeric_limits<T>::max())) {
-      throw SettingError(fmt::format("expected an integer in [{}, {}], got {}",
-                                     std::numeric_limits<T>::min(), std::numeric_limits<T>::max(),
-                                     shown));
+      throw BeyondType(
+          fmt::format("expected an integer in [{}, {}], got {}", std::numeric_limits<T>::min(),
+                      std::numeric_limits<T>::max(), shown),
+          shown, std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
     }
     return static_cast<T>(v);
   }
@@ -210,14 +227,33 @@ class TypedSetting final : public Setting {
   json get(const TrainConfig& c) const override { return Codec<T>::to_json(c.*field_); }
   std::string text(const TrainConfig& c) const override { return Codec<T>::to_text(c.*field_); }
   void set(TrainConfig& c, const json& value) const override {
-    store(c, Codec<T>::from_json(value));
+    store(c, decode([&] { return Codec<T>::from_json(value); }));
   }
   void parse(TrainConfig& c, std::string_view text) const override {
-    store(c, Codec<T>::from_text(text));
+    store(c, decode([&] { return Codec<T>::from_text(text); }));
   }
   std::string problem(const TrainConfig& c) const override { return check(c.*field_); }
 
  private:
+  // Reads a value; one beyond its C++ type is refused with this setting's range (within the
+  // type's), not the type's alone.
+  template <class Read>
+  T decode(Read read) const {
+    try {
+      return read();
+    } catch (const BeyondType& e) {
+      if (range_.bounds().empty()) throw;
+      const bool low = std::isfinite(range_.min) && range_.min >= e.min;
+      const bool high = std::isfinite(range_.max) && range_.max <= e.max;
+      const std::string from =
+          low ? fmt::format("{}{}", range_.min_open ? "(" : "[", shortest(range_.min))
+              : "[" + e.min_text;
+      const std::string to =
+          high ? fmt::format("{}{}", shortest(range_.max), range_.max_open ? ")" : "]")
+               : e.max_text + "]";
+      throw SettingError(fmt::format("expected an integer in {}, {}, got {}", from, to, e.shown));
+    }
+  }
   std::string check_number(double v) const {
     constexpr bool integer = std::is_integral_v<T> || std::is_same_v<T, std::vector<int>>;
     if (!std::isfinite(v) || !range_.contains(v)) {

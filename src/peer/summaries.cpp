@@ -101,6 +101,8 @@ void fields(S& s, V& v) {
   v("device", s.device);
   v("missing_peers", s.missing_peers);
   v("failed_peers", s.failed_peers);
+  v("rejoined_peers", s.rejoined_peers);
+  v("unevaluated_peers", s.unevaluated_peers);
   v("monitor_settings_mismatch", s.monitor_settings_mismatch);
   v("mean_peer_accuracy", s.mean_peer_accuracy);
   v("min_peer_accuracy", s.min_peer_accuracy);
@@ -175,6 +177,11 @@ void from_json(const json& j, MonitorSummary& s) { read_fields(j, s); }
 void to_json(json& j, const RunSummary& s) { write_fields(j, s); }
 void from_json(const json& j, RunSummary& s) { read_fields(j, s); }
 
+std::string accuracy_text(const PeerSummary& s) {
+  return s.final_test_accuracy ? fmt::format("{:.2f}%", 100.0 * *s.final_test_accuracy)
+                               : std::string("none (it never evaluated)");
+}
+
 std::string peer_summary_file(int rank) { return fmt::format("peer-{}-summary.json", rank); }
 
 RunSummary merge_run_summary(const std::filesystem::path& run_dir, int num_peers) {
@@ -198,7 +205,12 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
     std::vector<double> accuracy, median_ms, mean_ms;
     double bytes = 0.0, weights = 0.0;
     for (const auto& p : peers) {
-      accuracy.push_back(p.final_test_accuracy);
+      if (p.joined_at_iteration) out.rejoined_peers.push_back(p.rank);
+      if (p.final_test_accuracy) {
+        accuracy.push_back(*p.final_test_accuracy);
+      } else {
+        out.unevaluated_peers.push_back(p.rank);
+      }
       median_ms.push_back(p.median_iteration_ms);
       mean_ms.push_back(p.mean_iteration_ms);
       bytes += p.bytes_sent_per_iteration.value_or(0.0);
@@ -208,9 +220,12 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
     out.algo = last.algo;
     out.iterations = last.iterations;
     out.device = last.device;
-    out.mean_peer_accuracy = std::accumulate(accuracy.begin(), accuracy.end(), 0.0) / n;
-    out.min_peer_accuracy = *std::min_element(accuracy.begin(), accuracy.end());
-    out.max_peer_accuracy = *std::max_element(accuracy.begin(), accuracy.end());
+    if (!accuracy.empty()) {
+      out.mean_peer_accuracy = std::accumulate(accuracy.begin(), accuracy.end(), 0.0) /
+                               static_cast<double>(accuracy.size());
+      out.min_peer_accuracy = *std::min_element(accuracy.begin(), accuracy.end());
+      out.max_peer_accuracy = *std::max_element(accuracy.begin(), accuracy.end());
+    }
     out.median_iteration_ms = percentiles(median_ms, 0).median;
     out.mean_iteration_ms = percentiles(mean_ms, 0).median;
     out.p90_iteration_ms = std::max_element(peers.begin(), peers.end(), [](auto& a, auto& b) {

@@ -314,6 +314,7 @@ struct Trainer::Tally {
   std::int64_t window_count = 0, samples = 0;
   std::vector<double> iteration_seconds;
   Evaluation last_eval;
+  bool evaluated = false;                          // last_eval is a real evaluation
   gossip::PushSumMetrics before;                   // engine metrics at the last record
   std::optional<std::int64_t> joined_at, left_at;  // asgp
 };
@@ -402,6 +403,7 @@ void Trainer::add_evaluation(nlohmann::json& record, std::int64_t it, bool last,
   State& s = *state_;
   const float* z = s.debiased();
   t.last_eval = s.evaluator.evaluate(z);
+  t.evaluated = true;
   record["test_accuracy"] = t.last_eval.accuracy;
   record["test_loss"] = t.last_eval.loss;
   if (s.comm.snapshot) {
@@ -428,8 +430,10 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
   summary.iterations = s.total;
   summary.epochs = static_cast<double>(s.total) / static_cast<double>(s.per_epoch);
   summary.final_train_loss = t.last_loss;
-  summary.final_test_accuracy = t.last_eval.accuracy;
-  summary.final_test_loss = t.last_eval.loss;
+  if (t.evaluated) {
+    summary.final_test_accuracy = t.last_eval.accuracy;
+    summary.final_test_loss = t.last_eval.loss;
+  }
   summary.median_iteration_ms = 1e3 * times.median;
   summary.p90_iteration_ms = 1e3 * times.p90;
   summary.mean_iteration_ms = 1e3 * times.mean;

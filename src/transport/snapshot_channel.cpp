@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "listener_limits.hpp"
 #include "sgp/error.hpp"
 #include "zap_handler.hpp"
 
@@ -73,6 +74,7 @@ SnapshotReceiver::SnapshotReceiver(const std::string& endpoint,
                                    const std::optional<CurveServer>& curve)
     : socket_(std::make_unique<Socket>()), authenticated_(curve.has_value()) {
   socket_->socket.set(zmq::sockopt::linger, 0);
+  limit_listener(socket_->socket);
   if (curve) {
     socket_->zap = std::make_unique<ZapHandler>(socket_->context, curve->admitted, "monitor");
     socket_->socket.set(zmq::sockopt::curve_server, true);

@@ -12,6 +12,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "listener_limits.hpp"
 #include "sgp/error.hpp"
 #include "zap_handler.hpp"
 
@@ -82,6 +83,7 @@ ZmqTransport::ZmqTransport(int rank, const std::string& bind_endpoint, ReceiveLi
                ? std::max(limits.max_frame_bytes + kCurveFrameOverhead, kCurveHandshakeBytes)
                : limits.max_frame_bytes);
   pull.set(zmq::sockopt::linger, 0);  // nothing is ever sent on it
+  limit_listener(pull);
   if (options_.curve) {
     sockets_->zap = std::make_unique<ZapHandler>(sockets_->context, options_.curve->admitted,
                                                  fmt::format("rank {}", rank));

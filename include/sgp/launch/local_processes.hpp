@@ -1,12 +1,15 @@
 #pragma once
 // Runs N child processes of the `sgp` binary on this host (for `--local` commands): each child's
-// stdout and stderr go to its own log file; SIGINT/SIGTERM sent to this process are forwarded to
+// stdout and stderr go through a pipe to its own log file, and its last lines are kept in memory
+// too, so that a failure is reported with its cause even when the log cannot be written (a full
+// disk); SIGINT/SIGTERM sent to this process are forwarded to
 // the children; the first child that fails (non-zero exit or a signal) is reported with its rank,
 // exit code or signal and the last lines of its log, and the others are stopped. No orphans: the
 // children die with the launcher (PR_SET_PDEATHSIG) and every child is reaped before wait()
 // returns or the destructor ends.
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,9 +27,10 @@ struct ChildSpec {
 
 struct ChildFailure {
   int rank = 0;
-  int exit_code = -1;  // -1 when killed by a signal
-  int signal = 0;      // 0 when it exited
-  std::string log_tail;
+  int exit_code = -1;     // -1 when killed by a signal
+  int signal = 0;         // 0 when it exited
+  std::string log_tail;   // its last lines of output, each "  | LINE\n"
+  std::string log_error;  // why its log file could not be written, if it could not
   // "rank 2 exited with code 3" / "rank 2 was killed by signal 9 (Killed)", then the log tail.
   std::string describe() const;
 };
@@ -59,11 +63,15 @@ class LocalProcesses {
   int interrupted() const { return interrupted_; }
 
  private:
+  struct Output;  // the pipe from a child, its log file and its last lines
   struct Child {
     ChildSpec spec;
     pid_t pid = -1;
     bool done = false;
+    std::shared_ptr<Output> output;
   };
+  void start(ChildSpec spec, const std::filesystem::path& executable);
+  int wait_signal(std::chrono::milliseconds timeout);
   void reap(std::vector<ChildFailure>& failures);
   void forward_signals();
   void signal_running(int sig);
@@ -73,6 +81,7 @@ class LocalProcesses {
   std::vector<Child> children_;
   std::chrono::milliseconds grace_;
   int interrupted_ = 0;
+  int signal_fd_ = -1;
   bool masked_ = false;
   sigset_t old_mask_{};
 };

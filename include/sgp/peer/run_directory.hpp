@@ -11,13 +11,21 @@
 
 namespace sgp::peer {
 
+// "No space left on device (ENOSPC)": errno's text and its name, for messages about a file.
+std::string errno_text(int error);
+
 // Writes `content` to `path` so that readers see either the old file or the new one, never a
-// torn one: temporary file in the same directory, fsync, rename, fsync of the directory.
+// torn one: temporary file in the same directory, fsync, rename, fsync of the directory. On a
+// failure (a full disk) the temporary file is removed and the IoError names `path` and errno.
 void write_file_atomically(const std::filesystem::path& path, const std::string& content);
 
 // The same, but only when `path` does not exist (the new file is linked into place, which fails
 // when one is there, even on another host of a shared filesystem). Returns whether it did.
 bool create_file_atomically(const std::filesystem::path& path, const std::string& content);
+
+// The file whose atomic write left the temporary file `name` (".config.json.<tag>-<n>.tmp" ->
+// "config.json"), or nothing when `name` is not such a temporary file.
+std::optional<std::string> temporary_file_target(const std::string& name);
 
 // The JSON value in a file, or nothing when the file is missing, unreadable or not valid JSON
 // (e.g. a summary a crashed process never wrote).

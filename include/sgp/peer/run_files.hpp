@@ -38,7 +38,13 @@ struct RunClaim {
 std::vector<std::filesystem::path> result_files(const std::filesystem::path& dir,
                                                 const std::vector<int>& ranks);
 
-// Claims `dir` (which exists) and returns the run id. fresh: InputError naming the directory
+// Removes the temporary files that atomic writes of `ranks`' result files (as result_files)
+// left in `dir` and its checkpoints: a process killed while writing leaves its temporary file.
+// Returns how many it removed.
+int remove_temporary_files(const std::filesystem::path& dir, const std::vector<int>& ranks);
+
+// Claims `dir` (which exists) and returns the run id; removes the claimed scope's temporary
+// files (remove_temporary_files). fresh: InputError naming the directory
 // and its results when it holds any of the claimed scope. overwrite: removes them first.
 std::string claim_run_directory(const std::filesystem::path& dir, const RunClaim& claim);
 

@@ -27,8 +27,10 @@ struct PeerSummary {
   std::int64_t iterations = 0;
   double epochs = 0.0;
   double final_train_loss = 0.0;
-  double final_test_accuracy = 0.0;  // fraction in [0, 1], of this peer's z = x / w
-  double final_test_loss = 0.0;
+  // Fraction in [0, 1], of this peer's z = x / w, at its last evaluation; none when it never
+  // evaluated (an asgp joiner admitted after the run's last iteration).
+  std::optional<double> final_test_accuracy;
+  std::optional<double> final_test_loss;
   double median_iteration_ms = 0.0;  // first 20 iterations skipped
   double p90_iteration_ms = 0.0;
   // The rate the peer trains at: with more peers than cores, a time-sliced peer's median is its
@@ -70,8 +72,11 @@ struct RunSummary {
   std::optional<std::string> algo;
   std::optional<std::int64_t> iterations;
   std::optional<std::string> device;
-  std::vector<int> missing_peers;  // ranks whose summary is not there
-  std::vector<int> failed_peers;   // ranks whose process failed (sgp launch --on-peer-failure)
+  std::vector<int> missing_peers;      // ranks whose summary is not there
+  std::vector<int> failed_peers;       // ranks whose process failed (sgp launch --on-peer-failure)
+                                       // and that did not finish by rejoining
+  std::vector<int> rejoined_peers;     // ranks whose summary a joiner wrote (sgp peer --join)
+  std::vector<int> unevaluated_peers;  // finished without an evaluation: not in the accuracies
   std::optional<std::string> monitor_settings_mismatch;  // MonitorSummary::settings_mismatch
   std::optional<double> mean_peer_accuracy, min_peer_accuracy, max_peer_accuracy;
   std::optional<double> median_iteration_ms;       // median over the peers' medians
@@ -96,6 +101,9 @@ void to_json(nlohmann::json& j, const MonitorSummary& s);
 void from_json(const nlohmann::json& j, MonitorSummary& s);
 void to_json(nlohmann::json& j, const RunSummary& s);
 void from_json(const nlohmann::json& j, RunSummary& s);
+
+// "86.15%", or "none (it never evaluated)": for log lines.
+std::string accuracy_text(const PeerSummary& s);
 
 // The file name of rank's summary in a run directory.
 std::string peer_summary_file(int rank);
