@@ -37,6 +37,29 @@ int wait_signal(std::chrono::milliseconds timeout) {
   return sig < 0 ? 0 : sig;
 }
 
+// This process's environment with `extra` (NAME=VALUE) laid over it, built before fork: the child
+// may only make async-signal-safe calls, so it gets a ready envp for execve.
+std::vector<std::string> environment_with(const std::vector<std::string>& extra) {
+  std::vector<std::string> out;
+  auto overridden = [&](std::string_view entry) {
+    const auto name = entry.substr(0, entry.find('=') + 1);
+    for (const auto& e : extra)
+      if (e.starts_with(name)) return true;
+    return false;
+  };
+  for (char** e = environ; e && *e; ++e)
+    if (!overridden(*e)) out.emplace_back(*e);
+  out.insert(out.end(), extra.begin(), extra.end());
+  return out;
+}
+
+std::vector<char*> pointers_to(std::vector<std::string>& words) {
+  std::vector<char*> out;
+  for (auto& w : words) out.push_back(w.data());
+  out.push_back(nullptr);
+  return out;
+}
+
 }  // namespace
 
 std::string ChildFailure::describe() const {
@@ -84,9 +107,9 @@ LocalProcesses::LocalProcesses(std::vector<ChildSpec> children, std::filesystem:
   for (auto& spec : children) {
     std::vector<std::string> words{executable.string()};
     words.insert(words.end(), spec.args.begin(), spec.args.end());
-    std::vector<char*> argv;
-    for (auto& w : words) argv.push_back(w.data());
-    argv.push_back(nullptr);
+    std::vector<char*> argv = pointers_to(words);
+    std::vector<std::string> env = environment_with(spec.env);
+    std::vector<char*> envp = pointers_to(env);
     const int fd = ::open(spec.log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
       const std::string why = std::strerror(errno);
@@ -102,7 +125,7 @@ LocalProcesses::LocalProcesses(std::vector<ChildSpec> children, std::filesystem:
       dup2(fd, STDOUT_FILENO);
       dup2(fd, STDERR_FILENO);
       pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
-      execv(argv[0], argv.data());
+      execve(argv[0], argv.data(), envp.data());
       _exit(127);
     }
     ::close(fd);

@@ -41,8 +41,8 @@ namespace sgp::monitor {
 struct MonitorRecord {
   std::int64_t iteration = 0;
   double consensus_error = 0.0;
-  double average_model_accuracy = 0.0;
-  double average_model_loss = 0.0;
+  std::optional<double> average_model_accuracy;  // none from a consensus-only monitor
+  std::optional<double> average_model_loss;
   int peers = 0;                // snapshots averaged: fewer than N when peers were gone
   double sum_of_weights = 0.0;  // their push-sum weights: N when no mass is lost or in flight
   bool mass_drift = false;      // conserved mass only: all N peers, and the sum is not N
@@ -66,6 +66,12 @@ class ConsensusMonitor {
   // from the peers.
   ConsensusMonitor(const std::string& model, const std::string& data_dir, int num_peers,
                    std::filesystem::path log, MassModel mass = MassModel::conserved);
+  // Consensus only, for peers whose model is not sgp's (sgp launch -- COMMAND: a PyTorch
+  // program): the parameter count is taken from the first valid snapshot, and records carry no
+  // average-model accuracy (the program evaluates the average model itself, sgp/torch.py), nor
+  // is model-average.bin written.
+  ConsensusMonitor(int num_peers, std::filesystem::path log,
+                   MassModel mass = MassModel::conserved);
   ~ConsensusMonitor();
 
   // Validates and stores one snapshot; returns the record when it completed an iteration.
@@ -94,7 +100,7 @@ class ConsensusMonitor {
   std::unique_ptr<compute::Backend> backend_;
   data::Dataset test_;
   std::unique_ptr<peer::Evaluator> evaluator_;
-  std::size_t parameter_count_;
+  std::size_t parameter_count_;  // 0 until the first snapshot for a consensus-only monitor
   int num_peers_;
   MassModel mass_;
   std::uint64_t drift_records_ = 0;
