@@ -7,14 +7,14 @@
 namespace sgp::gossip {
 
 std::array<std::byte, kHeaderBytes> snapshot_header(int rank, std::int64_t iteration,
-                                                    const std::vector<float>& z, double weight) {
+                                                    std::span<const float> z, double weight) {
   WireHeader h;
   h.sender = rank;
   h.round = iteration;
   h.weight = weight;
   h.coefficient = 1.0;
   h.total = h.count = z.size();  // one chunk: the whole vector
-  h.payload_hash = payload_hash(std::as_bytes(std::span<const float>(z)));
+  h.payload_hash = payload_hash(std::as_bytes(z));
   return encode_header(h);
 }
 
@@ -24,10 +24,8 @@ SnapshotPublisher::SnapshotPublisher(const std::string& endpoint, int rank,
 
 SnapshotPublisher::~SnapshotPublisher() = default;
 
-bool SnapshotPublisher::publish(std::int64_t iteration, const std::vector<float>& z,
-                                double weight) {
-  return sender_->try_send(snapshot_header(rank_, iteration, z, weight),
-                           std::as_bytes(std::span<const float>(z)));
+bool SnapshotPublisher::publish(std::int64_t iteration, std::span<const float> z, double weight) {
+  return sender_->try_send(snapshot_header(rank_, iteration, z, weight), std::as_bytes(z));
 }
 
 std::uint64_t SnapshotPublisher::dropped() const { return sender_->dropped(); }

@@ -86,13 +86,7 @@ topology::Schedule load_topology(const TrainConfig& config) {
   return schedule;
 }
 
-PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, bool join) {
-  validate(config);
-  if (join && info(config.algo).mode != gossip::Mode::async) {
-    throw InputError(fmt::format("--join: only asgp peers can join a run in progress, not {}",
-                                 name_of(config.algo)));
-  }
-  const topology::Schedule file_schedule = load_topology(config);
+void check_rank(const TrainConfig& config, const topology::Schedule& file_schedule, int rank) {
   const int n = file_schedule.num_peers();
   if (rank < 0 || rank >= n) {
     throw InputError(fmt::format("--rank {}: {} has ranks 0..{}", rank, config.topology, n - 1));
@@ -104,10 +98,59 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
           fmt::format("$WORLD_SIZE is {}, but {} has {} peers", world, config.topology, n));
     }
   }
+}
+
+topology::Schedule peer_mixing_schedule(const TrainConfig& config,
+                                        const topology::Schedule& file_schedule) {
   const std::optional<double> self_weight =
       config.self_weight > 0.0 ? std::optional<double>(config.self_weight) : std::nullopt;
-  const topology::Schedule schedule =
-      mixing_schedule(config.algo, file_schedule, self_weight, config.topology);
+  return mixing_schedule(config.algo, file_schedule, self_weight, config.topology);
+}
+
+PeerTransport open_peer_transport(const TrainConfig& config, const topology::Schedule& mixing,
+                                  int rank, std::size_t parameters) {
+  const gossip::Mode mode = info(config.algo).mode;
+  transport::ZmqOptions zmq;
+  zmq.send_timeout = std::chrono::milliseconds(config.timeout_ms);
+  zmq.local_ipc = config.local_ipc;
+  // asgp: what is still queued for a dead peer at the end must not hold the exit for long.
+  if (mode == gossip::Mode::async) {
+    zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));
+  }
+  PeerTransport out;
+  out.zmq = gossip::open_zmq_transport(
+      mixing, rank, gossip::Chunking(parameters, gossip::PushSumConfig{}.chunk_elements),
+      security(config), zmq, mode);
+  if (const auto faults = transport::parse_fault_spec(config.inject); faults.any()) {
+    out.faulty =
+        std::make_unique<transport::FaultyTransport>(*out.zmq, faults, gossip::is_control_header);
+    spdlog::info("injecting faults: {}", transport::format_fault_spec(faults));
+  }
+  spdlog::info("bound {}; pushing to ranks {}", out.zmq->endpoint(),
+               fmt::join(mixing.all_out_neighbors(rank), ", "));
+  return out;
+}
+
+PeerTransport::PeerTransport() = default;
+PeerTransport::PeerTransport(PeerTransport&&) noexcept = default;
+PeerTransport& PeerTransport::operator=(PeerTransport&&) noexcept = default;
+PeerTransport::~PeerTransport() = default;
+
+transport::Transport* PeerTransport::active() const {
+  if (faulty) return faulty.get();
+  return zmq.get();
+}
+
+PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, bool join) {
+  validate(config);
+  if (join && info(config.algo).mode != gossip::Mode::async) {
+    throw InputError(fmt::format("--join: only asgp peers can join a run in progress, not {}",
+                                 name_of(config.algo)));
+  }
+  const topology::Schedule file_schedule = load_topology(config);
+  check_rank(config, file_schedule, rank);
+  const topology::Schedule schedule = peer_mixing_schedule(config, file_schedule);
+  const int n = file_schedule.num_peers();
 
   auto backend = compute::make_backend(
       {config.device, config.blas_threads, config.tf32, local_peer_index(file_schedule, rank)});
@@ -126,39 +169,20 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   run.claim({join ? RunStart::resume : run_start_of(config), {rank}});
   if (rank == 0 && write_config) write_run_config(run, config, "peer", n);
 
-  std::unique_ptr<transport::ZmqTransport> transport;
-  std::unique_ptr<transport::FaultyTransport> faulty;
+  PeerTransport transport;
   Communication comm;
   comm.join = join;
   if (info(config.algo).communicates && n > 1) {
-    const gossip::Mode mode = info(config.algo).mode;
-    transport::ZmqOptions zmq;
-    zmq.send_timeout = std::chrono::milliseconds(config.timeout_ms);
-    zmq.local_ipc = config.local_ipc;
-    // asgp: what is still queued for a dead peer at the end must not hold the exit for long.
-    if (mode == gossip::Mode::async) {
-      zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));
-    }
     // Frames are capped at what this model's push-sum messages need (ZMQ_MAXMSGSIZE).
     const std::size_t parameters = model::parameter_count(model::parse_model_spec(config.model),
                                                           input_shape(train), train.num_classes);
-    transport = gossip::open_zmq_transport(
-        schedule, rank, gossip::Chunking(parameters, gossip::PushSumConfig{}.chunk_elements),
-        security(config), zmq, mode);
+    transport = open_peer_transport(config, schedule, rank, parameters);
     comm.schedule = &schedule;
-    comm.transport = transport.get();
-    if (const auto faults = transport::parse_fault_spec(config.inject); faults.any()) {
-      faulty = std::make_unique<transport::FaultyTransport>(*transport, faults,
-                                                            gossip::is_control_header);
-      comm.transport = faulty.get();
-      spdlog::info("injecting faults: {}", transport::format_fault_spec(faults));
-    }
+    comm.transport = transport.active();
     if (config.leave_on_term) {
       std::signal(SIGTERM, request_leave);
       comm.leave_requested = &g_leave_requested;
     }
-    spdlog::info("bound {}; pushing to ranks {}", transport->endpoint(),
-                 fmt::join(schedule.all_out_neighbors(rank), ", "));
   }
   std::unique_ptr<gossip::SnapshotPublisher> publisher;
   if (!config.monitor.empty()) {

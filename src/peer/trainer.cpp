@@ -103,6 +103,45 @@ Percentiles percentiles(std::vector<double> values, std::size_t skip) {
   return {at(0.5), at(0.9), mean};
 }
 
+bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& s, int rank) {
+  if (config.comm_thread != "auto") return config.comm_thread == "on";
+  if (!s.has_endpoints()) return true;
+  const auto host = [&](int r) {
+    const std::string& e = s.endpoint(r);
+    const std::string h = e.substr(0, e.rfind(':'));
+    return h.find("://127.") != std::string::npos ? std::string("loopback") : h;
+  };
+  int here = 0;
+  for (int r = 0; r < s.num_peers(); ++r) here += host(r) == host(rank);
+  const bool threaded = static_cast<int>(std::thread::hardware_concurrency()) > here;
+  if (info(config.algo).mode == gossip::Mode::overlap && !threaded) {
+    spdlog::info(
+        "rank {}: {} peers on this host, {} cores: osgp communicates between steps "
+        "(--comm-thread on to use a thread)",
+        rank, here, std::thread::hardware_concurrency());
+  }
+  return threaded;
+}
+
+gossip::PushSumConfig push_sum_config(const TrainConfig& config, compute::DeviceKind device,
+                                      bool comm_thread) {
+  gossip::PushSumConfig gc;
+  gc.mode = info(config.algo).mode;
+  gc.tau = config.tau;
+  gc.comm_thread = comm_thread;
+  gc.gossip_every = config.gossip_every;
+  gc.timeout = std::chrono::milliseconds(config.timeout_ms);
+  gc.running_sums = config.running_sums;
+  gc.compression = config.compress;
+  if (gc.compression != gossip::Compression::none && device != compute::DeviceKind::cpu) {
+    throw InputError(fmt::format(
+        "--compress {}: 16-bit payloads are converted on the CPU backend only; with --device {} "
+        "use --compress none (or --device cpu)",
+        name_of(gc.compression), config.device));
+  }
+  return gc;
+}
+
 struct Trainer::State {
   const TrainConfig& config;
   int rank, num_peers;
@@ -169,45 +208,9 @@ struct Trainer::State {
     if (comm.schedule) start_engine();
   }
 
-  // osgp's communication thread: with --comm-thread auto, only when this host has more cores
-  // than peers (the ranks whose endpoint has this rank's host); else its handoffs cost more
-  // than the overlap brings.
-  bool overlap_thread() const {
-    if (config.comm_thread != "auto") return config.comm_thread == "on";
-    const auto& s = *comm.schedule;
-    if (!s.has_endpoints()) return true;
-    const auto host = [&](int r) {
-      const std::string& e = s.endpoint(r);
-      const std::string h = e.substr(0, e.rfind(':'));
-      return h.find("://127.") != std::string::npos ? std::string("loopback") : h;
-    };
-    int here = 0;
-    for (int r = 0; r < s.num_peers(); ++r) here += host(r) == host(rank);
-    const bool threaded = static_cast<int>(std::thread::hardware_concurrency()) > here;
-    if (info(config.algo).mode == gossip::Mode::overlap && !threaded) {
-      spdlog::info(
-          "rank {}: {} peers on this host, {} cores: osgp communicates between steps "
-          "(--comm-thread on to use a thread)",
-          rank, here, std::thread::hardware_concurrency());
-    }
-    return threaded;
-  }
-
   void start_engine() {
-    gossip::PushSumConfig gc;
-    gc.mode = info(config.algo).mode;
-    gc.tau = config.tau;
-    gc.comm_thread = overlap_thread();
-    gc.gossip_every = config.gossip_every;
-    gc.timeout = std::chrono::milliseconds(config.timeout_ms);
-    gc.running_sums = config.running_sums;
-    gc.compression = config.compress;
-    if (gc.compression != gossip::Compression::none && backend.kind() != compute::DeviceKind::cpu) {
-      throw InputError(fmt::format(
-          "--compress {}: 16-bit payloads are converted on the CPU backend only; with --device {} "
-          "use --compress none (or --device cpu)",
-          name_of(gc.compression), config.device));
-    }
+    const gossip::PushSumConfig gc =
+        push_sum_config(config, backend.kind(), overlap_comm_thread(config, *comm.schedule, rank));
     engine = gossip::make_mixer(backend, *comm.schedule, *comm.transport, x.data(), x.size(), gc);
     async = dynamic_cast<gossip::AsyncPushSum*>(engine.get());
   }

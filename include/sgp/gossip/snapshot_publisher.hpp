@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,7 @@ namespace sgp::gossip {
 
 // The header of rank's snapshot of iteration (its payload: the bytes of z).
 std::array<std::byte, kHeaderBytes> snapshot_header(int rank, std::int64_t iteration,
-                                                    const std::vector<float>& z,
-                                                    double weight = 1.0);
+                                                    std::span<const float> z, double weight = 1.0);
 
 class SnapshotPublisher {
  public:
@@ -33,7 +33,7 @@ class SnapshotPublisher {
                     const std::optional<transport::CurveClient>& curve = std::nullopt);
   ~SnapshotPublisher();
   // Never blocks; returns whether the snapshot was queued.
-  bool publish(std::int64_t iteration, const std::vector<float>& z, double weight = 1.0);
+  bool publish(std::int64_t iteration, std::span<const float> z, double weight = 1.0);
   std::uint64_t dropped() const;
 
  private:

@@ -2,6 +2,8 @@
 // One SGP peer process from start to end: topology file -> mixing schedule -> ZeroMQ transport
 // -> data shard -> Trainer, writing peer-<rank>.jsonl and peer-<rank>-summary.json into the run
 // directory (and config.json from rank 0).
+#include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -12,6 +14,10 @@
 namespace sgp::topology {
 class Schedule;
 }
+namespace sgp::transport {
+class FaultyTransport;
+class Transport;
+}  // namespace sgp::transport
 
 namespace sgp::peer {
 
@@ -30,6 +36,34 @@ gossip::Security security(const TrainConfig& config);
 
 // Reads config.topology (InputError naming the file and every problem in it).
 topology::Schedule load_topology(const TrainConfig& config);
+
+// InputError when `rank` is not a rank of the topology file's schedule, or $WORLD_SIZE (set by
+// torchrun and Slurm) is not its number of peers.
+void check_rank(const TrainConfig& config, const topology::Schedule& file_schedule, int rank);
+
+// The schedule the peers mix with: config.algo's weights over the file's graph, with
+// --self-weight where it applies (peer::mixing_schedule).
+topology::Schedule peer_mixing_schedule(const TrainConfig& config,
+                                        const topology::Schedule& file_schedule);
+
+// A peer's transport: ZeroMQ wired from the mixing schedule, behind fault injection when
+// --inject asks for it.
+struct PeerTransport {
+  std::unique_ptr<transport::ZmqTransport> zmq;
+  std::unique_ptr<transport::FaultyTransport> faulty;  // only with --inject
+
+  PeerTransport();
+  PeerTransport(PeerTransport&&) noexcept;
+  PeerTransport& operator=(PeerTransport&&) noexcept;
+  ~PeerTransport();
+  // What the engine sends and receives through (null when nothing was opened).
+  transport::Transport* active() const;
+};
+
+// Opens peer `rank`'s transport for push-sum messages of `parameters` floats, with the
+// settings' timeout, security (--keys, --insecure), --local-ipc and --inject.
+PeerTransport open_peer_transport(const TrainConfig& config, const topology::Schedule& mixing,
+                                  int rank, std::size_t parameters);
 
 // Runs peer `rank` to the end; returns its summary. Rank 0 writes config.json when
 // `write_config` (not when the settings came from the run's own config.json). `join`: asgp

@@ -13,6 +13,7 @@
 
 #include "sgp/compute/backend.hpp"
 #include "sgp/data/dataset.hpp"
+#include "sgp/gossip/push_sum_config.hpp"
 #include "sgp/peer/model_file.hpp"
 #include "sgp/peer/summaries.hpp"
 #include "sgp/peer/train_config.hpp"
@@ -39,6 +40,16 @@ struct Percentiles {
   double median = 0.0, p90 = 0.0, mean = 0.0;
 };
 Percentiles percentiles(std::vector<double> values, std::size_t skip);
+
+// osgp's communication thread: with --comm-thread auto, only when this host has more cores than
+// peers (the ranks whose endpoint has `rank`'s host); else its handoffs cost more than the
+// overlap brings.
+bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& schedule, int rank);
+
+// The engine settings of a peer with these settings whose parameters live on `device`.
+// InputError for --compress off the CPU backend.
+gossip::PushSumConfig push_sum_config(const TrainConfig& config, compute::DeviceKind device,
+                                      bool comm_thread);
 
 // What a peer needs to talk to the others; all null for a peer that trains alone.
 struct Communication {

@@ -1,0 +1,90 @@
+#pragma once
+// The gossip of one peer without sgp's trainer: for a training loop that lives elsewhere (the
+// Python package, python/README.md). It sets up what `sgp peer` sets up for gossip (topology,
+// mixing schedule, ZeroMQ transport with fault injection and CURVE, the engine of the algorithm,
+// the monitor's snapshot channel) and mixes a caller's buffer of DE-BIASED parameters z in
+// place: the engine keeps its own x (the push-sum numerator) and w, and each round turns z into
+// x = w z, mixes, and writes z = x / w back (asgp's engine works on z itself). With w = 1, as on
+// every doubly stochastic schedule, the round trip is a copy and z comes back bit for bit.
+//
+// The caller's buffer lives in host memory or on a GPU (BufferPlace); the engine's backend is
+// chosen by where the first buffer is, and every later buffer must be in the same place.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "sgp/compute/backend.hpp"
+#include "sgp/gossip/push_sum_config.hpp"
+#include "sgp/peer/train_config.hpp"
+
+namespace sgp::peer {
+
+// Where a caller's buffer is: host memory, or CUDA device `device_index`.
+struct BufferPlace {
+  compute::DeviceKind kind = compute::DeviceKind::cpu;
+  int device_index = 0;
+  bool operator==(const BufferPlace&) const = default;
+};
+
+// The settings and rank a process started by `sgp launch -- COMMAND` (or torchrun, Slurm) finds
+// in its environment: $SGP_CONFIG (the run's config.json: every setting), $SGP_TOPOLOGY (the
+// topology file; overrides config.json's), $SGP_RUN_DIR, $SGP_MONITOR, $SGP_KEYS, and the rank
+// from $RANK (or $SLURM_PROCID). InputError naming the variable when one is missing or wrong.
+struct SessionStart {
+  TrainConfig config;
+  int rank = 0;
+};
+SessionStart session_start_from_environment();
+
+class GossipSession {
+ public:
+  // Peer `rank` of config.topology, mixing vectors of `numel` floats (every peer's must be the
+  // same). Validates the settings (InputError naming the setting), binds this peer's endpoint
+  // (IoError when that fails).
+  GossipSession(TrainConfig config, int rank, std::size_t numel);
+  ~GossipSession();
+  GossipSession(const GossipSession&) = delete;
+  GossipSession& operator=(const GossipSession&) = delete;
+
+  // After each optimizer step: z holds numel de-biased parameters at `place`, in and out. Runs a
+  // gossip round when this is a gossip iteration (--gossip-every) and returns whether it did.
+  // InputError when `place` differs from the first step's; IoError when a peer fails.
+  bool step(float* z, const BufferPlace& place);
+  // Hands z of `iteration` to the run's consensus monitor (best effort, never blocks); nothing
+  // without a monitor. Returns whether it was queued.
+  bool publish(const float* z, const BufferPlace& place, std::int64_t iteration);
+  // Ends the gossip: sync modes apply what is still in flight; asgp says it is done and mixes
+  // until every live peer is (its done/leave protocol). With `z`, writes the final z there.
+  // Later steps are refused. Idempotent.
+  void finish(float* z = nullptr, const std::optional<BufferPlace>& place = std::nullopt);
+
+  int rank() const { return rank_; }
+  int world_size() const;
+  std::size_t numel() const { return numel_; }
+  const TrainConfig& config() const { return config_; }
+  std::int64_t iteration() const { return iteration_; }
+  bool finished() const { return finished_; }
+  // Whether this peer communicates at all (false for --algo local or a one-peer topology).
+  bool communicates() const;
+  double weight() const;
+  gossip::PushSumMetrics metrics() const;
+  // asgp: the ranks this peer excluded (or learnt were excluded) as failed, in order.
+  std::vector<int> excluded_peers() const;
+  // Snapshots the monitor did not take (it was slow or gone).
+  std::uint64_t dropped_snapshots() const;
+
+ private:
+  struct State;
+  void start_engine(const BufferPlace& place);
+
+  TrainConfig config_;
+  int rank_;
+  std::size_t numel_;
+  std::int64_t iteration_ = 0;
+  bool finished_ = false;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace sgp::peer

@@ -1,0 +1,86 @@
+"""Helpers of the Python package's tests: skip visibly without numpy/torch, write a topology on
+free loopback ports, and run N ranks as real processes of this interpreter."""
+
+import importlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+SKIP = 77  # meson's exit code for a skipped test
+
+
+def require(*modules):
+    """Imports each module, or exits 77 (SKIP) naming the one that is missing."""
+    loaded = []
+    for name in modules:
+        try:
+            loaded.append(importlib.import_module(name))
+        except ImportError as error:
+            print(f"SKIP: {name} is not importable by {sys.executable} ({error}); "
+                  "scripts/setup installs python3-numpy and python3-torch", flush=True)
+            sys.exit(SKIP)
+    return loaded
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def one_peer_exponential(directory, peers=4):
+    """The one-peer exponential graph over `peers` (a power of two) loopback ranks: in phase k
+    rank i pushes half of its mass to i + 2^k, so after log2(peers) rounds every rank holds the
+    exact mean of dyadic values."""
+    period = peers.bit_length() - 1
+    lines = ["digraph topology {", f"  period = {period};"]
+    for rank, port in enumerate(free_ports(peers)):
+        lines.append(f'  {rank} [endpoint="tcp://127.0.0.1:{port}"];')
+    for phase in range(period):
+        for rank in range(peers):
+            lines.append(f"  {rank} -> {(rank + 2 ** phase) % peers} [phase={phase}];")
+    lines.append("}")
+    path = os.path.join(directory, f"one-peer-exponential-{peers}.dot")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def run_ranks(script, peers, arguments, timeout=30):
+    """Runs `script --rank R ARGUMENTS` for each rank at once; returns [(exit code, the JSON of
+    the last stdout line or None, stderr)] by rank."""
+    env = dict(os.environ)
+    processes = [
+        subprocess.Popen([sys.executable, script, "--rank", str(rank), *arguments],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for rank in range(peers)
+    ]
+    results = []
+    deadline = time.monotonic() + timeout
+    for p in processes:
+        try:
+            out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in processes:
+                q.kill()
+            raise AssertionError(f"rank {processes.index(p)} did not finish in {timeout} s")
+        lines = out.strip().splitlines()
+        try:
+            result = json.loads(lines[-1]) if lines else None
+        except json.JSONDecodeError:
+            result = None
+        results.append((p.returncode, result, err))
+    return results
+
+
+def report(results):
+    """The ranks' exit codes and last lines of stderr, for an assertion's message."""
+    return "\n".join(f"rank {r}: exit {rc}, result {res}\n  " + "\n  ".join(err.splitlines()[-8:])
+                     for r, (rc, res, err) in enumerate(results))

@@ -1,0 +1,153 @@
+"""Malformed use of sgp.Gossip raises a clear Python exception, never a crash: buffers of the
+wrong kind (numpy and torch), settings the table refuses, a bad rank or topology, a missing
+environment, and two peers whose buffers differ in size."""
+
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+import peers
+
+np, = peers.require("numpy")
+import sgp  # noqa: E402  (after the skip check)
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+NUMEL = 8
+
+
+class Misuse(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.topology = peers.one_peer_exponential(cls.tmp.name, 2)
+        cls.gossip = sgp.Gossip(cls.topology, 0, NUMEL, {"timeout_ms": 1000})
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def refused(self, error, pattern, buffer):
+        with self.assertRaisesRegex(error, pattern):
+            self.gossip.step(buffer)
+
+    def test_numpy_buffers(self):
+        self.refused(ValueError, "not C-contiguous",
+                     np.zeros(2 * NUMEL, dtype=np.float32)[::2])
+        self.refused(ValueError, "not C-contiguous",
+                     np.zeros((NUMEL // 2, 2), dtype=np.float32).T)
+        self.refused(TypeError, "expected float32 elements, got format 'd'",
+                     np.zeros(NUMEL, dtype=np.float64))
+        self.refused(ValueError, "holds 7 elements, but this Gossip mixes 8",
+                     np.zeros(NUMEL - 1, dtype=np.float32))
+        readonly = np.zeros(NUMEL, dtype=np.float32)
+        readonly.flags.writeable = False
+        self.refused(ValueError, "read-only", readonly)
+        self.refused(ValueError, "read-only", memoryview(bytes(4 * NUMEL)).cast("f"))
+        self.refused(TypeError, "expected a float32 buffer.*got <class 'list'>", [0.0] * NUMEL)
+        self.assertEqual(self.gossip.iteration, 0, "a refused buffer must not count as a step")
+
+    @unittest.skipIf(torch is None, "torch is not importable")
+    def test_torch_tensors(self):
+        self.refused(TypeError, "expected float32 elements", torch.zeros(NUMEL, dtype=torch.float64))
+        self.refused(ValueError, "not C-contiguous", torch.zeros(NUMEL, 2)[:, 0])
+        self.refused(ValueError, "holds 9 elements", torch.zeros(NUMEL + 1))
+        with self.assertRaisesRegex(Exception, "(?i)grad"):
+            self.gossip.step(torch.zeros(NUMEL, requires_grad=True))
+
+    @unittest.skipIf(torch is None or not torch.cuda.is_available(), "no CUDA device")
+    def test_cuda_tensor_on_the_host_engine(self):
+        # A session that mixed host buffers refuses a GPU one (and vice versa).
+        with sgp.Gossip(self.topology, 1, NUMEL, {"timeout_ms": 1000}) as g:
+            g.publish(np.zeros(NUMEL, dtype=np.float32), 0)
+            with self.assertRaisesRegex(ValueError, "earlier buffers were in host memory"):
+                g.step(torch.zeros(NUMEL, device="cuda"))
+
+    def test_settings(self):
+        with self.assertRaisesRegex(ValueError, "'tua' is not a setting.* tau "):
+            sgp.Gossip(self.topology, 1, NUMEL, {"tua": 2})
+        with self.assertRaisesRegex(ValueError, "settings: algo: .*sgp.*asgp"):
+            sgp.Gossip(self.topology, 1, NUMEL, {"algo": "gossip"})
+        with self.assertRaisesRegex(ValueError, "settings: tau: "):
+            sgp.Gossip(self.topology, 1, NUMEL, {"tau": -1})
+        with self.assertRaisesRegex(ValueError, "settings: timeout_ms: "):
+            sgp.Gossip(self.topology, 1, NUMEL, {"timeout_ms": "soon"})
+        with self.assertRaisesRegex(ValueError, "settings: inject: "):
+            sgp.Gossip(self.topology, 1, NUMEL, {"inject": "drop=2"})
+        with self.assertRaises(TypeError):
+            sgp.Gossip(self.topology, 1, NUMEL, ["algo", "sgp"])
+
+    def test_rank_topology_numel(self):
+        with self.assertRaisesRegex(ValueError, "--rank 2: .* has ranks 0..1"):
+            sgp.Gossip(self.topology, 2, NUMEL)
+        with self.assertRaisesRegex(ValueError, "no-such.dot"):
+            sgp.Gossip(os.path.join(self.tmp.name, "no-such.dot"), 0, NUMEL)
+        with self.assertRaisesRegex(ValueError, "numel: expected >= 1, got 0"):
+            sgp.Gossip(self.topology, 1, 0)
+
+    def test_environment(self):
+        saved = dict(os.environ)
+        try:
+            for name in ("SGP_CONFIG", "SGP_TOPOLOGY", "RANK", "SLURM_PROCID", "WORLD_SIZE"):
+                os.environ.pop(name, None)
+            with self.assertRaisesRegex(ValueError, r"\$SGP_TOPOLOGY: not set"):
+                sgp.Gossip.from_env(NUMEL)
+            os.environ["SGP_TOPOLOGY"] = self.topology
+            with self.assertRaisesRegex(ValueError, "no rank"):
+                sgp.Gossip.from_env(NUMEL)
+            os.environ["RANK"] = "one"
+            with self.assertRaisesRegex(ValueError, r"\$RANK: 'one' is not a rank"):
+                sgp.Gossip.from_env(NUMEL)
+            os.environ["RANK"] = "1"
+            os.environ["WORLD_SIZE"] = "4"
+            with self.assertRaisesRegex(ValueError, r"\$WORLD_SIZE is 4, but .* has 2 peers"):
+                sgp.Gossip.from_env(NUMEL)
+            config = os.path.join(self.tmp.name, "config.json")
+            with open(config, "w") as f:
+                json.dump({"algo": "osgp", "tau": 0}, f)
+            os.environ.update(WORLD_SIZE="2", SGP_CONFIG=config)
+            with sgp.Gossip.from_env(NUMEL) as g:
+                self.assertEqual((g.rank, g.world_size, g.algo), (1, 2, "osgp"))
+            with open(config, "w") as f:
+                json.dump({"tau": "x"}, f)
+            with self.assertRaisesRegex(ValueError, "config.json: tau: "):
+                sgp.Gossip.from_env(NUMEL)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+class SizeMismatch(unittest.TestCase):
+    """Ranks of one topology with buffers of different sizes: each one's step fails with the
+    peer error (its in-neighbour's messages are refused as bad_size until the timeout)."""
+
+    def test_two_peers(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            topology = peers.one_peer_exponential(tmp, 2)
+            results = peers.run_ranks(__file__, 2, ["--topology", topology], timeout=30)
+        for rank, (rc, result, err) in enumerate(results):
+            self.assertEqual(rc, 0, peers.report(results))
+            self.assertEqual(result["error"], "PeerError", peers.report(results))
+            self.assertIn("bad_size", result["message"] + err, peers.report(results))
+
+
+def mismatched_worker(rank, topology):
+    gossip = sgp.Gossip(topology, rank, NUMEL + rank, {"timeout_ms": 1000})
+    try:
+        gossip.step(np.zeros(NUMEL + rank, dtype=np.float32))
+        print(json.dumps({"error": None}))
+    except sgp.PeerError as error:
+        print(json.dumps({"error": type(error).__name__, "message": str(error)}))
+
+
+if __name__ == "__main__":
+    if "--rank" in sys.argv:
+        mismatched_worker(int(sys.argv[sys.argv.index("--rank") + 1]),
+                          sys.argv[sys.argv.index("--topology") + 1])
+        sys.exit(0)
+    unittest.main(verbosity=2)

@@ -1,0 +1,200 @@
+#include "sgp/peer/gossip_session.hpp"
+
+#include <cstdlib>
+#include <span>
+#include <string>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "sgp/compute/device.hpp"
+#include "sgp/compute/device_buffer.hpp"
+#include "sgp/error.hpp"
+#include "sgp/gossip/async_push_sum.hpp"
+#include "sgp/gossip/mixer.hpp"
+#include "sgp/gossip/snapshot_publisher.hpp"
+#include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/peer/algorithm.hpp"
+#include "sgp/peer/peer_runner.hpp"
+#include "sgp/peer/run_config.hpp"
+#include "sgp/peer/settings.hpp"
+#include "sgp/peer/trainer.hpp"
+#include "sgp/topology/schedule.hpp"
+#include "sgp/transport/faulty_transport.hpp"
+
+namespace sgp::peer {
+
+namespace {
+
+// $NAME, or nothing when it is unset or empty.
+std::optional<std::string> environment(const char* name) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return std::nullopt;
+  return std::string(value);
+}
+
+std::string describe(const BufferPlace& place) {
+  if (place.kind == compute::DeviceKind::cpu) return "host memory";
+  return fmt::format("cuda:{}", place.device_index);
+}
+
+}  // namespace
+
+SessionStart session_start_from_environment() {
+  SessionStart start;
+  if (const auto file = environment("SGP_CONFIG")) {
+    start.config = read_run_config(*file).settings;
+  }
+  if (const auto topology = environment("SGP_TOPOLOGY")) start.config.topology = *topology;
+  if (start.config.topology.empty()) {
+    throw InputError(
+        "$SGP_TOPOLOGY: not set (nor a topology in the config.json $SGP_CONFIG names): start the "
+        "program with `sgp launch --topology FILE -- COMMAND`, or set it to the topology file");
+  }
+  if (const auto dir = environment("SGP_RUN_DIR")) start.config.run_dir = *dir;
+  if (const auto monitor = environment("SGP_MONITOR")) start.config.monitor = *monitor;
+  if (const auto keys = environment("SGP_KEYS")) start.config.keys_dir = *keys;
+  start.rank = resolve_rank(std::nullopt);
+  return start;
+}
+
+struct GossipSession::State {
+  topology::Schedule mixing;
+  PeerTransport transport;
+  std::unique_ptr<gossip::SnapshotPublisher> publisher;
+  // Made by the first buffer's place: the backend, the engine's x there, the engine.
+  std::optional<BufferPlace> place;
+  std::unique_ptr<compute::Backend> backend;
+  compute::DeviceBuffer<float> x;
+  std::unique_ptr<gossip::Mixer> engine;
+  gossip::AsyncPushSum* async = nullptr;  // the engine, when it is asgp's
+  std::vector<float> host_z;              // publish() from a GPU
+
+  explicit State(topology::Schedule schedule) : mixing(std::move(schedule)) {}
+
+  // The engine's x from the caller's z: x = w z, except for asgp, whose x is z (it scales what
+  // changed since its last round itself).
+  void take_z(const float* z) {
+    backend->copy(x.data(), z, x.bytes());
+    const double w = engine->weight();
+    if (engine->z_scale() && w != 1.0) backend->scale(x.data(), x.size(), static_cast<float>(w));
+  }
+  // z = x / w back to the caller.
+  void give_z(float* z) {
+    engine->debias(z);
+    backend->synchronize();
+  }
+};
+
+GossipSession::GossipSession(TrainConfig config, int rank, std::size_t numel)
+    : config_(std::move(config)), rank_(rank), numel_(numel) {
+  validate(config_);
+  if (numel_ == 0) throw InputError("numel: the buffer to mix must hold at least one element");
+  const topology::Schedule file_schedule = load_topology(config_);
+  check_rank(config_, file_schedule, rank_);
+  state_ = std::make_unique<State>(peer_mixing_schedule(config_, file_schedule));
+  if (communicates()) {
+    state_->transport = open_peer_transport(config_, state_->mixing, rank_, numel_);
+  }
+  if (!config_.monitor.empty()) {
+    state_->publisher = std::make_unique<gossip::SnapshotPublisher>(
+        config_.monitor, rank_, gossip::snapshot_curve(state_->mixing, rank_, security(config_)));
+  }
+}
+
+GossipSession::~GossipSession() = default;
+
+int GossipSession::world_size() const { return state_->mixing.num_peers(); }
+
+bool GossipSession::communicates() const {
+  return info(config_.algo).communicates && world_size() > 1;
+}
+
+void GossipSession::start_engine(const BufferPlace& place) {
+  State& s = *state_;
+  if (s.place) {
+    if (*s.place != place) {
+      throw InputError(fmt::format(
+          "the buffer is in {}, but this peer's earlier buffers were in {}: keep the parameters "
+          "on one device",
+          describe(place), describe(*s.place)));
+    }
+    return;
+  }
+  if (place.kind == compute::DeviceKind::cuda && !compute::cuda_compiled()) {
+    throw InputError(
+        "the buffer is a CUDA tensor, but this sgp was built without CUDA: move the parameters "
+        "to the CPU, or build sgp with nvcc (-Dcuda=enabled)");
+  }
+  const std::string device = place.kind == compute::DeviceKind::cpu
+                                 ? std::string("cpu")
+                                 : fmt::format("cuda:{}", place.device_index);
+  s.backend = compute::make_backend({device, config_.blas_threads, config_.tf32, 0});
+  s.place = place;
+  if (!communicates()) return;
+  s.x = compute::DeviceBuffer<float>(*s.backend, numel_);
+  const gossip::PushSumConfig engine_config =
+      push_sum_config(config_, place.kind, overlap_comm_thread(config_, s.mixing, rank_));
+  s.engine = gossip::make_mixer(*s.backend, s.mixing, *s.transport.active(), s.x.data(), numel_,
+                                engine_config);
+  s.async = dynamic_cast<gossip::AsyncPushSum*>(s.engine.get());
+}
+
+bool GossipSession::step(float* z, const BufferPlace& place) {
+  if (finished_) throw InputError("step: this peer's gossip was closed");
+  start_engine(place);
+  const std::int64_t iteration = iteration_++;
+  State& s = *state_;
+  if (!s.engine || (iteration + 1) % config_.gossip_every != 0) return false;
+  s.take_z(z);
+  const bool mixed = s.engine->step(iteration);
+  s.give_z(z);
+  return mixed;
+}
+
+bool GossipSession::publish(const float* z, const BufferPlace& place, std::int64_t iteration) {
+  State& s = *state_;
+  if (!s.publisher) return false;
+  start_engine(place);
+  std::span<const float> host(z, numel_);
+  if (place.kind != compute::DeviceKind::cpu) {
+    s.host_z.resize(numel_);
+    s.backend->download(s.host_z.data(), z, numel_ * sizeof(float));
+    host = s.host_z;
+  }
+  const bool queued = s.publisher->publish(iteration, host, weight());
+  if (!queued) spdlog::debug("monitor not reachable: snapshot of iteration {} dropped", iteration);
+  return queued;
+}
+
+void GossipSession::finish(float* z, const std::optional<BufferPlace>& place) {
+  State& s = *state_;
+  if (z && place) start_engine(*place);
+  if (!finished_ && s.engine) {
+    // The caller's latest z counts (asgp takes what changed since its last round).
+    if (z) s.take_z(z);
+    s.engine->finish();
+  }
+  finished_ = true;
+  if (z && s.engine) s.give_z(z);
+}
+
+double GossipSession::weight() const { return state_->engine ? state_->engine->weight() : 1.0; }
+
+gossip::PushSumMetrics GossipSession::metrics() const {
+  return state_->engine ? state_->engine->metrics() : gossip::PushSumMetrics{};
+}
+
+std::vector<int> GossipSession::excluded_peers() const {
+  std::vector<int> out;
+  if (!state_->async) return out;
+  for (const auto& e : state_->async->events())
+    if (e.what == "excluded") out.push_back(e.rank);
+  return out;
+}
+
+std::uint64_t GossipSession::dropped_snapshots() const {
+  return state_->publisher ? state_->publisher->dropped() : 0;
+}
+
+}  // namespace sgp::peer
