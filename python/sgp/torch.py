@@ -200,13 +200,12 @@ class GossipDataParallel(torch.nn.Module):
         final models is evaluated and reported for summary.json. Returns that (accuracy, loss)
         on rank 0, else None."""
         self._check_views()
-        if self.records and self._published != self.iteration:
+        self.engine.close(self.flat)  # osgp/asgp: what was in flight is mixed into z
+        if self._published != self.iteration:
             self.publish()  # the monitor's last record is of the last iteration
-        metrics_before_close = self.metrics()
-        self.engine.close()
         if not self.records:
             return None
-        metrics = self.metrics() if _works(self.metrics) else metrics_before_close
+        metrics = self.metrics()
         self.records.training(self.lr, self.weight, metrics)
         self.records.summary(model_name or type(self.module).__name__, self.flat.numel(),
                              _describe_device(self.flat), self.weight, metrics)
@@ -233,14 +232,6 @@ class GossipDataParallel(torch.nn.Module):
         print(f"sgp.torch: average model of {len(states)} peers at iteration {self.iteration}: "
               f"test accuracy {100 * accuracy:.2f}%", flush=True)
         return float(accuracy), float(loss)
-
-
-def _works(function):
-    try:
-        function()
-        return True
-    except Exception:  # a closed engine may refuse; its metrics before close are the last
-        return False
 
 
 def _describe_device(tensor):
