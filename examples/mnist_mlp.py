@@ -3,9 +3,10 @@
 
     sgp launch --topology topologies/ring4.dot --epochs 1 -- /usr/bin/python3 examples/mnist_mlp.py
 
-The run's settings come from `sgp launch`'s flags (config.json): --epochs, --max-iterations,
---batch-size, --lr, --momentum, --nesterov, --weight-decay, --seed, --eval-every, --log-every,
---data-dir; --algo, --gossip-every, --self-weight ... go to the gossip engine.
+The run's settings come from `sgp launch`'s flags (config.json), with the meaning they have for
+sgp's own peers: --epochs, --max-iterations, --batch-size, --lr (with --lr-scaling, --lr-decay,
+--warmup-epochs), --momentum, --nesterov, --weight-decay, --seed, --eval-every, --log-every,
+--data-dir, --blas-threads; --algo, --gossip-every, --self-weight ... go to the gossip engine.
 """
 import math
 import os
@@ -18,9 +19,34 @@ import fashion_mnist  # noqa: E402
 import sgp.torch  # noqa: E402
 
 
-def main(make_model=lambda: torch.nn.Sequential(
-        torch.nn.Flatten(), torch.nn.Linear(784, 512), torch.nn.ReLU(),
-        torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))):
+def learning_rate(s, iteration, total, per_epoch, peers):
+    """The rate of `sgp peer`'s schedule (src/model/lr_schedule.cpp): --lr for a global batch of
+    256 scaled to batch * peers (--lr-scaling linear), linear warm-up, then constant, step or
+    cosine decay."""
+    lr = s.get("lr", 0.1)
+    if s.get("lr_scaling", "linear") == "linear":
+        lr *= s.get("batch_size", 32) * peers / 256
+    warmup = round(s.get("warmup_epochs", 0) * per_epoch)
+    if iteration < warmup:
+        return lr * (iteration + 1) / warmup
+    decay = s.get("lr_decay", "cosine")
+    if decay == "cosine":
+        t = min(1.0, max(0.0, (iteration - warmup) / max(1, total - warmup)))
+        return lr * 0.5 * (1 + math.cos(math.pi * t))
+    if decay == "step":
+        passed = sum(iteration >= round(m * per_epoch) for m in s.get("lr_milestones", []))
+        return lr * s.get("lr_gamma", 0.1) ** passed
+    return lr
+
+
+def w1():
+    """sgp's W1: MLP 784-512-512-10 (sgp's --model mlp:512,512)."""
+    nn = torch.nn
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512),
+                         nn.ReLU(), nn.Linear(512, 10))
+
+
+def main(make_model=w1):
     s = sgp.torch.launch_settings()
     torch.set_num_threads(s.get("blas_threads", 1))
     torch.manual_seed(s.get("seed", 1))  # the same initial model on every rank
@@ -46,6 +72,8 @@ def main(make_model=lambda: torch.nn.Sequential(
         if start == 0 and it > 0:
             order = torch.randperm(len(y), generator=generator)
         idx = order[start:start + batch]
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(s, it, total, per_epoch, model.world_size)
         loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
         optimizer.zero_grad()
         loss.backward()
