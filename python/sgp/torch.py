@@ -153,6 +153,8 @@ class GossipDataParallel(torch.nn.Module):
         a one-element tensor) and `lr` go into the records. Returns whether it mixed."""
         self._check_views()
         start = time.perf_counter()
+        if self.flat.is_cuda:  # the engine reads the buffer on its own stream
+            torch.cuda.current_stream(self.flat.device).synchronize()
         mixed = self.engine.step(self.flat)
         end = time.perf_counter()
         if self.records:

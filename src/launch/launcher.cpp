@@ -100,7 +100,8 @@ class LocalMonitor {
   // `consensus_only`: the peers' model is not sgp's (sgp launch -- COMMAND).
   LocalMonitor(const peer::TrainConfig& c, const topology::Schedule& schedule,
                const std::filesystem::path& run_dir, const std::string& bind, bool consensus_only)
-      : monitor_(make_monitor(c, schedule.num_peers(), run_dir / "monitor.jsonl", consensus_only)),
+      : monitor_(monitor::make_monitor(c, schedule.num_peers(), run_dir / "monitor.jsonl",
+                                       consensus_only)),
         receiver_(bind, gossip::monitor_curve(schedule, peer::security(c), bind)) {}
   std::string endpoint() const { return receiver_.endpoint(); }
   // Call after LocalProcesses blocked SIGINT/SIGTERM, so that the thread inherits the mask.
@@ -119,14 +120,6 @@ class LocalMonitor {
   }
 
  private:
-  static std::unique_ptr<monitor::ConsensusMonitor> make_monitor(const peer::TrainConfig& c, int n,
-                                                                 std::filesystem::path log,
-                                                                 bool consensus_only) {
-    const auto mass = monitor::mass_model_of(c.algo);
-    if (consensus_only) return std::make_unique<monitor::ConsensusMonitor>(n, std::move(log), mass);
-    return std::make_unique<monitor::ConsensusMonitor>(c.model, c.data_dir, n, std::move(log),
-                                                       mass);
-  }
   std::unique_ptr<monitor::ConsensusMonitor> monitor_;
   transport::SnapshotReceiver receiver_;
   std::atomic<bool> stop_{false};
@@ -256,7 +249,8 @@ std::vector<ChildSpec> peer_children(const std::filesystem::path& run_dir,
 
 // sgp launch -- COMMAND ARGS: the program once per local rank, told its rank and the run's
 // settings in its environment.
-std::vector<ChildSpec> program_children(const LaunchOptions& o, const std::filesystem::path& run_dir,
+std::vector<ChildSpec> program_children(const LaunchOptions& o,
+                                        const std::filesystem::path& run_dir,
                                         const std::vector<int>& local, int n,
                                         const std::string& monitor_endpoint) {
   std::vector<ChildSpec> children;
@@ -333,10 +327,10 @@ peer::RunSummary launch_peers(LaunchOptions o) {
                         : program_children(o, run.path(), local, n, monitor_endpoint);
   spdlog::info("starting ranks {} of {} ({}{}), results in {}", fmt::join(local, ","), n,
                name_of(c.algo), o.command.empty() ? "" : ", " + o.command.front(), run.path());
-  LocalProcesses processes(children, o.command.empty()
-                                         ? (emulation ? std::filesystem::path(ip_program())
-                                                      : self_executable())
-                                         : find_program(o.command.front()));
+  LocalProcesses processes(
+      children, o.command.empty()
+                    ? (emulation ? std::filesystem::path(ip_program()) : self_executable())
+                    : find_program(o.command.front()));
   if (monitor) monitor->start();
   const bool go_on = c.on_peer_failure == peer::PeerFailure::go_on ||
                      (c.on_peer_failure == peer::PeerFailure::automatic &&

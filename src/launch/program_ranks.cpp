@@ -61,9 +61,8 @@ void add_program_evaluation(peer::MonitorSummary& summary, const std::filesystem
   const auto file = run_dir / kProgramEvaluationFile;
   if (!std::filesystem::exists(file)) return;
   const auto json = peer::read_json_file(file);
-  if (!json || !json->is_object() || !json->contains("iteration") ||
-      !json->contains("accuracy") || !(*json)["iteration"].is_number_integer() ||
-      !(*json)["accuracy"].is_number()) {
+  if (!json || !json->is_object() || !json->contains("iteration") || !json->contains("accuracy") ||
+      !(*json)["iteration"].is_number_integer() || !(*json)["accuracy"].is_number()) {
     throw InputError(fmt::format(
         "{}: expected {{\"iteration\": N, \"accuracy\": A, \"loss\": L, \"peers\": P}} from "
         "the program's rank 0",
@@ -71,9 +70,10 @@ void add_program_evaluation(peer::MonitorSummary& summary, const std::filesystem
   }
   const auto iteration = (*json)["iteration"].get<std::int64_t>();
   if (summary.final_iteration != iteration) {
-    spdlog::warn("{}: the average model of iteration {} was evaluated, but the monitor's last "
-                 "record is of iteration {}: not taken",
-                 file.string(), iteration, summary.final_iteration.value_or(-1));
+    spdlog::warn(
+        "{}: the average model of iteration {} was evaluated, but the monitor's last "
+        "record is of iteration {}: not taken",
+        file.string(), iteration, summary.final_iteration.value_or(-1));
     return;
   }
   summary.final_average_model_accuracy = (*json)["accuracy"].get<double>();

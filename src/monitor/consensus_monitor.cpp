@@ -231,17 +231,22 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
              .dump()
       << '\n';
   if (!out) throw IoError(fmt::format("{}: write failed", log_.string()));
-  spdlog::info("monitor: iteration {}: consensus error {:.3e}{}{}", iteration,
-               record.consensus_error,
-               record.average_model_accuracy
-                   ? fmt::format(", average model accuracy {:.2f}%",
-                                 100.0 * *record.average_model_accuracy)
-                   : "",
-               record.peers < num_peers_
-                   ? fmt::format(" ({} of {} peers, sum of w {:.6f})", record.peers, num_peers_,
-                                 record.sum_of_weights)
-                   : "");
+  spdlog::info(
+      "monitor: iteration {}: consensus error {:.3e}{}{}", iteration, record.consensus_error,
+      record.average_model_accuracy
+          ? fmt::format(", average model accuracy {:.2f}%", 100.0 * *record.average_model_accuracy)
+          : "",
+      record.peers < num_peers_ ? fmt::format(" ({} of {} peers, sum of w {:.6f})", record.peers,
+                                              num_peers_, record.sum_of_weights)
+                                : "");
   return record;
+}
+
+std::unique_ptr<ConsensusMonitor> make_monitor(const peer::TrainConfig& c, int n,
+                                               std::filesystem::path log, bool consensus_only) {
+  const auto mass = mass_model_of(c.algo);
+  if (consensus_only) return std::make_unique<ConsensusMonitor>(n, std::move(log), mass);
+  return std::make_unique<ConsensusMonitor>(c.model, c.data_dir, n, std::move(log), mass);
 }
 
 void serve_monitor(ConsensusMonitor& monitor, transport::SnapshotReceiver& receiver,

@@ -27,6 +27,7 @@
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/summaries.hpp"
+#include "sgp/peer/train_config.hpp"
 #include "sgp/transport/message.hpp"
 
 namespace sgp::transport {
@@ -70,8 +71,7 @@ class ConsensusMonitor {
   // program): the parameter count is taken from the first valid snapshot, and records carry no
   // average-model accuracy (the program evaluates the average model itself, sgp/torch.py), nor
   // is model-average.bin written.
-  ConsensusMonitor(int num_peers, std::filesystem::path log,
-                   MassModel mass = MassModel::conserved);
+  ConsensusMonitor(int num_peers, std::filesystem::path log, MassModel mass = MassModel::conserved);
   ~ConsensusMonitor();
 
   // Validates and stores one snapshot; returns the record when it completed an iteration.
@@ -114,6 +114,11 @@ class ConsensusMonitor {
   std::optional<std::string> mismatch_;
   std::vector<float> average_;  // of the last record
 };
+
+// The monitor of a run of these settings: evaluating the peers' --model, or consensus only
+// (`consensus_only`: the peers are a program's, sgp launch -- COMMAND).
+std::unique_ptr<ConsensusMonitor> make_monitor(const peer::TrainConfig& config, int num_peers,
+                                               std::filesystem::path log, bool consensus_only);
 
 // Receives snapshots into `monitor` until `stop` is set, then drains what is still queued
 // (until nothing arrives for `drain`) and returns. Errors are logged, never thrown: a monitor
