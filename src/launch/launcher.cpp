@@ -126,6 +126,14 @@ class LocalMonitor {
   std::thread thread_;
 };
 
+// monitor-summary.json; for a program's run (-- COMMAND) with the average model's evaluation
+// that its rank 0 reported.
+void finish_monitor(LocalMonitor& monitor, const peer::RunDirectory& run, bool program) {
+  auto summary = monitor.stop(run.path());
+  if (program) add_program_evaluation(summary, run.path());
+  run.write_json("monitor-summary.json", summary);
+}
+
 // --link-rate: every rank on its own emulated host. The topology is readdressed onto the hosts
 // (run_dir/topology-emulated.dot, which the peers then read) and each peer is started inside its
 // host's namespace with `ip netns exec`.
@@ -289,6 +297,8 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   const int n = schedule.num_peers();
   const std::vector<int> local = ranks_to_start(o, schedule);
   const auto mixing = check_before_start(c, schedule, o.command.empty());
+  const std::filesystem::path program =
+      o.command.empty() ? std::filesystem::path() : find_program(o.command.front());
   if (c.run_dir.empty()) c.run_dir = peer::create_default_run_dir("launch").string();
   peer::RunDirectory run(c.run_dir, -1);
   if (c.resume && peer::ranks_finished(run.path(), local)) {
@@ -327,10 +337,9 @@ peer::RunSummary launch_peers(LaunchOptions o) {
                         : program_children(o, run.path(), local, n, monitor_endpoint);
   spdlog::info("starting ranks {} of {} ({}{}), results in {}", fmt::join(local, ","), n,
                name_of(c.algo), o.command.empty() ? "" : ", " + o.command.front(), run.path());
-  LocalProcesses processes(
-      children, o.command.empty()
-                    ? (emulation ? std::filesystem::path(ip_program()) : self_executable())
-                    : find_program(o.command.front()));
+  LocalProcesses processes(children, !program.empty() ? program
+                                     : emulation      ? std::filesystem::path(ip_program())
+                                                      : self_executable());
   if (monitor) monitor->start();
   const bool go_on = c.on_peer_failure == peer::PeerFailure::go_on ||
                      (c.on_peer_failure == peer::PeerFailure::automatic &&
@@ -345,11 +354,7 @@ peer::RunSummary launch_peers(LaunchOptions o) {
       failures.push_back(*failure);
     }
   }
-  if (monitor) {
-    auto summary = monitor->stop(run.path());
-    if (!o.command.empty()) add_program_evaluation(summary, run.path());
-    run.write_json("monitor-summary.json", summary);
-  }
+  if (monitor) finish_monitor(*monitor, run, !o.command.empty());
 
   if (processes.interrupted()) {
     throw Interrupted(
