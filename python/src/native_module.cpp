@@ -75,16 +75,21 @@ std::unique_ptr<peer::GossipSession> make_session(peer::TrainConfig config, int 
   return std::make_unique<peer::GossipSession>(std::move(config), rank, numel);
 }
 
-std::unique_ptr<peer::GossipSession> construct(const std::string& topology, int rank,
+// A path given as str or os.PathLike.
+std::string path_text(const py::object& path) {
+  return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+}
+
+std::unique_ptr<peer::GossipSession> construct(const py::object& topology, int rank,
                                                std::int64_t numel, const py::object& settings,
                                                const py::object& run_dir, const py::object& monitor,
                                                const py::object& keys) {
   if (numel <= 0) throw py::value_error(fmt::format("numel: expected >= 1, got {}", numel));
   peer::TrainConfig config = settings_from_dict(settings);
-  config.topology = topology;
-  if (!run_dir.is_none()) config.run_dir = py::str(run_dir).cast<std::string>();
+  config.topology = path_text(topology);
+  if (!run_dir.is_none()) config.run_dir = path_text(run_dir);
   if (!monitor.is_none()) config.monitor = monitor.cast<std::string>();
-  if (!keys.is_none()) config.keys_dir = py::str(keys).cast<std::string>();
+  if (!keys.is_none()) config.keys_dir = path_text(keys);
   return make_session(std::move(config), rank, static_cast<std::size_t>(numel));
 }
 
@@ -98,6 +103,12 @@ bool step(peer::GossipSession& session, const py::object& buffer) {
   const BufferView view(buffer, session.numel(), "Gossip.step(buffer)");
   py::gil_scoped_release release;
   return session.step(view.data(), view.place());
+}
+
+void attach(peer::GossipSession& session, const py::object& buffer) {
+  const BufferView view(buffer, session.numel(), "Gossip.attach(buffer)");
+  py::gil_scoped_release release;
+  session.attach(view.data(), view.place());
 }
 
 bool publish(peer::GossipSession& session, const py::object& buffer, std::int64_t iteration) {
@@ -155,6 +166,8 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("bytes_sent",
                              [](const GossipSession& s) { return s.metrics().bytes_sent; })
       .def_property_readonly("closed", &GossipSession::finished)
+      // keep_alive: the engine mixes the attached buffer until the Gossip goes.
+      .def("attach", &sp::attach, py::arg("buffer"), py::keep_alive<1, 2>())
       .def("step", &sp::step, py::arg("buffer"))
       .def("publish", &sp::publish, py::arg("buffer"), py::arg("iteration"))
       .def("metrics", &sp::metrics_of)

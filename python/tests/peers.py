@@ -53,6 +53,16 @@ def one_peer_exponential(directory, peers=4):
     return path
 
 
+def barrier(directory, rank, peers, timeout=30):
+    """Returns once every rank has called it with the same directory (each leaves a file)."""
+    open(os.path.join(directory, f"ready-{rank}"), "w").close()
+    deadline = time.monotonic() + timeout
+    while not all(os.path.exists(os.path.join(directory, f"ready-{r}")) for r in range(peers)):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank {rank}: the other ranks did not start in {timeout} s")
+        time.sleep(0.01)
+
+
 def run_ranks(script, peers, arguments, timeout=30):
     """Runs `script --rank R ARGUMENTS` for each rank at once; returns [(exit code, the JSON of
     the last stdout line or None, stderr)] by rank."""

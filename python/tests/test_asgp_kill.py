@@ -23,11 +23,12 @@ def initial(np, rank):
     return (((5 * rank + 3 * np.arange(NUMEL)) % 17) - 8).astype(np.float32)
 
 
-def worker(rank, topology):
+def worker(rank, topology, directory):
     import numpy as np
     import sgp
     z = initial(np, rank)
     gossip = sgp.Gossip(topology, rank, NUMEL, SETTINGS)
+    peers.barrier(directory, rank, PEERS)
     give_up = time.monotonic() + 15
     steps = 0
     while time.monotonic() < give_up:
@@ -47,7 +48,8 @@ def main():
     (np,) = peers.require("numpy")
     with tempfile.TemporaryDirectory() as tmp:
         topology = peers.one_peer_exponential(tmp, PEERS)
-        results = peers.run_ranks(__file__, PEERS, ["--topology", topology], timeout=60)
+        results = peers.run_ranks(__file__, PEERS, ["--topology", topology, "--barrier", tmp],
+                                  timeout=60)
     assert results[VICTIM][0] == -signal.SIGKILL, peers.report(results)
     survivors = [res for rank, (rc, res, _) in enumerate(results) if rank != VICTIM]
     assert all(rc == 0 and res for rank, (rc, res, _) in enumerate(results) if rank != VICTIM), \
@@ -69,9 +71,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--rank", type=int)
     parser.add_argument("--topology")
+    parser.add_argument("--barrier")
     arguments = parser.parse_args()
     if arguments.rank is None:
         main()
     else:
-        worker(arguments.rank, arguments.topology)
+        worker(arguments.rank, arguments.topology, arguments.barrier)
     sys.exit(0)

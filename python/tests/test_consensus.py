@@ -25,17 +25,37 @@ def exact_mean(np):
     return sum(initial(np, r).astype(np.float64) for r in range(PEERS)) / PEERS
 
 
+def mix_until_settled(np, gossip, z, args):
+    """Steps (a round each) for `args.seconds` after every rank is up, and then until z has stayed
+    the same through 50 rounds that received something (at most 20 s): a peer whose neighbours
+    are descheduled does not count as settled."""
+    peers.barrier(args.barrier, args.rank, PEERS)
+    start = time.monotonic()
+    mixed, settled, before = [], 0, z.copy()
+    received = gossip.metrics()["messages_received"]
+    while time.monotonic() - start < 20:
+        mixed.append(gossip.step(z))
+        now_received = gossip.metrics()["messages_received"]
+        if not np.array_equal(z, before):
+            settled = 0
+        elif now_received > received:
+            settled += 1
+        received = now_received
+        before[:] = z
+        if time.monotonic() - start > args.seconds and settled >= 50:
+            break
+        time.sleep(0.002)
+    return mixed
+
+
 def worker(args):
     import numpy as np
     import sgp
     settings = json.loads(args.settings)
     z = initial(np, args.rank)
     with sgp.Gossip(args.topology, args.rank, NUMEL, settings) as gossip:
-        mixed = []
-        if args.until:  # asgp: keep mixing until a common deadline, as training would
-            while time.time() < args.until:
-                mixed.append(gossip.step(z))
-                time.sleep(0.002)
+        if args.seconds:  # asgp: mix for a while (as training would) and until z settles
+            mixed = mix_until_settled(np, gossip, z, args)
         else:
             mixed = [gossip.step(z) for _ in range(args.steps)]
         gossip.close(z)
@@ -70,8 +90,8 @@ def main():
         topology = peers.one_peer_exponential(tmp, PEERS)
         settings = {"algo": "asgp", "inject": "drop=0.2,seed=7", "timeout_ms": 5000}
         asgp = peers.run_ranks(__file__, PEERS, [
-            "--topology", topology, "--until", str(time.time() + 2.5),
-            "--settings", json.dumps(settings)])
+            "--topology", topology, "--seconds", "1", "--barrier", tmp,
+            "--settings", json.dumps(settings)], timeout=60)
         check(np, asgp, "asgp, 20% dropped")
         assert all(res["algo"] == "asgp" for _, res, _ in asgp)
 
@@ -82,7 +102,8 @@ if __name__ == "__main__":
     parser.add_argument("--topology")
     parser.add_argument("--settings", default="{}")
     parser.add_argument("--steps", type=int, default=0)
-    parser.add_argument("--until", type=float, default=0.0)
+    parser.add_argument("--seconds", type=float, default=0.0)
+    parser.add_argument("--barrier")
     arguments = parser.parse_args()
     if arguments.rank is None:
         main()

@@ -2,8 +2,10 @@
 wrong kind (numpy and torch), settings the table refuses, a bad rank or topology, a missing
 environment, and two peers whose buffers differ in size."""
 
+import ctypes
 import json
 import os
+import pathlib
 import sys
 import tempfile
 import unittest
@@ -13,12 +15,42 @@ import peers
 np, = peers.require("numpy")
 import sgp  # noqa: E402  (after the skip check)
 
-try:
-    import torch
-except ImportError:
-    torch = None
+torch = None
+if "--rank" not in sys.argv:  # the workers of SizeMismatch need no torch (slow to import)
+    try:
+        import torch
+    except ImportError:
+        pass
 
 NUMEL = 8
+
+
+class DLTensor(ctypes.Structure):
+    """DLPack's DLManagedTensor (dlpack.h), enough to offer a buffer on any device."""
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+class DeviceTensor:
+    """A float32 vector that says, through __dlpack__, that it lives on DLPack device
+    `device_type` (2: CUDA); its memory is a numpy array's, never read if the device is
+    refused."""
+
+    def __init__(self, device_type, numel=NUMEL):
+        self.array = np.zeros(numel, dtype=np.float32)
+        self.shape = (ctypes.c_int64 * 1)(numel)
+        self.tensor = DLTensor(data=self.array.ctypes.data, device_type=device_type, ndim=1,
+                               code=2, bits=32, lanes=1, shape=self.shape)
+
+    def __dlpack__(self, stream=None):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype = ctypes.py_object
+        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self.tensor), b"dltensor", None)
 
 
 class Misuse(unittest.TestCase):
@@ -26,7 +58,7 @@ class Misuse(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.topology = peers.one_peer_exponential(cls.tmp.name, 2)
-        cls.gossip = sgp.Gossip(cls.topology, 0, NUMEL, {"timeout_ms": 1000})
+        cls.gossip = sgp.Gossip(pathlib.Path(cls.topology), 0, NUMEL, {"timeout_ms": 1000})
 
     @classmethod
     def tearDownClass(cls):
@@ -54,11 +86,21 @@ class Misuse(unittest.TestCase):
 
     @unittest.skipIf(torch is None, "torch is not importable")
     def test_torch_tensors(self):
-        self.refused(TypeError, "expected float32 elements", torch.zeros(NUMEL, dtype=torch.float64))
+        self.refused(TypeError, "expected float32 elements",
+                     torch.zeros(NUMEL, dtype=torch.float64))
         self.refused(ValueError, "not C-contiguous", torch.zeros(NUMEL, 2)[:, 0])
         self.refused(ValueError, "holds 9 elements", torch.zeros(NUMEL + 1))
         with self.assertRaisesRegex(Exception, "(?i)grad"):
             self.gossip.step(torch.zeros(NUMEL, requires_grad=True))
+
+    def test_dlpack_devices(self):
+        with sgp.Gossip(self.topology, 1, NUMEL, {"timeout_ms": 1000}) as g:
+            # This build has CUDA (then: no usable GPU here) or not (then: built without CUDA).
+            with self.assertRaisesRegex(ValueError, "no usable GPU|built without CUDA"):
+                g.step(DeviceTensor(2))
+            with self.assertRaisesRegex(ValueError, "DLPack device type 14"):
+                g.step(DeviceTensor(14))
+            self.assertEqual(g.iteration, 0)
 
     @unittest.skipIf(torch is None or not torch.cuda.is_available(), "no CUDA device")
     def test_cuda_tensor_on_the_host_engine(self):
@@ -67,6 +109,12 @@ class Misuse(unittest.TestCase):
             g.publish(np.zeros(NUMEL, dtype=np.float32), 0)
             with self.assertRaisesRegex(ValueError, "earlier buffers were in host memory"):
                 g.step(torch.zeros(NUMEL, device="cuda"))
+
+    def test_publish(self):
+        self.assertFalse(self.gossip.publish(np.zeros(NUMEL, dtype=np.float32), 1),
+                         "without a monitor nothing is queued")
+        with self.assertRaisesRegex(ValueError, r"Gossip.publish\(buffer\): .*holds 9"):
+            self.gossip.publish(np.zeros(NUMEL + 1, dtype=np.float32), 1)
 
     def test_settings(self):
         with self.assertRaisesRegex(ValueError, "'tua' is not a setting.* tau "):
@@ -87,6 +135,8 @@ class Misuse(unittest.TestCase):
             sgp.Gossip(self.topology, 2, NUMEL)
         with self.assertRaisesRegex(ValueError, "no-such.dot"):
             sgp.Gossip(os.path.join(self.tmp.name, "no-such.dot"), 0, NUMEL)
+        with self.assertRaisesRegex(TypeError, "PathLike"):
+            sgp.Gossip(None, 0, NUMEL)
         with self.assertRaisesRegex(ValueError, "numel: expected >= 1, got 0"):
             sgp.Gossip(self.topology, 1, 0)
 

@@ -65,23 +65,29 @@ struct GossipSession::State {
   // Made by the first buffer's place: the backend, the engine's x there, the engine.
   std::optional<BufferPlace> place;
   std::unique_ptr<compute::Backend> backend;
-  compute::DeviceBuffer<float> x;
+  compute::DeviceBuffer<float> x;  // the engine's x, unless the caller attached its buffer
+  float* engine_x = nullptr;       // x.data() or the attached buffer
+  std::size_t numel = 0;
   std::unique_ptr<gossip::Mixer> engine;
   gossip::AsyncPushSum* async = nullptr;  // the engine, when it is asgp's
   std::vector<float> host_z;              // publish() from a GPU
+  // After finish(), which releases the engine: what it ended with.
+  gossip::PushSumMetrics final_metrics;
+  double final_weight = 1.0;
+  std::vector<int> final_excluded;
 
-  explicit State(topology::Schedule schedule) : mixing(std::move(schedule)) {}
+  State(topology::Schedule schedule, std::size_t n) : mixing(std::move(schedule)), numel(n) {}
 
   // The engine's x from the caller's z: x = w z, except for asgp, whose x is z (it scales what
   // changed since its last round itself).
   void take_z(const float* z) {
-    backend->copy(x.data(), z, x.bytes());
+    if (z != engine_x) backend->copy(engine_x, z, numel * sizeof(float));
     const double w = engine->weight();
-    if (engine->z_scale() && w != 1.0) backend->scale(x.data(), x.size(), static_cast<float>(w));
+    if (engine->z_scale() && w != 1.0) backend->scale(engine_x, numel, static_cast<float>(w));
   }
-  // z = x / w back to the caller.
+  // z = x / w back to the caller: nothing to do for an attached buffer while w is 1.
   void give_z(float* z) {
-    engine->debias(z);
+    if (z != engine_x || !engine->z_scale() || engine->weight() != 1.0) engine->debias(z);
     backend->synchronize();
   }
 };
@@ -92,7 +98,7 @@ GossipSession::GossipSession(TrainConfig config, int rank, std::size_t numel)
   if (numel_ == 0) throw InputError("numel: the buffer to mix must hold at least one element");
   const topology::Schedule file_schedule = load_topology(config_);
   check_rank(config_, file_schedule, rank_);
-  state_ = std::make_unique<State>(peer_mixing_schedule(config_, file_schedule));
+  state_ = std::make_unique<State>(peer_mixing_schedule(config_, file_schedule), numel_);
   if (communicates()) {
     state_->transport = open_peer_transport(config_, state_->mixing, rank_, numel_);
   }
@@ -110,7 +116,7 @@ bool GossipSession::communicates() const {
   return info(config_.algo).communicates && world_size() > 1;
 }
 
-void GossipSession::start_engine(const BufferPlace& place) {
+void GossipSession::start_engine(const BufferPlace& place, float* attached) {
   State& s = *state_;
   if (s.place) {
     if (*s.place != place) {
@@ -129,19 +135,41 @@ void GossipSession::start_engine(const BufferPlace& place) {
   const std::string device = place.kind == compute::DeviceKind::cpu
                                  ? std::string("cpu")
                                  : fmt::format("cuda:{}", place.device_index);
-  s.backend = compute::make_backend({device, config_.blas_threads, config_.tf32, 0});
-  s.place = place;
-  if (!communicates()) return;
-  s.x = compute::DeviceBuffer<float>(*s.backend, numel_);
   const gossip::PushSumConfig engine_config =
       push_sum_config(config_, place.kind, overlap_comm_thread(config_, s.mixing, rank_));
-  s.engine = gossip::make_mixer(*s.backend, s.mixing, *s.transport.active(), s.x.data(), numel_,
-                                engine_config);
-  s.async = dynamic_cast<gossip::AsyncPushSum*>(s.engine.get());
+  s.x = {};  // what an earlier, failed try made, before its backend goes
+  try {
+    s.backend = compute::make_backend({device, config_.blas_threads, config_.tf32, 0});
+  } catch (const InputError& e) {
+    throw InputError(
+        fmt::format("the buffer is in {}, which sgp cannot use: {}", describe(place), e.what()));
+  }
+  if (communicates()) {
+    if (!attached) s.x = compute::DeviceBuffer<float>(*s.backend, numel_);
+    s.engine_x = attached ? attached : s.x.data();
+    s.engine = gossip::make_mixer(*s.backend, s.mixing, *s.transport.active(), s.engine_x, numel_,
+                                  engine_config);
+    s.async = dynamic_cast<gossip::AsyncPushSum*>(s.engine.get());
+  }
+  s.place = place;  // last: a buffer refused above leaves the next one to try again
+}
+
+void GossipSession::attach(float* z, const BufferPlace& place) {
+  if (finished_) throw InputError("attach: this peer's gossip was closed");
+  if (state_->place) {
+    throw InputError("attach: only before the first step (the engine already has its buffer)");
+  }
+  start_engine(place, z);
+  attached_ = z;
 }
 
 bool GossipSession::step(float* z, const BufferPlace& place) {
   if (finished_) throw InputError("step: this peer's gossip was closed");
+  if (attached_ && z != attached_) {
+    throw InputError(
+        "step: this peer mixes the buffer given to attach(), in place: pass that one (its memory "
+        "must stay where it was)");
+  }
   start_engine(place);
   const std::int64_t iteration = iteration_++;
   State& s = *state_;
@@ -168,26 +196,39 @@ bool GossipSession::publish(const float* z, const BufferPlace& place, std::int64
 }
 
 void GossipSession::finish(float* z, const std::optional<BufferPlace>& place) {
+  if (finished_) return;
   State& s = *state_;
+  if (!z) z = attached_;  // it holds z between steps, not the engine's x
   if (z && place) start_engine(*place);
-  if (!finished_ && s.engine) {
+  finished_ = true;
+  if (s.engine) {
     // The caller's latest z counts (asgp takes what changed since its last round).
     if (z) s.take_z(z);
     s.engine->finish();
+    if (z) s.give_z(z);
+    // What the accessors report from now on: the engine goes with the sockets.
+    s.final_metrics = s.engine->metrics();
+    s.final_weight = s.engine->weight();
+    s.final_excluded = excluded_peers();
+    s.async = nullptr;
+    s.engine.reset();
   }
-  finished_ = true;
-  if (z && s.engine) s.give_z(z);
+  s.transport = PeerTransport();  // the endpoint is free again
 }
 
-double GossipSession::weight() const { return state_->engine ? state_->engine->weight() : 1.0; }
+double GossipSession::weight() const {
+  if (state_->engine) return state_->engine->weight();
+  return state_->final_weight;
+}
 
 gossip::PushSumMetrics GossipSession::metrics() const {
-  return state_->engine ? state_->engine->metrics() : gossip::PushSumMetrics{};
+  if (state_->engine) return state_->engine->metrics();
+  return state_->final_metrics;
 }
 
 std::vector<int> GossipSession::excluded_peers() const {
+  if (!state_->async) return state_->final_excluded;
   std::vector<int> out;
-  if (!state_->async) return out;
   for (const auto& e : state_->async->events())
     if (e.what == "excluded") out.push_back(e.rank);
   return out;

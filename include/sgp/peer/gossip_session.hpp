@@ -48,6 +48,11 @@ class GossipSession {
   GossipSession(const GossipSession&) = delete;
   GossipSession& operator=(const GossipSession&) = delete;
 
+  // Makes z (numel floats at `place`) the engine's own x, so that steps mix it without the two
+  // copies (z into the engine's x and back) of other buffers; with w = 1, as on doubly
+  // stochastic schedules, nothing but the engine touches it then. Before the first step; every
+  // later step must pass z, and z must stay valid until finish().
+  void attach(float* z, const BufferPlace& place);
   // After each optimizer step: z holds numel de-biased parameters at `place`, in and out. Runs a
   // gossip round when this is a gossip iteration (--gossip-every) and returns whether it did.
   // InputError when `place` differs from the first step's; IoError when a peer fails.
@@ -57,7 +62,8 @@ class GossipSession {
   bool publish(const float* z, const BufferPlace& place, std::int64_t iteration);
   // Ends the gossip: sync modes apply what is still in flight; asgp says it is done and mixes
   // until every live peer is (its done/leave protocol). With `z`, writes the final z there.
-  // Later steps are refused. Idempotent.
+  // Then closes the transport (the endpoint is free again); the accessors report the final
+  // values, later steps are refused and later calls do nothing.
   void finish(float* z = nullptr, const std::optional<BufferPlace>& place = std::nullopt);
 
   int rank() const { return rank_; }
@@ -77,13 +83,14 @@ class GossipSession {
 
  private:
   struct State;
-  void start_engine(const BufferPlace& place);
+  void start_engine(const BufferPlace& place, float* attached = nullptr);
 
   TrainConfig config_;
   int rank_;
   std::size_t numel_;
   std::int64_t iteration_ = 0;
   bool finished_ = false;
+  float* attached_ = nullptr;  // attach()'s buffer
   std::unique_ptr<State> state_;
 };
 
