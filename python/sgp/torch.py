@@ -16,7 +16,8 @@ What it does:
   usual. They hold this rank's de-biased parameters z = x / w: training, evaluation and the
   module's own ``state_dict`` see z, and the engine keeps w (``Gossip.step``).
 - ``gossip()`` hands the flat tensor to ``sgp._native.Gossip.step`` after each optimizer step;
-  the engine runs a round when its schedule says so (``gossip_every``) and mixes in place.
+  the engine runs a round when its schedule says so (``gossip_every``) and mixes in place (the
+  tensor is attached to the engine: no copies per round).
 - Buffers (batch norm's running statistics, counters) are not gossiped: each rank keeps its own,
   as DDP with ``broadcast_buffers=False`` does. The average model of ``finish()`` averages them.
 - Started by ``sgp launch ... -- COMMAND``, it reads its rank and the run's settings from the
@@ -98,6 +99,9 @@ class GossipDataParallel(torch.nn.Module):
         self._views = [p.data_ptr() for p in module.parameters()]
         self.engine = _make_gossip(self.flat.numel(), topology, rank, settings, run_dir,
                                    monitor, keys)
+        # The flat buffer lives as long as the wrapper: the engine mixes it in place, without
+        # copying it into its own x and back each round.
+        self.engine.attach(self.flat)
         run_dir = run_dir or os.environ.get("SGP_RUN_DIR")
         run_settings = {**launch_settings(), **(settings or {})}
         self.batch_size = batch_size or run_settings.get("batch_size", 0)
