@@ -91,7 +91,12 @@ ConsensusMonitor::~ConsensusMonitor() = default;
 
 void ConsensusMonitor::explain_mismatch(const gossip::WireHeader& h, gossip::RejectCause cause) {
   if (mismatch_) return;
-  if (cause == gossip::RejectCause::bad_size && h.total != parameter_count_) {
+  if (cause == gossip::RejectCause::bad_size && h.total != parameter_count_ && !evaluator_) {
+    mismatch_ = fmt::format(
+        "rank {} sends snapshots of {} parameters, but the first snapshot had {}: every rank of "
+        "the program must gossip the same model",
+        h.sender, h.total, parameter_count_);
+  } else if (cause == gossip::RejectCause::bad_size && h.total != parameter_count_) {
     mismatch_ = fmt::format(
         "rank {} sends snapshots of a model with {} parameters, but this monitor's model '{}' "
         "has {}: start it with the peers' settings (sgp monitor --config RUN_DIR/config.json, "
@@ -111,9 +116,15 @@ std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
   if (message.num_frames() == 2) header = gossip::parse_header(message.frame(0));
   // Consensus only: the first snapshot that decodes fixes the size (a snapshot is one chunk, so
   // its payload must hold all of it); the others must match it.
-  if (parameter_count_ == 0 && header && header->total > 0 && header->count == header->total &&
+  const bool sizing = parameter_count_ == 0;
+  if (sizing && header && header->total > 0 && header->count == header->total &&
       message.frame(1).size() == header->total * sizeof(float)) {
     parameter_count_ = header->total;
+  }
+  if (parameter_count_ == 0) {  // consensus only, and nothing that could fix the size yet
+    ++rejected_;
+    warn(rejected_, "rejected a snapshot: not one whole float32 vector");
+    return std::nullopt;
   }
   // self = num_peers: every rank 0..N-1 is a valid sender to the monitor.
   auto decoded = gossip::decode_message(
@@ -121,6 +132,7 @@ std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
       gossip::kDtypeFloat32,
       mass_ == MassModel::conserved ? gossip::WeightBound::push_sum : gossip::WeightBound::finite);
   if (auto* cause = std::get_if<gossip::RejectCause>(&decoded)) {
+    if (sizing) parameter_count_ = 0;  // a damaged or forged snapshot fixes nothing
     ++rejected_;
     if (header) explain_mismatch(*header, *cause);
     warn(rejected_, fmt::format("rejected a snapshot: {}", gossip::reject_cause_name(*cause)));
