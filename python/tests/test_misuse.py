@@ -8,6 +8,8 @@ import os
 import pathlib
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 import peers
@@ -115,6 +117,23 @@ class Misuse(unittest.TestCase):
                          "without a monitor nothing is queued")
         with self.assertRaisesRegex(ValueError, r"Gossip.publish\(buffer\): .*holds 9"):
             self.gossip.publish(np.zeros(NUMEL + 1, dtype=np.float32), 1)
+
+    def test_two_threads(self):
+        # Rank 1 waits in step() for rank 0, which never steps; meanwhile a second thread's call
+        # is refused instead of racing it.
+        g = sgp.Gossip(self.topology, 1, NUMEL, {"timeout_ms": 1500})
+        outcome = []
+        waiting = threading.Thread(target=lambda: outcome.append(
+            self.assertRaises(sgp.PeerError, g.step, np.zeros(NUMEL, dtype=np.float32))))
+        waiting.start()
+        time.sleep(0.3)
+        with self.assertRaisesRegex(ValueError, "another thread is inside a call"):
+            g.step(np.zeros(NUMEL, dtype=np.float32))
+        waiting.join()
+        self.assertEqual(len(outcome), 1)
+        with self.assertRaisesRegex(ValueError, "failed .*close it"):
+            g.step(np.zeros(NUMEL, dtype=np.float32))
+        g.close()  # a failed engine is only destroyed
 
     def test_settings(self):
         with self.assertRaisesRegex(ValueError, "'tua' is not a setting.* tau "):

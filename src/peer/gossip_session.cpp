@@ -1,6 +1,7 @@
 #include "sgp/peer/gossip_session.hpp"
 
 #include <cstdlib>
+#include <mutex>
 #include <span>
 #include <string>
 
@@ -31,6 +32,19 @@ std::optional<std::string> environment(const char* name) {
   const char* value = std::getenv(name);
   if (!value || !*value) return std::nullopt;
   return std::string(value);
+}
+
+// Holds `mutex` for one call. The engine is for one thread at a time: a second thread gets
+// InputError instead of a race.
+std::unique_lock<std::mutex> one_caller(std::mutex& mutex, std::string_view call) {
+  std::unique_lock lock(mutex, std::try_to_lock);
+  if (!lock) {
+    throw InputError(fmt::format(
+        "{}: another thread is inside a call of this peer's gossip; use it from one thread at a "
+        "time",
+        call));
+  }
+  return lock;
 }
 
 std::string describe(const BufferPlace& place) {
@@ -84,6 +98,14 @@ struct GossipSession::State {
     if (z != engine_x) backend->copy(engine_x, z, numel * sizeof(float));
     const double w = engine->weight();
     if (engine->z_scale() && w != 1.0) backend->scale(engine_x, numel, static_cast<float>(w));
+  }
+  // asgp: the ranks excluded as failed, in order; what the engine ended with once it is gone.
+  std::vector<int> excluded() const {
+    if (!async) return final_excluded;
+    std::vector<int> out;
+    for (const auto& e : async->events())
+      if (e.what == "excluded") out.push_back(e.rank);
+    return out;
   }
   // z = x / w back to the caller: nothing to do for an attached buffer while w is 1.
   void give_z(float* z) {
@@ -155,6 +177,7 @@ void GossipSession::start_engine(const BufferPlace& place, float* attached) {
 }
 
 void GossipSession::attach(float* z, const BufferPlace& place) {
+  const auto lock = one_caller(busy_, "attach");
   if (finished_) throw InputError("attach: this peer's gossip was closed");
   if (state_->place) {
     throw InputError("attach: only before the first step (the engine already has its buffer)");
@@ -164,7 +187,11 @@ void GossipSession::attach(float* z, const BufferPlace& place) {
 }
 
 bool GossipSession::step(float* z, const BufferPlace& place) {
+  const auto lock = one_caller(busy_, "step");
   if (finished_) throw InputError("step: this peer's gossip was closed");
+  if (failed_) {
+    throw InputError("step: this peer's gossip failed (the PeerError before); close it");
+  }
   if (attached_ && z != attached_) {
     throw InputError(
         "step: this peer mixes the buffer given to attach(), in place: pass that one (its memory "
@@ -175,12 +202,18 @@ bool GossipSession::step(float* z, const BufferPlace& place) {
   State& s = *state_;
   if (!s.engine || (iteration + 1) % config_.gossip_every != 0) return false;
   s.take_z(z);
-  const bool mixed = s.engine->step(iteration);
-  s.give_z(z);
-  return mixed;
+  try {
+    const bool mixed = s.engine->step(iteration);
+    s.give_z(z);
+    return mixed;
+  } catch (const IoError&) {
+    failed_ = true;  // the engine may only be destroyed now
+    throw;
+  }
 }
 
 bool GossipSession::publish(const float* z, const BufferPlace& place, std::int64_t iteration) {
+  const auto lock = one_caller(busy_, "publish");
   State& s = *state_;
   if (!s.publisher) return false;
   start_engine(place);
@@ -190,18 +223,20 @@ bool GossipSession::publish(const float* z, const BufferPlace& place, std::int64
     s.backend->download(s.host_z.data(), z, numel_ * sizeof(float));
     host = s.host_z;
   }
-  const bool queued = s.publisher->publish(iteration, host, weight());
+  const bool queued =
+      s.publisher->publish(iteration, host, s.engine ? s.engine->weight() : s.final_weight);
   if (!queued) spdlog::debug("monitor not reachable: snapshot of iteration {} dropped", iteration);
   return queued;
 }
 
 void GossipSession::finish(float* z, const std::optional<BufferPlace>& place) {
+  const auto lock = one_caller(busy_, "close");
   if (finished_) return;
   State& s = *state_;
   if (!z) z = attached_;  // it holds z between steps, not the engine's x
   if (z && place) start_engine(*place);
   finished_ = true;
-  if (s.engine) {
+  if (s.engine && !failed_) {
     // The caller's latest z counts (asgp takes what changed since its last round).
     if (z) s.take_z(z);
     s.engine->finish();
@@ -209,29 +244,26 @@ void GossipSession::finish(float* z, const std::optional<BufferPlace>& place) {
     // What the accessors report from now on: the engine goes with the sockets.
     s.final_metrics = s.engine->metrics();
     s.final_weight = s.engine->weight();
-    s.final_excluded = excluded_peers();
-    s.async = nullptr;
-    s.engine.reset();
+    s.final_excluded = s.excluded();
   }
+  s.async = nullptr;
+  s.engine.reset();
   s.transport = PeerTransport();  // the endpoint is free again
 }
 
 double GossipSession::weight() const {
-  if (state_->engine) return state_->engine->weight();
-  return state_->final_weight;
+  const auto lock = one_caller(busy_, "weight");
+  return state_->engine ? state_->engine->weight() : state_->final_weight;
 }
 
 gossip::PushSumMetrics GossipSession::metrics() const {
-  if (state_->engine) return state_->engine->metrics();
-  return state_->final_metrics;
+  const auto lock = one_caller(busy_, "metrics");
+  return state_->engine ? state_->engine->metrics() : state_->final_metrics;
 }
 
 std::vector<int> GossipSession::excluded_peers() const {
-  if (!state_->async) return state_->final_excluded;
-  std::vector<int> out;
-  for (const auto& e : state_->async->events())
-    if (e.what == "excluded") out.push_back(e.rank);
-  return out;
+  const auto lock = one_caller(busy_, "excluded_peers");
+  return state_->excluded();
 }
 
 std::uint64_t GossipSession::dropped_snapshots() const {

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -38,6 +39,7 @@ struct SessionStart {
 };
 SessionStart session_start_from_environment();
 
+// One thread at a time: a call while another thread is inside one throws InputError.
 class GossipSession {
  public:
   // Peer `rank` of config.topology, mixing vectors of `numel` floats (every peer's must be the
@@ -90,7 +92,9 @@ class GossipSession {
   std::size_t numel_;
   std::int64_t iteration_ = 0;
   bool finished_ = false;
+  bool failed_ = false;        // a step threw IoError: the engine may only be destroyed
   float* attached_ = nullptr;  // attach()'s buffer
+  mutable std::mutex busy_;    // held by the call in progress (one thread at a time)
   std::unique_ptr<State> state_;
 };
 
