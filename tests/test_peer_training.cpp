@@ -511,6 +511,23 @@ TEST_CASE("a monitor started with other settings than the peers says what does n
   CHECK(sgp::testing::contains(*two.summary().settings_mismatch, "expects 2 peers (ranks 0..1)"));
 }
 
+TEST_CASE("a consensus-only monitor takes its size from the first sound snapshot") {
+  sgp::testing::TempDir dir;  // a program's peers (sgp launch -- COMMAND): no model, no data
+  monitor::ConsensusMonitor monitor(2, dir / "monitor.jsonl");
+  CHECK_FALSE(monitor.add(snapshot(0, 4, std::vector<float>(6, 1.0f), true)));  // damaged
+  CHECK_FALSE(monitor.add(snapshot(0, 4, {1.0f, 1.0f, 1.0f})));                 // fixes 3
+  CHECK_FALSE(monitor.add(snapshot(1, 4, std::vector<float>(6, 3.0f))));        // refused
+  REQUIRE(monitor.summary().settings_mismatch);
+  CHECK(sgp::testing::contains(
+      *monitor.summary().settings_mismatch,
+      "rank 1 sends snapshots of 6 parameters, but the first snapshot had 3"));
+  const auto record = monitor.add(snapshot(1, 4, {3.0f, 3.0f, 3.0f}));
+  REQUIRE(record);
+  CHECK(record->consensus_error == doctest::Approx(0.25).epsilon(1e-12));
+  CHECK_FALSE(record->average_model_accuracy);
+  CHECK(monitor.rejected() == 2);
+}
+
 TEST_CASE("the monitor flags mass drift where mass is conserved, and takes asgp's weights") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;

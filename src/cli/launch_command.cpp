@@ -10,6 +10,20 @@
 
 namespace sgp::cli {
 
+namespace {
+
+// sgp launch [flags] -- COMMAND ARGS: everything after `--` is the program and its arguments.
+void add_program_option(CLI::App& cmd, std::vector<std::string>& command) {
+  cmd.add_option("command", command,
+                 "after --: a program to run once per rank instead of sgp's own peer (e.g. "
+                 "-- /usr/bin/python3 examples/mnist_mlp.py), with RANK, WORLD_SIZE, LOCAL_RANK, "
+                 "SGP_CONFIG, SGP_TOPOLOGY, SGP_RUN_DIR, SGP_MONITOR and SGP_KEYS in its "
+                 "environment (python/README.md)")
+      ->type_name("COMMAND ARGS");
+}
+
+}  // namespace
+
 void add_launch_command(CLI::App& app) {
   auto options = std::make_shared<launch::LaunchOptions>();
   CLI::App* cmd = app.add_subcommand(
@@ -27,6 +41,7 @@ void add_launch_command(CLI::App& app) {
                   "port plus the number of lower ranks there (written to "
                   "<run-dir>/topology-readdressed.dot, which the peers read)")
       ->check(CLI::Range(1, 65535));
+  add_program_option(*cmd, options->command);
   auto prepare_only = std::make_shared<bool>(false);
   cmd->add_flag("--prepare-only", *prepare_only,
                 "check the settings and the topology, write <run-dir>/config.json and exit: for "

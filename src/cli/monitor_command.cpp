@@ -14,6 +14,7 @@
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/launch/program_ranks.hpp"
 #include "sgp/launch/run_summary.hpp"
 #include "sgp/log.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
@@ -45,6 +46,7 @@ void add_monitor_command(CLI::App& app) {
   struct Options {
     std::string topology, bind = "tcp://127.0.0.1:29400", run_dir;
     std::int64_t until = 0;
+    bool consensus_only = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -64,6 +66,10 @@ void add_monitor_command(CLI::App& app) {
   cmd->add_option("--until-iteration", o->until,
                   "exit once this iteration is recorded (default with --config: the run's last "
                   "iteration, which every peer evaluates; without: never, stop with Ctrl-C)");
+  cmd->add_flag("--consensus-only", o->consensus_only,
+                "the peers are a program's (sgp launch -- COMMAND, scripts/sbatch-sgp -- COMMAND), "
+                "whose model is not sgp's: record the consensus error only, and take the average "
+                "model's accuracy from what the program's rank 0 reports");
   auto flags = SettingFlags::add(*cmd, kSettings);
   flags->add_config_option(*cmd);
   cmd->callback([o, flags] {
@@ -76,19 +82,22 @@ void add_monitor_command(CLI::App& app) {
     const int n = schedule.num_peers();
     const auto curve = gossip::monitor_curve(schedule, peer::security(config), o->bind);
     peer::RunDirectory run(config.run_dir, -1);
-    monitor::ConsensusMonitor monitor(config.model, config.data_dir, n,
-                                      run.path() / "monitor.jsonl",
-                                      monitor::mass_model_of(config.algo));
+    const auto monitor_ptr =
+        monitor::make_monitor(config, n, run.path() / "monitor.jsonl", o->consensus_only);
+    monitor::ConsensusMonitor& monitor = *monitor_ptr;
     transport::SnapshotReceiver receiver(o->bind, curve);
-    // With a run's settings, stop once every peer reported its last iteration.
-    const std::int64_t until =
-        o->until > 0 || flags->config_file().empty() ? o->until : last_iteration(config, n);
+    // With a run's settings, stop once every peer reported its last iteration (a program's last
+    // iteration is its own: until stopped).
+    const std::int64_t until = o->until > 0 || flags->config_file().empty() || o->consensus_only
+                                   ? o->until
+                                   : last_iteration(config, n);
     spdlog::info("monitor listening on {} for {} peers{}", receiver.endpoint(), n,
                  until > 0 ? fmt::format(", until iteration {}", until) : "");
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);
     monitor::serve_monitor(monitor, receiver, g_stop, until);
-    const auto summary = monitor.summary();
+    auto summary = monitor.summary();
+    if (o->consensus_only) launch::add_program_evaluation(summary, run.path());
     run.write_json("monitor-summary.json", summary);
     monitor.write_average_model(run.path() / "model-average.bin");
     // In a run's directory (a run's config.json there), the monitor may finish after every

@@ -22,6 +22,7 @@
 #include "sgp/launch/emulated_hosts.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
+#include "sgp/launch/program_ranks.hpp"
 #include "sgp/launch/run_summary.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/algorithm.hpp"
@@ -96,21 +97,22 @@ std::vector<int> ranks_to_start(const LaunchOptions& o, const topology::Schedule
 class LocalMonitor {
  public:
   // `bind`: tcp://ADDRESS:* on an address every peer reaches.
+  // `consensus_only`: the peers' model is not sgp's (sgp launch -- COMMAND).
   LocalMonitor(const peer::TrainConfig& c, const topology::Schedule& schedule,
-               const std::filesystem::path& run_dir, const std::string& bind)
-      : monitor_(c.model, c.data_dir, schedule.num_peers(), run_dir / "monitor.jsonl",
-                 monitor::mass_model_of(c.algo)),
+               const std::filesystem::path& run_dir, const std::string& bind, bool consensus_only)
+      : monitor_(monitor::make_monitor(c, schedule.num_peers(), run_dir / "monitor.jsonl",
+                                       consensus_only)),
         receiver_(bind, gossip::monitor_curve(schedule, peer::security(c), bind)) {}
   std::string endpoint() const { return receiver_.endpoint(); }
   // Call after LocalProcesses blocked SIGINT/SIGTERM, so that the thread inherits the mask.
   void start() {
-    thread_ = std::thread([this] { monitor::serve_monitor(monitor_, receiver_, stop_); });
+    thread_ = std::thread([this] { monitor::serve_monitor(*monitor_, receiver_, stop_); });
   }
   peer::MonitorSummary stop(const std::filesystem::path& run_dir) {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
-    monitor_.write_average_model(run_dir / "model-average.bin");
-    return monitor_.summary();
+    monitor_->write_average_model(run_dir / "model-average.bin");
+    return monitor_->summary();
   }
   ~LocalMonitor() {
     stop_.store(true);
@@ -118,7 +120,7 @@ class LocalMonitor {
   }
 
  private:
-  monitor::ConsensusMonitor monitor_;
+  std::unique_ptr<monitor::ConsensusMonitor> monitor_;
   transport::SnapshotReceiver receiver_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -181,11 +183,13 @@ namespace {
 // What every peer would refuse at its start, refused once before any starts (exit 2): a
 // topology the algorithm cannot mix on, a data directory that is not there.
 // Returns the schedule the peers will mix with.
+// A program (sgp launch -- COMMAND) reads its own data: only `sgp peer` needs the data directory.
 topology::Schedule check_before_start(const peer::TrainConfig& c,
-                                      const topology::Schedule& schedule) {
+                                      const topology::Schedule& schedule, bool needs_data = true) {
   const std::optional<double> self_weight =
       c.self_weight > 0.0 ? std::optional<double>(c.self_weight) : std::nullopt;
   auto mixing = peer::mixing_schedule(c.algo, schedule, self_weight, c.topology);
+  if (!needs_data) return mixing;
   const auto data = data::resolve_data_dir(c.data_dir);
   if (!std::filesystem::is_directory(data)) {
     throw InputError(fmt::format(
@@ -229,15 +233,50 @@ void write_readdressed(peer::TrainConfig& c, const topology::Schedule& schedule,
 
 // Stops the monitor and writes its results. When a peer failed, that failure is what the run
 // reports: the monitor failing to write too (the same full disk) is logged, not thrown over it.
-void finish_monitor(LocalMonitor* monitor, const peer::RunDirectory& run, bool peers_failed) {
+void finish_monitor(LocalMonitor* monitor, const peer::RunDirectory& run, bool program,
+                    bool peers_failed) {
   if (!monitor) return;
   try {
-    const auto summary = monitor->stop(run.path());
+    auto summary = monitor->stop(run.path());
+    if (program) add_program_evaluation(summary, run.path());
     run.write_json("monitor-summary.json", summary);
   } catch (const IoError& e) {
     if (!peers_failed) throw;
     spdlog::warn("monitor: {}", e.what());
   }
+}
+
+// One `sgp peer --config <run-dir>/config.json --rank R` per local rank.
+std::vector<ChildSpec> peer_children(const std::filesystem::path& run_dir,
+                                     const std::vector<int>& local,
+                                     const std::string& monitor_endpoint,
+                                     const Emulation* emulation) {
+  std::vector<ChildSpec> children;
+  const auto config_file = (run_dir / peer::kRunConfigFile).string();
+  for (int r : local) {
+    std::vector<std::string> args = {"peer", "--config", config_file, "--rank", std::to_string(r)};
+    if (!monitor_endpoint.empty()) args.insert(args.end(), {"--monitor", monitor_endpoint});
+    children.push_back({r, emulation ? emulation->command(r, std::move(args)) : std::move(args),
+                        run_dir / fmt::format("peer-{}.log", r)});
+  }
+  return children;
+}
+
+// sgp launch -- COMMAND ARGS: the program once per local rank, told its rank and the run's
+// settings in its environment.
+std::vector<ChildSpec> program_children(const LaunchOptions& o,
+                                        const std::filesystem::path& run_dir,
+                                        const std::vector<int>& local, int n,
+                                        const std::string& monitor_endpoint) {
+  std::vector<ChildSpec> children;
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    const int r = local[i];
+    children.push_back(
+        {r, std::vector<std::string>(o.command.begin() + 1, o.command.end()),
+         run_dir / fmt::format("peer-{}.log", r),
+         program_environment(o.config, run_dir, r, n, static_cast<int>(i), monitor_endpoint)});
+  }
+  return children;
 }
 
 }  // namespace
@@ -264,7 +303,9 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   readdress_ports(schedule, o.base_port);
   const int n = schedule.num_peers();
   const std::vector<int> local = ranks_to_start(o, schedule);
-  const auto mixing = check_before_start(c, schedule);
+  const auto mixing = check_before_start(c, schedule, o.command.empty());
+  const std::filesystem::path program =
+      o.command.empty() ? std::filesystem::path() : find_program(o.command.front());
   if (c.run_dir.empty()) c.run_dir = peer::create_default_run_dir("launch").string();
   peer::RunDirectory run(c.run_dir, -1);
   if (c.resume && peer::ranks_finished(run.path(), local)) {
@@ -282,6 +323,8 @@ peer::RunSummary launch_peers(LaunchOptions o) {
 
   const peer::LinkRate link_rate = peer::parse_link_rate(c.link_rate);
   std::unique_ptr<Emulation> emulation;
+  if (link_rate.emulated && !o.command.empty())
+    throw InputError("--link-rate: emulated hosts run sgp's own peers only, not -- COMMAND");
   if (link_rate.emulated)
     emulation = std::make_unique<Emulation>(c, link_rate, local, n, run.path());
 
@@ -290,22 +333,20 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   std::unique_ptr<LocalMonitor> monitor;
   if (!o.no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n) {
     monitor = std::make_unique<LocalMonitor>(
-        c, schedule, run.path(), emulation ? emulation->monitor_bind() : "tcp://127.0.0.1:*");
+        c, schedule, run.path(), emulation ? emulation->monitor_bind() : "tcp://127.0.0.1:*",
+        !o.command.empty());
   }
   write_run_files(run, c, n, mixing);
 
-  std::vector<ChildSpec> children;
-  const auto config_file = (run.path() / peer::kRunConfigFile).string();
-  for (int r : local) {
-    std::vector<std::string> args = {"peer", "--config", config_file, "--rank", std::to_string(r)};
-    if (monitor) args.insert(args.end(), {"--monitor", monitor->endpoint()});
-    children.push_back({r, emulation ? emulation->command(r, std::move(args)) : std::move(args),
-                        run.path() / fmt::format("peer-{}.log", r)});
-  }
-  spdlog::info("starting ranks {} of {} ({}), results in {}", fmt::join(local, ","), n,
-               name_of(c.algo), run.path());
-  LocalProcesses processes(children,
-                           emulation ? std::filesystem::path(ip_program()) : self_executable());
+  const std::string monitor_endpoint = monitor ? monitor->endpoint() : std::string();
+  std::vector<ChildSpec> children =
+      o.command.empty() ? peer_children(run.path(), local, monitor_endpoint, emulation.get())
+                        : program_children(o, run.path(), local, n, monitor_endpoint);
+  spdlog::info("starting ranks {} of {} ({}{}), results in {}", fmt::join(local, ","), n,
+               name_of(c.algo), o.command.empty() ? "" : ", " + o.command.front(), run.path());
+  LocalProcesses processes(children, !program.empty() ? program
+                                     : emulation      ? std::filesystem::path(ip_program())
+                                                      : self_executable());
   if (monitor) monitor->start();
   const bool go_on = c.on_peer_failure == peer::PeerFailure::go_on ||
                      (c.on_peer_failure == peer::PeerFailure::automatic &&
@@ -320,7 +361,7 @@ peer::RunSummary launch_peers(LaunchOptions o) {
       failures.push_back(*failure);
     }
   }
-  finish_monitor(monitor.get(), run, !failures.empty());
+  finish_monitor(monitor.get(), run, !o.command.empty(), !failures.empty());
   // A peer stopped while it wrote a file (SIGTERM after another failed) leaves its temporary file.
   peer::remove_temporary_files(run.path(), scope);
 

@@ -39,6 +39,29 @@ std::string tail_text(const std::deque<std::string>& lines) {
   return out;
 }
 
+// This process's environment with `extra` (NAME=VALUE) laid over it, built before fork: the child
+// may only make async-signal-safe calls, so it gets a ready envp for execve.
+std::vector<std::string> environment_with(const std::vector<std::string>& extra) {
+  std::vector<std::string> out;
+  auto overridden = [&](std::string_view entry) {
+    const auto name = entry.substr(0, entry.find('=') + 1);
+    for (const auto& e : extra)
+      if (e.starts_with(name)) return true;
+    return false;
+  };
+  for (char** e = environ; e && *e; ++e)
+    if (!overridden(*e)) out.emplace_back(*e);
+  out.insert(out.end(), extra.begin(), extra.end());
+  return out;
+}
+
+std::vector<char*> pointers_to(std::vector<std::string>& words) {
+  std::vector<char*> out;
+  for (auto& w : words) out.push_back(w.data());
+  out.push_back(nullptr);
+  return out;
+}
+
 }  // namespace
 
 std::string ChildFailure::describe() const {
@@ -154,9 +177,9 @@ void LocalProcesses::start(ChildSpec spec, const std::filesystem::path& executab
   const pid_t parent = getpid();
   std::vector<std::string> words{executable.string()};
   words.insert(words.end(), spec.args.begin(), spec.args.end());
-  std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
+  std::vector<char*> argv = pointers_to(words);
+  std::vector<std::string> env = environment_with(spec.env);
+  std::vector<char*> envp = pointers_to(env);
   const int log = ::open(spec.log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   int ends[2] = {-1, -1};
   if (log < 0 || ::pipe2(ends, O_CLOEXEC) != 0) {
@@ -176,7 +199,7 @@ void LocalProcesses::start(ChildSpec spec, const std::filesystem::path& executab
     dup2(ends[1], STDOUT_FILENO);
     dup2(ends[1], STDERR_FILENO);
     pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
-    execv(argv[0], argv.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   ::close(ends[1]);

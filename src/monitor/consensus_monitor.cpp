@@ -40,6 +40,10 @@ void warn(std::uint64_t count, const std::string& what) {
   spdlog::warn("monitor: {} ({} so far; only the 2^k-th are logged)", what, count);
 }
 
+nlohmann::json or_null(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
 }  // namespace
 
 MassModel mass_model_of(peer::Algorithm algo) {
@@ -80,11 +84,19 @@ ConsensusMonitor::ConsensusMonitor(const std::string& model, const std::string& 
       log_(std::move(log)),
       model_(model) {}
 
+ConsensusMonitor::ConsensusMonitor(int num_peers, std::filesystem::path log, MassModel mass)
+    : parameter_count_(0), num_peers_(num_peers), mass_(mass), log_(std::move(log)) {}
+
 ConsensusMonitor::~ConsensusMonitor() = default;
 
 void ConsensusMonitor::explain_mismatch(const gossip::WireHeader& h, gossip::RejectCause cause) {
   if (mismatch_) return;
-  if (cause == gossip::RejectCause::bad_size && h.total != parameter_count_) {
+  if (cause == gossip::RejectCause::bad_size && h.total != parameter_count_ && !evaluator_) {
+    mismatch_ = fmt::format(
+        "rank {} sends snapshots of {} parameters, but the first snapshot had {}: every rank of "
+        "the program must gossip the same model",
+        h.sender, h.total, parameter_count_);
+  } else if (cause == gossip::RejectCause::bad_size && h.total != parameter_count_) {
     mismatch_ = fmt::format(
         "rank {} sends snapshots of a model with {} parameters, but this monitor's model '{}' "
         "has {}: start it with the peers' settings (sgp monitor --config RUN_DIR/config.json, "
@@ -102,12 +114,25 @@ void ConsensusMonitor::explain_mismatch(const gossip::WireHeader& h, gossip::Rej
 std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
   std::optional<gossip::WireHeader> header;
   if (message.num_frames() == 2) header = gossip::parse_header(message.frame(0));
+  // Consensus only: the first snapshot that decodes fixes the size (a snapshot is one chunk, so
+  // its payload must hold all of it); the others must match it.
+  const bool sizing = parameter_count_ == 0;
+  if (sizing && header && header->total > 0 && header->count == header->total &&
+      message.frame(1).size() == header->total * sizeof(float)) {
+    parameter_count_ = header->total;
+  }
+  if (parameter_count_ == 0) {  // consensus only, and nothing that could fix the size yet
+    ++rejected_;
+    warn(rejected_, "rejected a snapshot: not one whole float32 vector");
+    return std::nullopt;
+  }
   // self = num_peers: every rank 0..N-1 is a valid sender to the monitor.
   auto decoded = gossip::decode_message(
       std::move(message), gossip::Chunking(parameter_count_, 0), num_peers_ + 1, num_peers_,
       gossip::kDtypeFloat32,
       mass_ == MassModel::conserved ? gossip::WeightBound::push_sum : gossip::WeightBound::finite);
   if (auto* cause = std::get_if<gossip::RejectCause>(&decoded)) {
+    if (sizing) parameter_count_ = 0;  // a damaged or forged snapshot fixes nothing
     ++rejected_;
     if (header) explain_mismatch(*header, *cause);
     warn(rejected_, fmt::format("rejected a snapshot: {}", gossip::reject_cause_name(*cause)));
@@ -195,11 +220,13 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
     for (const auto& v : z) sum += v[k];
     mean[k] = static_cast<float>(sum / static_cast<double>(z.size()));
   }
-  compute::DeviceBuffer<float> average(*backend_, std::span<const float>(mean));
-  average_ = mean;
-  const Evaluation eval = evaluator_->evaluate(average.data());
-  record.average_model_accuracy = eval.accuracy;
-  record.average_model_loss = eval.loss;
+  if (evaluator_) {
+    compute::DeviceBuffer<float> average(*backend_, std::span<const float>(mean));
+    average_ = mean;
+    const Evaluation eval = evaluator_->evaluate(average.data());
+    record.average_model_accuracy = eval.accuracy;
+    record.average_model_loss = eval.loss;
+  }
   records_.push_back(record);
 
   // The first record of this monitor: what the file holds from this iteration on comes from an
@@ -208,8 +235,8 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
   std::ofstream out(log_, std::ios::app);
   out << nlohmann::json{{"iteration", record.iteration},
                         {"consensus_error", record.consensus_error},
-                        {"average_model_accuracy", record.average_model_accuracy},
-                        {"average_model_loss", record.average_model_loss},
+                        {"average_model_accuracy", or_null(record.average_model_accuracy)},
+                        {"average_model_loss", or_null(record.average_model_loss)},
                         {"peers", record.peers},
                         {"sum_of_weights", record.sum_of_weights},
                         {"mass_drift", record.mass_drift}}
@@ -220,13 +247,22 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
     throw IoError(
         fmt::format("monitor: {}: cannot write: {}", log_.string(), peer::errno_text(errno)));
   }
-  spdlog::info("monitor: iteration {}: consensus error {:.3e}, average model accuracy {:.2f}%{}",
-               iteration, record.consensus_error, 100.0 * record.average_model_accuracy,
-               record.peers < num_peers_
-                   ? fmt::format(" ({} of {} peers, sum of w {:.6f})", record.peers, num_peers_,
-                                 record.sum_of_weights)
-                   : "");
+  spdlog::info(
+      "monitor: iteration {}: consensus error {:.3e}{}{}", iteration, record.consensus_error,
+      record.average_model_accuracy
+          ? fmt::format(", average model accuracy {:.2f}%", 100.0 * *record.average_model_accuracy)
+          : "",
+      record.peers < num_peers_ ? fmt::format(" ({} of {} peers, sum of w {:.6f})", record.peers,
+                                              num_peers_, record.sum_of_weights)
+                                : "");
   return record;
+}
+
+std::unique_ptr<ConsensusMonitor> make_monitor(const peer::TrainConfig& c, int n,
+                                               std::filesystem::path log, bool consensus_only) {
+  const auto mass = mass_model_of(c.algo);
+  if (consensus_only) return std::make_unique<ConsensusMonitor>(n, std::move(log), mass);
+  return std::make_unique<ConsensusMonitor>(c.model, c.data_dir, n, std::move(log), mass);
 }
 
 void serve_monitor(ConsensusMonitor& monitor, transport::SnapshotReceiver& receiver,

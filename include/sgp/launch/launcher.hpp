@@ -24,6 +24,9 @@ struct LaunchOptions {
   // Re-address the topology's ports: each rank keeps its host and listens on base_port + the
   // number of lower ranks there (the topology used goes to <run-dir>/topology-readdressed.dot).
   std::optional<int> base_port;
+  // sgp launch ... -- COMMAND ARGS: run this program once per rank instead of `sgp peer`, with
+  // its rank and the run's settings in its environment (launch/program_ranks.hpp).
+  std::vector<std::string> command;
 };
 
 // The ranks of `schedule` whose endpoint host is one of this machine's names or addresses

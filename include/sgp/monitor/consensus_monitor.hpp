@@ -27,6 +27,7 @@
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/summaries.hpp"
+#include "sgp/peer/train_config.hpp"
 #include "sgp/transport/message.hpp"
 
 namespace sgp::transport {
@@ -41,8 +42,8 @@ namespace sgp::monitor {
 struct MonitorRecord {
   std::int64_t iteration = 0;
   double consensus_error = 0.0;
-  double average_model_accuracy = 0.0;
-  double average_model_loss = 0.0;
+  std::optional<double> average_model_accuracy;  // none from a consensus-only monitor
+  std::optional<double> average_model_loss;
   int peers = 0;                // snapshots averaged: fewer than N when peers were gone
   double sum_of_weights = 0.0;  // their push-sum weights: N when no mass is lost or in flight
   bool mass_drift = false;      // conserved mass only: all N peers, and the sum is not N
@@ -66,6 +67,11 @@ class ConsensusMonitor {
   // from the peers.
   ConsensusMonitor(const std::string& model, const std::string& data_dir, int num_peers,
                    std::filesystem::path log, MassModel mass = MassModel::conserved);
+  // Consensus only, for peers whose model is not sgp's (sgp launch -- COMMAND: a PyTorch
+  // program): the parameter count is taken from the first valid snapshot, and records carry no
+  // average-model accuracy (the program evaluates the average model itself, sgp/torch.py), nor
+  // is model-average.bin written.
+  ConsensusMonitor(int num_peers, std::filesystem::path log, MassModel mass = MassModel::conserved);
   ~ConsensusMonitor();
 
   // Validates and stores one snapshot; returns the record when it completed an iteration.
@@ -94,7 +100,7 @@ class ConsensusMonitor {
   std::unique_ptr<compute::Backend> backend_;
   data::Dataset test_;
   std::unique_ptr<peer::Evaluator> evaluator_;
-  std::size_t parameter_count_;
+  std::size_t parameter_count_;  // 0 until the first snapshot for a consensus-only monitor
   int num_peers_;
   MassModel mass_;
   std::uint64_t drift_records_ = 0;
@@ -108,6 +114,11 @@ class ConsensusMonitor {
   std::optional<std::string> mismatch_;
   std::vector<float> average_;  // of the last record
 };
+
+// The monitor of a run of these settings: evaluating the peers' --model, or consensus only
+// (`consensus_only`: the peers are a program's, sgp launch -- COMMAND).
+std::unique_ptr<ConsensusMonitor> make_monitor(const peer::TrainConfig& config, int num_peers,
+                                               std::filesystem::path log, bool consensus_only);
 
 // Receives snapshots into `monitor` until `stop` is set, then drains what is still queued
 // (until nothing arrives for `drain`) and returns. Errors are logged, never thrown: a monitor
