@@ -24,7 +24,7 @@ struct ChildSpec {
   std::vector<std::string> args;  // after the executable, e.g. {"consensus", "--rank", "2", ...}
   std::filesystem::path log_file;
   // NAME=VALUE set in the child's environment over this process's (sgp launch -- COMMAND).
-  std::vector<std::string> env;
+  std::vector<std::string> env = {};
 };
 
 struct ChildFailure {
