@@ -323,7 +323,9 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   }
   std::vector<int> failed;
   for (const auto& f : failures) failed.push_back(f.rank);
-  return summarize_launch(run.path(), local, failed);
+  auto summary = summarize_launch(run.path(), local, failed);
+  check_suspects(summary, run.path());
+  return summary;
 }
 
 }  // namespace sgp::launch
