@@ -441,8 +441,8 @@ void validate(const TrainConfig& c) {
     throw InputError(fmt::format(
         "{}: measuring and clipping neighbours' models needs synchronous push-sum of float32 "
         "payloads (sgp, dpsgd, exact with --compress none); {} with --compress {} does not have it",
-        c.robust != gossip::Robust::none ? "--robust clip" : "--sign-flip-rank",
-        name_of(c.algo), name_of(c.compress)));
+        c.robust != gossip::Robust::none ? "--robust clip" : "--sign-flip-rank", name_of(c.algo),
+        name_of(c.compress)));
   }
   if (c.resume && c.overwrite) {
     throw InputError("--resume and --overwrite: give one (continue the run, or replace it)");

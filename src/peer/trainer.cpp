@@ -148,8 +148,8 @@ struct Trainer::State {
         lr(lr_options(c, n, per_epoch, total)),
         straggler(parse_straggler_spec(c.straggler)) {
     if (c.sign_flip_rank >= n) {
-      throw InputError(fmt::format("--sign-flip-rank {}: not a rank of a run of {} peers",
-                                   c.sign_flip_rank, n));
+      throw InputError(
+          fmt::format("--sign-flip-rank {}: not a rank of a run of {} peers", c.sign_flip_rank, n));
     }
     if (straggler.rank >= n) {
       throw InputError(fmt::format("--straggler {}: rank {} is not in a run of {} peers",
@@ -215,9 +215,10 @@ struct Trainer::State {
           gc.sign_flip ? "sign-flip-rank" : "robust", config.device));
     }
     if (gc.sign_flip) {
-      spdlog::warn("rank {}: --sign-flip-rank: this rank pushes its parameters sign-flipped (an "
-                   "attack simulation)",
-                   rank);
+      spdlog::warn(
+          "rank {}: --sign-flip-rank: this rank pushes its parameters sign-flipped (an "
+          "attack simulation)",
+          rank);
     }
     if (gc.compression != gossip::Compression::none && backend.kind() != compute::DeviceKind::cpu) {
       throw InputError(fmt::format(

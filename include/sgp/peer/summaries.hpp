@@ -52,7 +52,7 @@ struct PeerSummary {
   std::optional<double> weight;  // push-sum w at the end
   std::optional<double> bytes_sent_per_iteration;
   std::optional<std::uint64_t> rejected_messages;
-  std::vector<SuspectedPeer> suspected_peers;        // in-neighbours it suspected
+  std::vector<SuspectedPeer> suspected_peers;          // in-neighbours it suspected
   std::optional<std::uint64_t> clipped_contributions;  // --robust clip
   // With a monitor:
   std::optional<std::uint64_t> dropped_snapshots;
@@ -86,7 +86,7 @@ struct RunSummary {
   std::optional<std::string> device;
   std::vector<int> missing_peers;  // ranks whose summary is not there
   std::vector<int> failed_peers;   // ranks whose process failed (sgp launch --on-peer-failure)
-  std::vector<SuspectedPeer> suspected_peers;  // every peer's, by reporter
+  std::vector<SuspectedPeer> suspected_peers;            // every peer's, by reporter
   std::optional<std::string> monitor_settings_mismatch;  // MonitorSummary::settings_mismatch
   std::optional<double> mean_peer_accuracy, min_peer_accuracy, max_peer_accuracy;
   std::optional<double> median_iteration_ms;       // median over the peers' medians
