@@ -106,6 +106,12 @@ TEST_CASE("the test configuration differs from the defaults in every setting") {
         "--resume and --overwrite: give one (continue the run, or replace it)");
   TrainConfig resumed = c;
   resumed.overwrite = false;
+  // --robust clip and --sign-flip-rank need synchronous push-sum of float32 payloads.
+  CHECK(sgp::testing::input_error_of([&] { sgp::peer::validate(resumed); })
+            .starts_with("--robust clip: measuring and clipping neighbours' models needs "
+                         "synchronous push-sum"));
+  resumed.algo = sgp::peer::Algorithm::sgp;
+  resumed.compress = sgp::gossip::Compression::none;
   CHECK_NOTHROW(sgp::peer::validate(resumed));
 }
 

@@ -624,7 +624,8 @@ void PushSumEngine::apply_round_clipped(std::int64_t round) {
   const double radius = watch_->clip_radius();
   for (const auto& m : messages[0]) {
     const double d = distances.at(m.header.sender);
-    const double s = d <= radius ? 1.0 : radius / d;
+    // A suspect's model is not taken at all (radius 0), its weight still is.
+    const double s = watch_->suspected(m.header.sender) ? 0.0 : d <= radius ? 1.0 : radius / d;
     scale[m.header.sender] = s;
     self += coefficient_of(m) * m.header.weight * (1.0 - s) / w_before_;
     clipped += s < 1.0;

@@ -434,6 +434,9 @@ void validate(const TrainConfig& c) {
         "its average stays exact; asgp sends float64 running sums); use --compress none",
         name_of(c.compress), name_of(c.algo)));
   }
+  if (c.resume && c.overwrite) {
+    throw InputError("--resume and --overwrite: give one (continue the run, or replace it)");
+  }
   const bool synchronous_push_sum =
       info(c.algo).communicates && info(c.algo).mode == gossip::Mode::sync;
   if ((c.robust != gossip::Robust::none || c.sign_flip_rank >= 0) &&
@@ -443,9 +446,6 @@ void validate(const TrainConfig& c) {
         "payloads (sgp, dpsgd, exact with --compress none); {} with --compress {} does not have it",
         c.robust != gossip::Robust::none ? "--robust clip" : "--sign-flip-rank", name_of(c.algo),
         name_of(c.compress)));
-  }
-  if (c.resume && c.overwrite) {
-    throw InputError("--resume and --overwrite: give one (continue the run, or replace it)");
   }
   if (!c.lr_milestones.empty() && c.lr_decay != model::LrDecay::step) {
     throw InputError(fmt::format("--lr-milestones: only step decay uses them, but --lr-decay is {}",

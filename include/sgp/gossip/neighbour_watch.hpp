@@ -18,6 +18,9 @@
 // (this round's distances included), so that it comes from an honest neighbour while at most
 // half of them are not; 0 (every contribution clipped to this peer's own model, weights still
 // mixed) until two in-neighbours have been heard, so that an attacker heard first cannot set it.
+// A suspected neighbour's contributions are clipped to radius 0 (PushSumEngine): where it holds
+// half of a peer's in-weight (one of two in-neighbours), clipping alone would let it pull the
+// peer by half the radius every round it is heard, always the same way.
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -50,10 +53,10 @@ class NeighbourWatch {
   // The clipping radius for the round whose distances were just recorded (see above).
   double clip_radius() const;
   const std::vector<SuspectedNeighbour>& suspects() const { return suspects_; }
+  bool suspected(int rank) const;
 
  private:
   std::optional<double> typical(int rank, std::size_t min_samples) const;
-  bool suspected(int rank) const;
 
   int self_;
   Robust robust_;
