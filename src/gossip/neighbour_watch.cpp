@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <array>
 
+#include "sgp/error.hpp"
+#include "sgp/topology/schedule.hpp"
+
 namespace sgp::gossip {
 namespace {
 
@@ -103,6 +106,17 @@ double add_squared_distances(const float* x, double w, std::size_t n, std::span<
     }
   }
   return own;
+}
+
+void check_robust(const topology::Schedule& schedule, int rank, Robust robust) {
+  const auto heard = schedule.all_in_neighbors(rank).size();
+  if (robust == Robust::clip && heard < 2) {
+    throw InputError(fmt::format(
+        "--robust clip: rank {} has {} in-neighbour(s) in the topology; clipping needs at least "
+        "two to tell a poisoned model from an honest one (use a topology where every rank hears "
+        "from two or more peers)",
+        rank, heard));
+  }
 }
 
 double NeighbourWatch::clip_radius() const {

@@ -73,13 +73,7 @@ PushSumEngine::PushSumEngine(compute::Backend& backend, topology::Schedule sched
   SGP_ENFORCE((config.robust == Robust::none && !config.sign_flip) || measurable,
               "--robust clip and the sign-flip attack need sync mode, x in host memory and float32 "
               "payloads (refused up front)");
-  if (config.robust == Robust::clip && schedule_.all_in_neighbors(rank_).size() < 2) {
-    throw InputError(fmt::format(
-        "--robust clip: rank {} has {} in-neighbour(s) in the topology; clipping needs at least "
-        "two to tell a poisoned model from an honest one (use a topology where every rank hears "
-        "from two or more peers)",
-        rank_, schedule_.all_in_neighbors(rank_).size()));
-  }
+  check_robust(schedule_, rank_, config.robust);
   if (threaded()) comm_thread_ = std::thread([this] { comm_loop(); });
 }
 

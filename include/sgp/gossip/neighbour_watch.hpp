@@ -31,6 +31,10 @@
 #include "sgp/gossip/push_sum_arithmetic.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
 
+namespace sgp::topology {
+class Schedule;
+}
+
 namespace sgp::gossip {
 
 class NeighbourWatch {
@@ -63,6 +67,10 @@ class NeighbourWatch {
   std::map<int, std::deque<double>> window_;  // by in-neighbour: its latest distances
   std::vector<SuspectedNeighbour> suspects_;
 };
+
+// InputError "--robust clip: ..." when `robust` is clip and `rank` hears from fewer than two
+// peers over the schedule's phases: clipping could not tell a poisoned model from an honest one.
+void check_robust(const topology::Schedule& schedule, int rank, Robust robust);
 
 // Over n elements (host memory): adds to squared[k] ||shares[k].sender_x / sender_w[k] - x / w||^2
 // and returns ||x / w||^2. It reads what the axpy of the shares reads; float differences, double
