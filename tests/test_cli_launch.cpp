@@ -171,6 +171,31 @@ TEST_CASE("--compress fp16 over ZeroMQ: half the payload bytes, mass conserved, 
   CHECK(records.back()["loss"].get<double>() < records.front()["loss"].get<double>());
 }
 
+TEST_CASE("a sign-flipping insider is named in summary.json and the launch does not exit 0") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  // Ranks 0 and 1 hear rank 3 (and one honest in-neighbour each) on the one-peer exponential graph.
+  const auto topology =
+      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const auto run = dir / "run";
+  const auto r = run_sgp(short_run(topology, run, 20) + " --sign-flip-rank 3");
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "without --robust clip their contributions were mixed in unchanged"));
+  // Rank 1 names rank 3. Rank 0, whose model rank 3 zeroes in round 0, may not within 20
+  // iterations (everyone is then far from it), and rank 2 may name rank 0, which relays the
+  // poison: every entry must hold its evidence.
+  const auto summary = read_json(run / "summary.json");
+  std::set<int> reporters_of_3;
+  for (const auto& s : summary["suspected_peers"]) {
+    CHECK(s["robust"] == "none");
+    CHECK(s["distance"].get<double>() > 4 * s["reference"].get<double>());
+    if (s["rank"] == 3) reporters_of_3.insert(s["reported_by"].get<int>());
+  }
+  CHECK(reporters_of_3.contains(1));
+  CHECK(contains(slurp(run / "peer-1.log"), "in-neighbour 3 is suspected"));
+}
+
 TEST_CASE("launch --prepare-only writes config.json and starts nothing; summarize needs one") {
   sgp::testing::TempDir dir;
   const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 3);

@@ -48,6 +48,8 @@ TrainConfig unusual() {
   c.algo = sgp::peer::Algorithm::osgp;
   c.tau = 3;
   c.compress = sgp::gossip::Compression::bf16;
+  c.robust = sgp::gossip::Robust::clip;
+  c.sign_flip_rank = 3;
   c.gossip_every = 2;
   c.self_weight = 0.3;
   c.timeout_ms = 1234;
@@ -104,6 +106,12 @@ TEST_CASE("the test configuration differs from the defaults in every setting") {
         "--resume and --overwrite: give one (continue the run, or replace it)");
   TrainConfig resumed = c;
   resumed.overwrite = false;
+  // --robust clip and --sign-flip-rank need synchronous push-sum of float32 payloads.
+  CHECK(sgp::testing::input_error_of([&] { sgp::peer::validate(resumed); })
+            .starts_with("--robust clip: measuring and clipping neighbours' models needs "
+                         "synchronous push-sum"));
+  resumed.algo = sgp::peer::Algorithm::sgp;
+  resumed.compress = sgp::gossip::Compression::none;
   CHECK_NOTHROW(sgp::peer::validate(resumed));
 }
 
@@ -224,6 +232,16 @@ TEST_CASE("bad values are refused naming the flag and what was expected") {
               .starts_with(std::string("--compress fp16: ") + algo +
                            " does not send push-sum rounds of float32 x"));
   }
+  CHECK(flag_error({"--robust", "median"}) == "--robust: 'median' is not one of none, clip");
+  for (const char* algo : {"osgp", "asgp", "allreduce", "local"}) {
+    CHECK(flag_error({"--robust", "clip", "--algo", algo})
+              .starts_with(std::string("--robust clip: measuring and clipping neighbours' models "
+                                       "needs synchronous push-sum")));
+    CHECK(flag_error({"--sign-flip-rank", "1", "--algo", algo}).starts_with("--sign-flip-rank: "));
+  }
+  CHECK(flag_error({"--robust", "clip", "--compress", "fp16"}).starts_with("--robust clip: "));
+  CHECK(flag_error({"--sign-flip-rank", "-2"}) ==
+        "--sign-flip-rank: expected an integer in [-1, 1048576], got -2");
   CHECK(flag_error({"--hidden", "64,0"}) == "--hidden: expected an integer in [1, 65536], got 0");
   CHECK(flag_error({"--seed", "-1"}) == "--seed: expected an integer >= 0, got '-1'");
   CHECK(flag_error({"--device", "gpu"}) ==

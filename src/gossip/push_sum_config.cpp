@@ -31,6 +31,16 @@ std::span<const NamedValue<Compression>> names(Compression) {
   return table;
 }
 
+std::span<const NamedValue<Robust>> names(Robust) {
+  static constexpr std::array<NamedValue<Robust>, 2> table = {{
+      {Robust::none, "none", "mix every contribution as sent (suspects are still detected)"},
+      {Robust::clip, "clip",
+       "ClippedGossip: clip each in-neighbour's model to a radius around one's own (sgp on the "
+       "CPU)"},
+  }};
+  return table;
+}
+
 std::uint16_t wire_dtype(Compression compression) {
   switch (compression) {
     case Compression::fp16:

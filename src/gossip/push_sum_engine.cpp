@@ -11,6 +11,7 @@
 #include "round_tracker.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/half_float.hpp"
+#include "sgp/gossip/neighbour_watch.hpp"
 #include "sgp/gossip/push_sum_arithmetic.hpp"
 
 namespace sgp::gossip {
@@ -66,6 +67,13 @@ PushSumEngine::PushSumEngine(compute::Backend& backend, topology::Schedule sched
   tracker_ = std::make_unique<RoundTracker>(schedule_, rank_, rounds_ahead_bound(schedule_, config),
                                             chunking_.chunks());
   if (!host_x_) scratch_device_ = static_cast<float*>(backend_.allocate(n_ * sizeof(float)));
+  const bool measurable =
+      config.mode == Mode::sync && host_x_ && config.compression == Compression::none;
+  if (measurable) watch_ = std::make_unique<NeighbourWatch>(rank_, config.robust);
+  SGP_ENFORCE((config.robust == Robust::none && !config.sign_flip) || measurable,
+              "--robust clip and the sign-flip attack need sync mode, x in host memory and float32 "
+              "payloads (refused up front)");
+  check_robust(schedule_, rank_, config.robust);
   if (threaded()) comm_thread_ = std::thread([this] { comm_loop(); });
 }
 
@@ -161,6 +169,12 @@ std::string PushSumEngine::rejects_from(const std::vector<int>& ranks) const {
 // The buffer this round's pushes read, but for overlap on the host (snapshot_keep_and_add): x
 // itself (host memory, sync mode: zero copy), or a free host staging buffer for x in device memory.
 const float* PushSumEngine::stage_for_send() {
+  if (config_.sign_flip) {
+    // The attack simulation: a staging buffer gets -x (sync mode on the host only).
+    float* buffer = free_buffer(staging_, n_ * sizeof(float), 1);
+    for (std::size_t i = 0; i < n_; ++i) buffer[i] = -x_[i];
+    return buffer;
+  }
   if (host_x_) return x_;
   const std::size_t max_buffers = config_.mode == Mode::sync ? 1 : config_.tau + 2;
   float* buffer = free_buffer(staging_, n_ * sizeof(float), max_buffers);
@@ -388,9 +402,15 @@ void PushSumEngine::mix() {
     self_weight_ = schedule_.self_weight(rank_, r);
     sent_from_x_ = src == reinterpret_cast<const std::byte*>(x_);
     scaled_.assign(chunking_.chunks(), src != nullptr && compressed);
+    w_before_ = w_;
     w_ = kept_weight(w_, self_weight_);
-    apply_ready(r);  // chunks that came early, with the previous round
+    if (measuring()) {
+      apply_measured(r, std::nullopt);  // chunks that came early, with the previous round
+    } else {
+      apply_ready(r);
+    }
     wait_until_complete(r);
+    if (measuring()) end_measured_round(r);
     for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) ensure_scaled(c);
     tracker_->advance_floor(r);
   }
@@ -444,12 +464,15 @@ void PushSumEngine::admit(DecodedMessage message) {
            h.sender, h.round);
     return;
   }
-  if (config_.mode == Mode::sync && h.round == round_) {
+  if (config_.mode == Mode::sync && h.round == round_ && !measuring()) {
     apply(message);  // sync mode admits only while mixing round_
-  } else {
-    held_bytes_ += message.payload.size();
-    held_[h.round].push_back(std::move(message));
+    return;
   }
+  const auto round = h.round;
+  const auto chunk = h.chunk;
+  held_bytes_ += message.payload.size();
+  held_[round].push_back(std::move(message));
+  if (measuring() && round == round_) apply_measured(round, chunk);
 }
 
 // Takes out of held_ the chunks of rounds <= up_to_round that may be applied: in sync mode all
@@ -523,6 +546,157 @@ void PushSumEngine::add_payload(const DecodedMessage& m) {
     src = scratch_host_;
   }
   add_share(backend_, p, src, x_ + h.offset, h.count);
+}
+
+// Sync mode, measuring: adds what can be added now. Without clipping, each chunk as soon as every
+// in-neighbour's copy of it is in (`arrived_chunk`: the one just admitted; nullopt: look at
+// every chunk); with --robust clip, the whole round once every message is in.
+void PushSumEngine::apply_measured(std::int64_t round, std::optional<std::uint32_t> arrived_chunk) {
+  if (config_.robust == Robust::clip) {
+    if (tracker_->complete(round)) apply_round_clipped(round);
+    return;
+  }
+  const std::uint32_t first = arrived_chunk.value_or(0);
+  const std::uint32_t last = arrived_chunk ? first + 1 : chunking_.chunks();
+  for (std::uint32_t c = first; c < last; ++c) {
+    if (!scaled_[c] && tracker_->chunk_complete(round, c)) apply_chunk_measured(round, c);
+  }
+}
+
+// Takes out of held_ the messages of `round` with chunk `chunk`.
+std::vector<DecodedMessage> PushSumEngine::take_chunk(std::int64_t round, std::uint32_t chunk) {
+  std::vector<DecodedMessage> taken;
+  auto it = held_.find(round);
+  if (it == held_.end()) return taken;
+  auto& held = it->second;
+  for (auto m = held.begin(); m != held.end();) {
+    if (m->header.chunk == chunk) {
+      held_bytes_ -= m->payload.size();
+      taken.push_back(std::move(*m));
+      m = held.erase(m);
+    } else {
+      ++m;
+    }
+  }
+  if (held.empty()) held_.erase(it);
+  return taken;
+}
+
+// Measures chunk `chunk` of every in-neighbour's message against x / w_before_, then keeps p_ii
+// of x's chunk and adds the shares, in one pass over x each.
+void PushSumEngine::apply_chunk_measured(std::int64_t round, std::uint32_t chunk) {
+  const auto messages = take_chunk(round, chunk);
+  auto start = Clock::now();
+  const ChunkShares in = shares_of(messages);
+  measure_chunk(chunk, messages, in);
+  double seconds = seconds_since(start);
+  float* part = x_ + chunking_.offset(chunk);
+  if (sent_from_x_) wait_released(part, round);
+  start = Clock::now();
+  keep_and_add_shares(part, chunking_.size(chunk), self_weight_, in.shares);
+  scaled_[chunk] = true;
+  seconds += seconds_since(start);
+  for (const auto& m : messages) account_applied(m, seconds / static_cast<double>(messages.size()));
+}
+
+// --robust clip, once every message of the round is in: measures them all, then adds each
+// sender's model clipped to the radius around x / w_before_ (see push_sum_engine.hpp): its share
+// of x scaled by s_j, and the rest of its weight's share as x / w_before_, which joins p_ii.
+void PushSumEngine::apply_round_clipped(std::int64_t round) {
+  auto start = Clock::now();
+  std::vector<std::vector<DecodedMessage>> messages(chunking_.chunks());
+  std::vector<ChunkShares> shares(chunking_.chunks());
+  for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
+    messages[c] = take_chunk(round, c);
+    shares[c] = shares_of(messages[c]);
+    measure_chunk(c, messages[c], shares[c]);
+  }
+  std::map<int, double> scale;  // s_j by sender
+  double self = self_weight_;
+  std::uint64_t clipped = 0;
+  const auto distances = record_distances();
+  const double radius = watch_->clip_radius();
+  for (const auto& m : messages[0]) {
+    const double d = distances.at(m.header.sender);
+    // A suspect's model is not taken at all (radius 0), its weight still is.
+    const double s = watch_->suspected(m.header.sender) ? 0.0 : d <= radius ? 1.0 : radius / d;
+    scale[m.header.sender] = s;
+    self += coefficient_of(m) * m.header.weight * (1.0 - s) / w_before_;
+    clipped += s < 1.0;
+  }
+  double seconds = seconds_since(start);
+  for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
+    for (std::size_t k = 0; k < messages[c].size(); ++k) {
+      shares[c].shares[k].coefficient *= scale.at(messages[c][k].header.sender);
+    }
+    float* part = x_ + chunking_.offset(c);
+    if (sent_from_x_) wait_released(part, round);
+    start = Clock::now();
+    keep_and_add_shares(part, chunking_.size(c), self, shares[c].shares);
+    scaled_[c] = true;
+    seconds += seconds_since(start);
+  }
+  for (const auto& chunk : messages) {
+    for (const auto& m : chunk)
+      account_applied(m, seconds / static_cast<double>(chunk.size() * messages.size()));
+  }
+  std::lock_guard lock(metrics_mutex_);
+  metrics_.clipped_messages += clipped;
+}
+
+// The messages of one chunk as shares of x: readable in place, or copied aligned into `copies`.
+PushSumEngine::ChunkShares PushSumEngine::shares_of(
+    const std::vector<DecodedMessage>& messages) const {
+  ChunkShares out;
+  out.copies.reserve(messages.size());
+  for (const auto& m : messages) {
+    const float* floats = reinterpret_cast<const float*>(m.payload.data());
+    if (!readable_in_place(m)) {
+      auto& copy = out.copies.emplace_back(m.header.count);
+      std::memcpy(copy.data(), m.payload.data(), m.payload.size());
+      floats = copy.data();
+    }
+    out.shares.push_back({coefficient_of(m), floats});
+    out.sender_w.push_back(m.header.weight);
+  }
+  return out;
+}
+
+// Adds chunk `chunk`'s squared distances of `messages` (as `in`) and of ||z_i||^2 to the round's.
+void PushSumEngine::measure_chunk(std::uint32_t chunk, const std::vector<DecodedMessage>& messages,
+                                  const ChunkShares& in) {
+  measured_ = true;
+  std::vector<double> squared(messages.size(), 0.0);
+  own_norm_squared_ +=
+      add_squared_distances(x_ + chunking_.offset(chunk), w_before_, chunking_.size(chunk),
+                            in.shares, in.sender_w, squared);
+  for (std::size_t k = 0; k < messages.size(); ++k) {
+    squared_distance_[messages[k].header.sender] += squared[k];
+  }
+}
+
+// Hands the round's distances to the watch; returns them by sender.
+std::map<int, double> PushSumEngine::record_distances() {
+  std::map<int, double> distances;
+  for (const auto& [sender, squared] : squared_distance_) {
+    distances[sender] = std::sqrt(squared);
+    watch_->record(sender, distances[sender]);
+  }
+  squared_distance_.clear();
+  return distances;
+}
+
+// After every message of the round was added: its distances to the watch (unless clipping did
+// that), the watch's verdict, and any new suspect in the metrics.
+void PushSumEngine::end_measured_round(std::int64_t round) {
+  const bool measured = measured_;
+  measured_ = false;
+  record_distances();
+  const double own_norm = std::sqrt(own_norm_squared_);
+  own_norm_squared_ = 0.0;
+  if (!measured || !watch_->end_round(round, own_norm)) return;
+  std::lock_guard lock(metrics_mutex_);
+  metrics_.suspects = watch_->suspects();
 }
 
 // Whether the payload can be added as it lies: float32 values, aligned, in host memory like x.

@@ -40,6 +40,16 @@ bool RoundTracker::sender_complete(std::int64_t round, int sender) const {
   return it != round_it->second.end() && it->second.count == chunks_;
 }
 
+bool RoundTracker::chunk_complete(std::int64_t round, std::uint32_t chunk) const {
+  const auto round_it = received_.find(round);
+  for (int peer : schedule_.in_neighbors(self_, round)) {
+    if (round_it == received_.end()) return false;
+    const auto it = round_it->second.find(peer);
+    if (it == round_it->second.end() || !it->second.chunks[chunk]) return false;
+  }
+  return true;
+}
+
 bool RoundTracker::complete(std::int64_t round) const { return missing(round).empty(); }
 
 std::vector<int> RoundTracker::missing(std::int64_t round) const {

@@ -25,6 +25,8 @@ class RoundTracker {
                                    double coefficient, std::int64_t current);
   // Every chunk of `sender`'s message for `round` has been accepted.
   bool sender_complete(std::int64_t round, int sender) const;
+  // Every in-neighbour's chunk `chunk` of `round` has been accepted.
+  bool chunk_complete(std::int64_t round, std::uint32_t chunk) const;
   // Every in-neighbour's message of `round` is complete.
   bool complete(std::int64_t round) const;
   std::vector<int> missing(std::int64_t round) const;

@@ -18,6 +18,7 @@
 
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
+#include "sgp/gossip/neighbour_watch.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/launch/emulated_hosts.hpp"
 #include "sgp/launch/local_processes.hpp"
@@ -189,6 +190,8 @@ topology::Schedule check_before_start(const peer::TrainConfig& c,
   const std::optional<double> self_weight =
       c.self_weight > 0.0 ? std::optional<double>(c.self_weight) : std::nullopt;
   auto mixing = peer::mixing_schedule(c.algo, schedule, self_weight, c.topology);
+  for (int rank = 0; rank < mixing.num_peers(); ++rank)
+    gossip::check_robust(mixing, rank, c.robust);
   if (!needs_data) return mixing;
   const auto data = data::resolve_data_dir(c.data_dir);
   if (!std::filesystem::is_directory(data)) {
@@ -379,7 +382,9 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   }
   std::vector<int> failed;
   for (const auto& f : failures) failed.push_back(f.rank);
-  return summarize_launch(run.path(), local, failed);
+  auto summary = summarize_launch(run.path(), local, failed);
+  check_suspects(summary, run.path());
+  return summary;
 }
 
 }  // namespace sgp::launch

@@ -178,4 +178,29 @@ peer::RunSummary summarize_launch(const std::filesystem::path& run_dir,
   return summary;
 }
 
+void check_suspects(const peer::RunSummary& summary, const std::filesystem::path& run_dir) {
+  if (summary.suspected_peers.empty()) return;
+  std::vector<std::string> reports;
+  bool undefended = false;
+  for (const auto& s : summary.suspected_peers) {
+    reports.push_back(
+        fmt::format("rank {} by rank {} (from round {}: {:.3g} from its model, {:.1f}x "
+                    "its other in-neighbours', --robust {})",
+                    s.rank, s.reported_by, s.round, s.distance,
+                    s.distance / std::max(s.reference, 1e-300), s.robust));
+    undefended = undefended || s.robust == "none";
+  }
+  const auto text =
+      fmt::format("suspected of pushing poisoned models: {}", fmt::join(reports, "; "));
+  if (!undefended) {
+    spdlog::warn("{}; their contributions were clipped (suspected_peers in {})", text,
+                 run_dir / "summary.json");
+    return;
+  }
+  throw IoError(fmt::format(
+      "{}; without --robust clip their contributions were mixed in unchanged, so the models may be "
+      "poisoned (suspected_peers in {}; rerun with --robust clip to defend)",
+      text, run_dir / "summary.json"));
+}
+
 }  // namespace sgp::launch

@@ -158,7 +158,7 @@ void GossipSession::start_engine(const BufferPlace& place, float* attached) {
                                  ? std::string("cpu")
                                  : fmt::format("cuda:{}", place.device_index);
   const gossip::PushSumConfig engine_config =
-      push_sum_config(config_, place.kind, overlap_comm_thread(config_, s.mixing, rank_));
+      push_sum_config(config_, rank_, place.kind, overlap_comm_thread(config_, s.mixing, rank_));
   s.x = {};  // what an earlier, failed try made, before its backend goes
   try {
     s.backend = compute::make_backend({device, config_.blas_threads, config_.tf32, 0});

@@ -256,6 +256,12 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
       "sender keeps what rounding took off, so the sum of x is conserved); sgp, osgp, dpsgd, "
       "exact on the CPU",
       S::peers, true, &C::compress);
+  add<gossip::Robust>(
+      r, "robust", kPeers,
+      "defence against an in-neighbour pushing poisoned models: none (suspects are still named "
+      "in the log and the summary) or clip (ClippedGossip: each in-neighbour's model is clipped "
+      "to an adaptive radius around one's own; sgp and dpsgd on the CPU, float32 payloads)",
+      S::peers, true, &C::robust);
   add<int>(r, "tau", kPeers, "osgp: how many rounds an in-neighbour may lag behind", S::peers, true,
            &C::tau, between(0, 100));
   add<std::string>(
@@ -318,6 +324,11 @@ void add_fault_rows(std::vector<std::unique_ptr<Setting>>& r) {
                    "sgp launch, when a peer dies: continue (the others go on without it), stop "
                    "(stop them all) or auto (continue for asgp, stop for the others)",
                    S::peers, true, &C::on_peer_failure);
+  add<int>(r, "sign_flip_rank", kPeers,
+           "attack simulation for robustness experiments: this rank follows the protocol but "
+           "pushes its parameters sign-flipped (-x) to its out-neighbours (-1: none; sgp and "
+           "dpsgd on the CPU)",
+           S::peers, true, &C::sign_flip_rank, between(-1, 1 << 20));
   add<bool>(r, "leave_on_term", kPeers,
             "asgp: on SIGTERM hand this peer's mass to a neighbour and exit cleanly", S::peers,
             false, &C::leave_on_term);
@@ -425,6 +436,16 @@ void validate(const TrainConfig& c) {
   }
   if (c.resume && c.overwrite) {
     throw InputError("--resume and --overwrite: give one (continue the run, or replace it)");
+  }
+  const bool synchronous_push_sum =
+      info(c.algo).communicates && info(c.algo).mode == gossip::Mode::sync;
+  if ((c.robust != gossip::Robust::none || c.sign_flip_rank >= 0) &&
+      (!synchronous_push_sum || c.compress != gossip::Compression::none)) {
+    throw InputError(fmt::format(
+        "{}: measuring and clipping neighbours' models needs synchronous push-sum of float32 "
+        "payloads (sgp, dpsgd, exact with --compress none); {} with --compress {} does not have it",
+        c.robust != gossip::Robust::none ? "--robust clip" : "--sign-flip-rank", name_of(c.algo),
+        name_of(c.compress)));
   }
   if (!c.lr_milestones.empty() && c.lr_decay != model::LrDecay::step) {
     throw InputError(fmt::format("--lr-milestones: only step decay uses them, but --lr-decay is {}",

@@ -46,6 +46,18 @@ struct Reader {
 };
 
 template <class S, class V>
+requires std::same_as<std::remove_const_t<S>, SuspectedPeer>
+void fields(S& s, V& v) {
+  v("rank", s.rank);
+  v("reported_by", s.reported_by);
+  v("round", s.round);
+  v("distance", s.distance);
+  v("reference", s.reference);
+  v("own_norm", s.own_norm);
+  v("robust", s.robust);
+}
+
+template <class S, class V>
 requires std::same_as<std::remove_const_t<S>, PeerSummary>
 void fields(S& s, V& v) {
   v("rank", s.rank);
@@ -69,6 +81,8 @@ void fields(S& s, V& v) {
   v("weight", s.weight);
   v("bytes_sent_per_iteration", s.bytes_sent_per_iteration);
   v("rejected_messages", s.rejected_messages);
+  v("suspected_peers", s.suspected_peers);
+  v("clipped_contributions", s.clipped_contributions);
   v("dropped_snapshots", s.dropped_snapshots);
   v("excluded_peers", s.excluded_peers);
   v("excluded_at_round", s.excluded_at_round);
@@ -103,6 +117,7 @@ void fields(S& s, V& v) {
   v("failed_peers", s.failed_peers);
   v("rejoined_peers", s.rejoined_peers);
   v("unevaluated_peers", s.unevaluated_peers);
+  v("suspected_peers", s.suspected_peers);
   v("monitor_settings_mismatch", s.monitor_settings_mismatch);
   v("mean_peer_accuracy", s.mean_peer_accuracy);
   v("min_peer_accuracy", s.min_peer_accuracy);
@@ -170,6 +185,8 @@ std::optional<json> only_one_of(const std::vector<std::filesystem::path>& dirs,
 
 }  // namespace
 
+void to_json(json& j, const SuspectedPeer& s) { write_fields(j, s); }
+void from_json(const json& j, SuspectedPeer& s) { read_fields(j, s); }
 void to_json(json& j, const PeerSummary& s) { write_fields(j, s); }
 void from_json(const json& j, PeerSummary& s) { read_fields(j, s); }
 void to_json(json& j, const MonitorSummary& s) { write_fields(j, s); }
@@ -215,6 +232,8 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
       mean_ms.push_back(p.mean_iteration_ms);
       bytes += p.bytes_sent_per_iteration.value_or(0.0);
       weights += p.weight.value_or(1.0);
+      out.suspected_peers.insert(out.suspected_peers.end(), p.suspected_peers.begin(),
+                                 p.suspected_peers.end());
     }
     const auto& last = peers.back();
     out.algo = last.algo;

@@ -123,8 +123,8 @@ bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& s,
   return threaded;
 }
 
-gossip::PushSumConfig push_sum_config(const TrainConfig& config, compute::DeviceKind device,
-                                      bool comm_thread) {
+gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
+                                      compute::DeviceKind device, bool comm_thread) {
   gossip::PushSumConfig gc;
   gc.mode = info(config.algo).mode;
   gc.tau = config.tau;
@@ -133,6 +133,19 @@ gossip::PushSumConfig push_sum_config(const TrainConfig& config, compute::Device
   gc.timeout = std::chrono::milliseconds(config.timeout_ms);
   gc.running_sums = config.running_sums;
   gc.compression = config.compress;
+  gc.robust = config.robust;
+  gc.sign_flip = config.sign_flip_rank == rank;
+  if ((gc.robust != gossip::Robust::none || gc.sign_flip) && device != compute::DeviceKind::cpu) {
+    throw InputError(fmt::format(
+        "--{}: models are measured on the CPU backend only; with --device {} use --device cpu",
+        gc.sign_flip ? "sign-flip-rank" : "robust", config.device));
+  }
+  if (gc.sign_flip) {
+    spdlog::warn(
+        "rank {}: --sign-flip-rank: this rank pushes its parameters sign-flipped (an attack "
+        "simulation)",
+        rank);
+  }
   if (gc.compression != gossip::Compression::none && device != compute::DeviceKind::cpu) {
     throw InputError(fmt::format(
         "--compress {}: 16-bit payloads are converted on the CPU backend only; with --device {} "
@@ -186,6 +199,10 @@ struct Trainer::State {
         total(total_iterations(c, per_epoch)),
         lr(lr_options(c, n, per_epoch, total)),
         straggler(parse_straggler_spec(c.straggler)) {
+    if (c.sign_flip_rank >= n) {
+      throw InputError(
+          fmt::format("--sign-flip-rank {}: not a rank of a run of {} peers", c.sign_flip_rank, n));
+    }
     if (straggler.rank >= n) {
       throw InputError(fmt::format("--straggler {}: rank {} is not in a run of {} peers",
                                    c.straggler, straggler.rank, n));
@@ -209,8 +226,8 @@ struct Trainer::State {
   }
 
   void start_engine() {
-    const gossip::PushSumConfig gc =
-        push_sum_config(config, backend.kind(), overlap_comm_thread(config, *comm.schedule, rank));
+    const gossip::PushSumConfig gc = push_sum_config(
+        config, rank, backend.kind(), overlap_comm_thread(config, *comm.schedule, rank));
     engine = gossip::make_mixer(backend, *comm.schedule, *comm.transport, x.data(), x.size(), gc);
     async = dynamic_cast<gossip::AsyncPushSum*>(engine.get());
   }
@@ -446,6 +463,14 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
     summary.bytes_sent_per_iteration =
         static_cast<double>(m.bytes_sent) / static_cast<double>(iterations);
     summary.rejected_messages = m.rejected_total();
+    for (const auto& suspect : m.suspects) {
+      summary.suspected_peers.push_back({suspect.rank, s.rank, suspect.round, suspect.distance,
+                                         suspect.reference, suspect.own_norm,
+                                         std::string(name_of(s.config.robust))});
+    }
+    if (s.config.robust != gossip::Robust::none) {
+      summary.clipped_contributions = m.clipped_messages;
+    }
   }
   if (s.async) {
     for (const auto& e : s.async->events())

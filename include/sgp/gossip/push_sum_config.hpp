@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "sgp/named_values.hpp"
 
@@ -31,6 +32,22 @@ std::span<const NamedValue<Compression>> names(Compression);
 std::uint16_t wire_dtype(Compression compression);
 
 std::span<const NamedValue<Mode>> names(Mode);
+
+// What a peer does against an in-neighbour that pushes poisoned models (--robust): nothing but
+// detection, or ClippedGossip (NeighbourWatch: each contribution clipped to a radius around the
+// peer's own model; sync mode, CPU backend, float32 payloads).
+enum class Robust { none, clip };
+std::span<const NamedValue<Robust>> names(Robust);
+
+// An in-neighbour whose models were persistently far from this peer's (NeighbourWatch), with the
+// evidence when it was first named.
+struct SuspectedNeighbour {
+  int rank = -1;
+  std::int64_t round = 0;  // the gossip round it was named at
+  double distance = 0.0;   // its typical (median) ||z_j - z_i|| over the window then
+  double reference = 0.0;  // the other in-neighbours' typical distance then
+  double own_norm = 0.0;   // ||z_i|| then
+};
 
 struct PushSumConfig {
   Mode mode = Mode::sync;
@@ -65,6 +82,11 @@ struct PushSumConfig {
   // Sync and overlap modes: x travels rounded to 16 bits (wire dtypes 4, 5); the sender keeps
   // what the rounding took off. CPU backend only.
   Compression compression = Compression::none;
+  // Sync mode on the CPU: clip each in-neighbour's contribution (ClippedGossip, NeighbourWatch).
+  Robust robust = Robust::none;
+  // Attack simulation for robustness experiments (sync mode, CPU): push -x, the sign-flipped
+  // parameters, instead of x (the weight is honest). Never for real training.
+  bool sign_flip = false;
 };
 
 // How many rounds ahead of a peer an in-neighbour can legitimately be: each hop of a path lets a
@@ -101,6 +123,10 @@ struct PushSumMetrics {
   // asgp: rounds this peer kept all its mass because its w was small (it ran ahead of its
   // in-neighbours); a self weight of 1 for the round.
   std::uint64_t held_rounds = 0;
+  // Sync mode on the CPU: in-neighbour messages whose contribution was clipped (--robust clip),
+  // and the in-neighbours suspected of pushing poisoned models (NeighbourWatch), in order.
+  std::uint64_t clipped_messages = 0;
+  std::vector<SuspectedNeighbour> suspects;
 
   std::uint64_t rejected_total() const {
     std::uint64_t total = 0;

@@ -18,6 +18,17 @@
 // on computing (on the CPU, in one pass with the scale by p_ii and the whole messages already in);
 // between mix() calls the caller may change x freely (the SGD step of OSGP).
 //
+// Sync mode on the host with float32 payloads, each in-neighbour's message is measured against
+// this peer's model before it is added (NeighbourWatch: suspects are named in the log and in
+// metrics()): chunk c of the round is added once every in-neighbour's chunk c is in, in a pass
+// that first takes the chunk's distances. With --robust clip (ClippedGossip) the whole round is
+// held until every message is in, measured, and then added with each sender's model clipped to
+// the radius around this peer's own z = x / w:
+//   z~_j = z_i + s_j (z_j - z_i),  s_j = min(1, radius / ||z_j - z_i||),
+//   x += p_ij w_j z~_j = p_ij s_j x_j + p_ij w_j (1 - s_j) z_i,   w += p_ij w_j (unchanged).
+// The weights stay exact push-sum; the sum of x over the peers is not conserved once something
+// is clipped (see README, security).
+//
 // After mix() or finish() threw IoError the engine is failed: destroy it (that is safe and
 // bounded) and stop.
 //
@@ -48,6 +59,7 @@
 namespace sgp::gossip {
 
 class InFlight;
+class NeighbourWatch;
 class RoundTracker;
 
 class PushSumEngine final : public Mixer {
@@ -112,6 +124,23 @@ class PushSumEngine final : public Mixer {
   void apply_ready(std::int64_t up_to_round);
   void apply(const DecodedMessage& message);
   void add_payload(const DecodedMessage& message);
+  bool measuring() const { return watch_ != nullptr; }
+  void apply_measured(std::int64_t round, std::optional<std::uint32_t> arrived_chunk);
+  std::vector<DecodedMessage> take_chunk(std::int64_t round, std::uint32_t chunk);
+  // A chunk's messages as shares of x and their senders' weights; `copies` holds aligned copies
+  // of payloads not readable in place.
+  struct ChunkShares {
+    std::vector<Share> shares;
+    std::vector<double> sender_w;
+    std::vector<std::vector<float>> copies;
+  };
+  ChunkShares shares_of(const std::vector<DecodedMessage>& messages) const;
+  void measure_chunk(std::uint32_t chunk, const std::vector<DecodedMessage>& messages,
+                     const ChunkShares& in);
+  void apply_chunk_measured(std::int64_t round, std::uint32_t chunk);
+  void apply_round_clipped(std::int64_t round);
+  std::map<int, double> record_distances();
+  void end_measured_round(std::int64_t round);
   bool readable_in_place(const DecodedMessage& message) const;
   double coefficient_of(const DecodedMessage& message) const;
   Share share_of(const DecodedMessage& message) const;
@@ -159,6 +188,13 @@ class PushSumEngine final : public Mixer {
   float* scratch_host_ = nullptr;    // aligned copy of a misaligned received payload
   float* scratch_device_ = nullptr;  // GPU: upload target of a received payload
   std::unique_ptr<RoundTracker> tracker_;
+  // Sync mode on the host: the in-neighbours' distances; this round's squared distances by sender
+  // and ||z_i||^2, measured against x / w_before_ (w before the round).
+  std::unique_ptr<NeighbourWatch> watch_;
+  std::map<int, double> squared_distance_;
+  double own_norm_squared_ = 0.0;
+  bool measured_ = false;  // something was measured this round
+  double w_before_ = 1.0;
   std::map<std::int64_t, std::vector<DecodedMessage>> held_;  // accepted, not yet applied
   std::uint64_t held_bytes_ = 0;                              // their payloads
   std::uint64_t max_held_bytes_ = 0;

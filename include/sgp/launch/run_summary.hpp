@@ -35,4 +35,10 @@ peer::RunSummary summarize_launch(const std::filesystem::path& run_dir,
                                   const std::vector<int>& local,
                                   const std::vector<int>& failed_peers);
 
+// After summary.json is written: IoError (exit 3) naming the suspects and their reporters when a
+// peer suspected an in-neighbour of pushing poisoned models and mixed them in unchanged
+// (--robust none), so that such a run never ends as a success; with --robust clip the suspects
+// are only logged.
+void check_suspects(const peer::RunSummary& summary, const std::filesystem::path& run_dir);
+
 }  // namespace sgp::launch

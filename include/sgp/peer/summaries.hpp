@@ -15,6 +15,18 @@
 
 namespace sgp::peer {
 
+// An in-neighbour that a peer suspected of pushing poisoned models (gossip::NeighbourWatch), with
+// the evidence when it named it.
+struct SuspectedPeer {
+  int rank = -1;
+  int reported_by = -1;
+  std::int64_t round = 0;  // the reporter's gossip round then
+  double distance = 0.0;   // its typical ||z_j - z_i|| (median over the reporter's window)
+  double reference = 0.0;  // the typical distance of the reporter's other in-neighbours
+  double own_norm = 0.0;   // the reporter's ||z_i||
+  std::string robust;      // the reporter's --robust (clip: its contributions were clipped)
+};
+
 struct PeerSummary {
   int rank = 0;
   int peers = 1;
@@ -42,6 +54,8 @@ struct PeerSummary {
   std::optional<double> weight;  // push-sum w at the end
   std::optional<double> bytes_sent_per_iteration;
   std::optional<std::uint64_t> rejected_messages;
+  std::vector<SuspectedPeer> suspected_peers;          // in-neighbours it suspected
+  std::optional<std::uint64_t> clipped_contributions;  // --robust clip
   // With a monitor:
   std::optional<std::uint64_t> dropped_snapshots;
   // asgp: membership as this peer saw it.
@@ -77,6 +91,7 @@ struct RunSummary {
                                        // and that did not finish by rejoining
   std::vector<int> rejoined_peers;     // ranks whose summary a joiner wrote (sgp peer --join)
   std::vector<int> unevaluated_peers;  // finished without an evaluation: not in the accuracies
+  std::vector<SuspectedPeer> suspected_peers;            // every peer's, by reporter
   std::optional<std::string> monitor_settings_mismatch;  // MonitorSummary::settings_mismatch
   std::optional<double> mean_peer_accuracy, min_peer_accuracy, max_peer_accuracy;
   std::optional<double> median_iteration_ms;       // median over the peers' medians
@@ -95,6 +110,8 @@ struct RunSummary {
   std::optional<double> last_consensus_error;
 };
 
+void to_json(nlohmann::json& j, const SuspectedPeer& s);
+void from_json(const nlohmann::json& j, SuspectedPeer& s);
 void to_json(nlohmann::json& j, const PeerSummary& s);
 void from_json(const nlohmann::json& j, PeerSummary& s);
 void to_json(nlohmann::json& j, const MonitorSummary& s);

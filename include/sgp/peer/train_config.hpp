@@ -53,8 +53,9 @@ struct TrainConfig {
   int tau = 1;                       // osgp: staleness bound in rounds
   std::string comm_thread = "auto";  // osgp: on | off | auto (the engine's comm_thread)
   gossip::Compression compress = gossip::Compression::none;  // push-sum payloads as 16 bits
-  int gossip_every = 1;                                      // H: gossip once every H iterations
-  double self_weight = 0.0;           // > 0: mixing rate a overriding the file's weights
+  gossip::Robust robust = gossip::Robust::none;  // clip in-neighbours' models (ClippedGossip)
+  int gossip_every = 1;                          // H: gossip once every H iterations
+  double self_weight = 0.0;                      // > 0: mixing rate a overriding the file's weights
   int timeout_ms = 30000;             // a missing peer's message fails the run after this
   std::int64_t checkpoint_every = 0;  // iterations; 0: no checkpoints
   bool resume = false;                // continue from the newest complete checkpoint set
@@ -67,6 +68,7 @@ struct TrainConfig {
   bool running_sums = true;  // asgp: lost messages cost no mass (false: plain push-sum)
   std::string inject;  // transport faults, e.g. "drop=0.05,seed=1" (transport/faulty_transport)
   PeerFailure on_peer_failure = PeerFailure::automatic;  // what sgp launch does when a peer dies
+  int sign_flip_rank = -1;     // attack simulation: this rank pushes -x (-1: none)
   bool leave_on_term = false;  // asgp: SIGTERM hands this peer's mass to a neighbour, exits 0
   std::string straggler;       // "RANK:FACTOR": that rank's steps take FACTOR times as long
   // reporting

@@ -46,10 +46,10 @@ Percentiles percentiles(std::vector<double> values, std::size_t skip);
 // overlap brings.
 bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& schedule, int rank);
 
-// The engine settings of a peer with these settings whose parameters live on `device`.
-// InputError for --compress off the CPU backend.
-gossip::PushSumConfig push_sum_config(const TrainConfig& config, compute::DeviceKind device,
-                                      bool comm_thread);
+// The engine settings of peer `rank` with these settings whose parameters live on `device`.
+// InputError for --compress, --robust or --sign-flip-rank off the CPU backend.
+gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
+                                      compute::DeviceKind device, bool comm_thread);
 
 // What a peer needs to talk to the others; all null for a peer that trains alone.
 struct Communication {
