@@ -199,7 +199,7 @@ TEST_CASE("temporary files a killed writer left are removed by the claim of thei
   sgp::testing::TempDir dir;
   std::filesystem::create_directories(dir / "checkpoints");
   const std::string tag = "0123456789abcdef-3.tmp";
-  for (const std::string name :
+  for (const std::string& name :
        {"." + std::string("peer-0-summary.json.") + tag, ".peer-1-model.bin." + tag,
         ".config.json." + tag, "checkpoints/.checkpoint-1-20.bin." + tag, ".notes.txt." + tag}) {
     std::ofstream(dir / name) << "half";

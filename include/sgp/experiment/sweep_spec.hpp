@@ -49,7 +49,7 @@ struct SweepPoint {
   // command = "simulate" (src/experiment/simulate_sweep.hpp): the options of its
   // `sgp simulate` (topology and peers included; other_axes are its grid keys after those);
   // null for a launch point.
-  nlohmann::json simulate;
+  nlohmann::json simulate = {};
 
   // Readable and unique within a sweep, usable as a directory name:
   // "<topology>_n<N>_a<a|uniform>_<algo>_h<H>_s<seed>[_<key>-<value>...]", e.g.
