@@ -472,15 +472,13 @@ void AsyncPushSum::retry_deferred() {
     bool& flag;
     ~Reset() { flag = false; }
   } reset{retrying_};
-  for (bool applied = true; applied;) {
-    applied = false;
+  while (true) {  // each one applied may entitle others: look from the start again
     const auto it = std::find_if(deferred_.begin(), deferred_.end(),
                                  [this](const ControlMessage& c) { return entitled(c); });
-    if (it == deferred_.end()) break;
+    if (it == deferred_.end()) return;
     const ControlMessage c = *it;
     deferred_.erase(it);
     apply_group_notice(c);
-    applied = true;
   }
 }
 

@@ -109,8 +109,10 @@ void receive_round(transport::ReplayTransport& t, int rank, int num_peers, std::
     if (const auto* cause = std::get_if<gossip::RejectCause>(&decoded);
         cause && (*cause == gossip::RejectCause::sender_mismatch ||
                   *cause == gossip::RejectCause::not_entitled)) {
-      spdlog::warn("--resume: rank {}: refused a control notice from the key of rank {} ({})", rank,
-                   message->authenticated_rank().value_or(-1), gossip::reject_cause_name(*cause));
+      const auto key = message->authenticated_rank();
+      spdlog::warn("--resume: rank {}: refused a control notice ({}) from {}", rank,
+                   gossip::reject_cause_name(*cause),
+                   key ? fmt::format("the key of rank {}", *key) : std::string("a peer"));
       continue;
     }
     const auto* offer = std::get_if<gossip::DecodedControl>(&decoded);
