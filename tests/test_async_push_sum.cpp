@@ -278,7 +278,11 @@ TEST_CASE("join takes half a sponsor's mass and leave hands all of it on: the to
   const int n = 3;
   const std::size_t dim = 8;
   const auto s = testing::make_schedule(testing::Graph::complete, n);
-  transport::InProcNetwork network(n);
+  // With keys too: the genuine join and leave pass the checks that refuse forged ones.
+  bool authenticated = false;
+  SUBCASE("without keys") {}
+  SUBCASE("with keys") { authenticated = true; }
+  transport::InProcNetwork network(n, authenticated);
   std::vector<std::unique_ptr<transport::InProcTransport>> t;
   for (int r = 0; r < n; ++r) t.push_back(std::make_unique<transport::InProcTransport>(network, r));
   compute::CpuBackend backend(1);

@@ -9,7 +9,10 @@
 #include <thread>
 #include <utility>
 
+#include "sgp/compute/cpu_backend.hpp"
 #include "sgp/error.hpp"
+#include "sgp/gossip/async_push_sum.hpp"
+#include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/topology/generator.hpp"
 #include "sgp/transport/curve.hpp"
@@ -231,6 +234,44 @@ TEST_CASE("keyed topology: a keyed peer writing another rank into `sender` is se
   const auto results = peers.run();
   CHECK(results[1].metrics.rejected_for(gossip::RejectCause::sender_mismatch) == 3);
   CHECK(results[1].metrics.rejected_total() == 3);
+}
+
+// The attack of issue 32: with rank 2's valid key, an "exclude" claiming rank 1 (which observes
+// rank 0) made rank 0 stop with exit 3. Now CURVE's word on the sender counts for notices too.
+TEST_CASE("keyed topology: an asgp notice forged with a valid key is refused and counted") {
+  sgp::testing::TempDir dir;
+  const auto s = keyed(sgp::testing::make_schedule(Graph::exponential, 4), dir.path());
+  constexpr std::size_t dim = 16;
+  gossip::PushSumConfig cfg;
+  cfg.mode = gossip::Mode::async;
+  cfg.timeout = std::chrono::milliseconds(20000);
+  auto t0 = gossip::open_zmq_transport(s, 0, gossip::Chunking(dim, 0), {dir.path(), false}, {},
+                                       gossip::Mode::async);
+  compute::CpuBackend backend(1);
+  std::vector<float> x(dim, 1.0f);
+  gossip::AsyncPushSum engine(backend, s, *t0, x.data(), dim, cfg);
+  transport::ZmqOptions as_two;
+  as_two.curve = transport::ZmqCurve{
+      transport::read_curve_keypair(dir.path(), "peer-2"), {}, {{0, s.public_key(0)}}};
+  transport::ZmqTransport key_holder(2, "tcp://127.0.0.1:*", kLimits, as_two);
+  key_holder.connect(0, s.endpoint(0));
+  // In rank 1's name, then in its own about rank 3, which it does not observe (3 pushes to 0, 1).
+  for (const gossip::ControlMessage& notice :
+       {gossip::ControlMessage{gossip::ControlKind::exclude, 1, 0, 0, 5},
+        gossip::ControlMessage{gossip::ControlKind::exclude, 2, 3, 0, 5}}) {
+    key_holder.send(0, gossip::encode_control(notice), {}, [] {});
+  }
+  auto refused = [&engine] {
+    const auto m = engine.metrics();
+    return m.rejected_for(gossip::RejectCause::sender_mismatch) +
+           m.rejected_for(gossip::RejectCause::not_entitled);
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (refused() < 2 && std::chrono::steady_clock::now() < deadline)
+    engine.idle(std::chrono::milliseconds(10));
+  CHECK(engine.metrics().rejected_for(gossip::RejectCause::sender_mismatch) == 1);
+  CHECK(engine.metrics().rejected_for(gossip::RejectCause::not_entitled) == 1);
+  for (int r = 0; r < 4; ++r) CHECK(engine.membership().live(r));
 }
 
 TEST_CASE("security flags: keys need --keys, plain non-loopback endpoints need --insecure") {

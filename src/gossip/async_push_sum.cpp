@@ -73,6 +73,20 @@ milliseconds detector_floor(milliseconds cap) {
   return std::min(cap, std::max(milliseconds(500), cap / 2));
 }
 
+// The rank that sponsors `joiner` in this view: the first live rank after it; -1 if none.
+int first_live_after(const Membership& membership, int joiner) {
+  const int n = membership.size();
+  for (int k = 1; k < n; ++k) {
+    const int r = (joiner + k) % n;
+    if (membership.live(r)) return r;
+  }
+  return -1;
+}
+
+bool contains(const std::vector<int>& ranks, int rank) {
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
+
 }  // namespace
 
 AsyncPushSum::AsyncPushSum(compute::Backend& backend, topology::Schedule schedule,
@@ -96,7 +110,8 @@ AsyncPushSum::AsyncPushSum(compute::Backend& backend, topology::Schedule schedul
       membership_(schedule_.num_peers()),
       detector_(std::make_unique<FailureDetector>(schedule_.num_peers(),
                                                   detector_floor(config.timeout), config.timeout)),
-      done_(schedule_.num_peers(), false) {
+      done_(schedule_.num_peers(), false),
+      join_requested_(schedule_.num_peers(), false) {
   SGP_ENFORCE(config_.gossip_every >= 1, "gossip_every must be >= 1");
   backend_.download(x_seen_.data(), x_, n_ * sizeof(float));
   std::copy(x_seen_.begin(), x_seen_.end(), x64_.begin());
@@ -357,22 +372,20 @@ void AsyncPushSum::handle_data(DecodedMessage m) {
   }
 }
 
+// Who may send what (decode_control already bound the sender to the key it authenticated with,
+// and notices about a rank's own doings to that rank): see on_group_notice() and on_leave().
 void AsyncPushSum::handle_control(const DecodedControl& d) {
   const ControlMessage& c = d.control;
   switch (c.kind) {
     case ControlKind::exclude:
-      if (c.subject == rank_ && c.incarnation == membership_.incarnation(rank_)) {
-        throw IoError(fmt::format(
-            "rank {}: rank {} declared this peer dead (nothing from it within its deadline); "
-            "the others go on without it (restart it with --join to take part again)",
-            rank_, c.sender));
-      }
-      if (membership_.apply(c.subject, PeerState::excluded, c.incarnation)) {
-        membership_changed("excluded", c.subject);
-      }
+      on_group_notice(c);
       return;
     case ControlKind::admit:
-      on_admit(d);
+      if (c.subject == rank_) {
+        on_admission(d);
+      } else {
+        on_group_notice(c);
+      }
       return;
     case ControlKind::done:
       done_[c.subject] = true;
@@ -384,13 +397,10 @@ void AsyncPushSum::handle_control(const DecodedControl& d) {
       on_join_request(c);
       return;
     case ControlKind::pace:
-      if (c.subject == c.sender) pace_of_[c.sender] = static_cast<double>(c.round) * 1e-6;
+      pace_of_[c.sender] = static_cast<double>(c.round) * 1e-6;
       return;
     case ControlKind::leave:
-      if (!d.payload.empty()) take_mass(d.payload);  // we are the one it handed its mass to
-      if (membership_.apply(c.subject, PeerState::left, c.incarnation)) {
-        membership_changed("left", c.subject);
-      }
+      on_leave(d);
       return;
     default:
       reject(RejectCause::bad_dtype,
@@ -398,24 +408,143 @@ void AsyncPushSum::handle_control(const DecodedControl& d) {
   }
 }
 
-// Mass handed over (admission or leave): [w as double][x as n doubles].
-void AsyncPushSum::take_mass(std::span<const std::byte> bytes) {
-  take_caller_changes();  // give_to_caller() below rewrites the caller's x
+// An exclusion of rank s is taken only from a live peer that observes s (s pushes to it, in the
+// schedule as given or as repaired: its failure detector watches s); an admission of s only from
+// its sponsor in this view (the first live rank after s) and only after s asked to join. Views
+// differ for a while after a change, so a notice refused now is kept and looked at again after
+// each change of membership or join request (retry_deferred).
+void AsyncPushSum::on_group_notice(const ControlMessage& c) {
+  if (entitled(c)) {
+    apply_group_notice(c);
+    return;
+  }
+  reject(RejectCause::not_entitled,
+         fmt::format("{} of rank {} from rank {}",
+                     c.kind == ControlKind::exclude ? "an exclusion" : "an admission", c.subject,
+                     c.sender));
+  defer(c);
+}
+
+bool AsyncPushSum::entitled(const ControlMessage& c) const {
+  if (!membership_.live(c.sender)) return false;
+  if (c.kind == ControlKind::exclude) return observes(c.sender, c.subject);
+  return join_requested_[c.subject] && first_live_after(membership_, c.subject) == c.sender;
+}
+
+bool AsyncPushSum::observes(int observer, int subject) const {
+  return contains(mixing_.all_out_neighbors(subject), observer) ||
+         contains(schedule_.all_out_neighbors(subject), observer);
+}
+
+void AsyncPushSum::apply_group_notice(const ControlMessage& c) {
+  if (c.kind == ControlKind::admit) {
+    join_requested_[c.subject] = false;
+    admit_incarnation(c.subject, c.incarnation);
+    return;
+  }
+  if (c.subject == rank_ && c.incarnation == membership_.incarnation(rank_)) {
+    throw IoError(fmt::format(
+        "rank {}: rank {} declared this peer dead (nothing from it within its deadline); "
+        "the others go on without it (restart it with --join to take part again)",
+        rank_, c.sender));
+  }
+  if (membership_.apply(c.subject, PeerState::excluded, c.incarnation)) {
+    membership_changed("excluded", c.subject);
+  }
+}
+
+void AsyncPushSum::defer(const ControlMessage& c) {
+  const auto same = [&c](const ControlMessage& k) {
+    return k.kind == c.kind && k.sender == c.sender && k.subject == c.subject &&
+           k.incarnation == c.incarnation;
+  };
+  if (std::any_of(deferred_.begin(), deferred_.end(), same)) return;
+  deferred_.push_back(c);
+  // Bounded whatever a peer sends: the oldest go first.
+  const auto limit = static_cast<std::size_t>(2 * schedule_.num_peers());
+  if (deferred_.size() > limit) deferred_.erase(deferred_.begin());
+}
+
+void AsyncPushSum::retry_deferred() {
+  if (retrying_) return;  // applying one changes membership, which comes back here
+  retrying_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{retrying_};
+  while (true) {  // each one applied may entitle others: look from the start again
+    const auto it = std::find_if(deferred_.begin(), deferred_.end(),
+                                 [this](const ControlMessage& c) { return entitled(c); });
+    if (it == deferred_.end()) return;
+    const ControlMessage c = *it;
+    deferred_.erase(it);
+    apply_group_notice(c);
+  }
+}
+
+// A leave comes from the rank that leaves (decode_control); the mass it hands over only to its
+// heir (a peer it pushes to, or, as leave() picks when it pushes to nobody, the first live rank),
+// bounded like a data message, and once: only with the change from live (or done) to left.
+void AsyncPushSum::on_leave(const DecodedControl& d) {
+  const ControlMessage& c = d.control;
+  std::optional<Mass> mass;
+  if (!d.payload.empty()) {
+    if (!plausible_heir(c.subject)) {
+      reject(RejectCause::not_entitled, fmt::format("a hand-over from rank {}", c.subject));
+      return;
+    }
+    mass = parse_mass(d.payload, fmt::format("a hand-over from rank {}", c.subject));
+    if (!mass) return;
+  }
+  if (!membership_.apply(c.subject, PeerState::left, c.incarnation)) {
+    if (mass) reject(RejectCause::stale_epoch, fmt::format("a hand-over from rank {}", c.subject));
+    return;
+  }
+  if (mass) add_mass(*mass);
+  membership_changed("left", c.subject);
+}
+
+bool AsyncPushSum::plausible_heir(int leaver) const {
+  if (observes(rank_, leaver)) return true;
+  bool pushes_in_every_phase = true;
+  for (int p = 0; p < mixing_.period(); ++p) {
+    pushes_in_every_phase = pushes_in_every_phase && !mixing_.out_edges(leaver, p).empty();
+  }
+  if (pushes_in_every_phase) return false;
+  for (int r = 0; r < schedule_.num_peers(); ++r) {
+    if (r != leaver && membership_.live(r)) return r == rank_;
+  }
+  return false;
+}
+
+// Mass handed over (admission or leave): [w as double][x as n doubles], with 0 < w <= N (the
+// push-sum weights sum to N) and finite values; nothing (counted) otherwise.
+std::optional<AsyncPushSum::Mass> AsyncPushSum::parse_mass(std::span<const std::byte> bytes,
+                                                           const std::string& what) {
   if (bytes.size() != (n_ + 1) * sizeof(double)) {
-    reject(RejectCause::bad_size, "a mass transfer");
-    return;
+    reject(RejectCause::bad_size, what);
+    return std::nullopt;
   }
-  double w = 0.0;
-  std::memcpy(&w, bytes.data(), sizeof(double));
-  std::vector<double> x(n_);
-  std::memcpy(x.data(), bytes.data() + sizeof(double), n_ * sizeof(double));
-  if (!std::isfinite(w) || w < 0.0 ||
-      !std::all_of(x.begin(), x.end(), [](double v) { return std::isfinite(v); })) {
-    reject(RejectCause::non_finite, "a mass transfer");
-    return;
+  Mass mass;
+  std::memcpy(&mass.w, bytes.data(), sizeof(double));
+  const double most = static_cast<double>(schedule_.num_peers()) * (1.0 + 1e-9);
+  if (!std::isfinite(mass.w) || mass.w <= 0.0 || mass.w > most) {
+    reject(RejectCause::bad_weight, what);
+    return std::nullopt;
   }
-  for (std::size_t k = 0; k < n_; ++k) x64_[k] += x[k];
-  w_ += w;
+  mass.x.resize(n_);
+  std::memcpy(mass.x.data(), bytes.data() + sizeof(double), n_ * sizeof(double));
+  if (!std::all_of(mass.x.begin(), mass.x.end(), [](double v) { return std::isfinite(v); })) {
+    reject(RejectCause::non_finite, what);
+    return std::nullopt;
+  }
+  return mass;
+}
+
+void AsyncPushSum::add_mass(const Mass& mass) {
+  take_caller_changes();  // give_to_caller() below rewrites the caller's x
+  for (std::size_t k = 0; k < n_; ++k) x64_[k] += mass.x[k];
+  w_ += mass.w;
   give_to_caller();
 }
 
@@ -429,18 +558,16 @@ std::vector<std::byte> AsyncPushSum::mass_payload(double share) {
 }
 
 // The first live rank after the newcomer sponsors it (several may, when their views differ:
-// each gives half of its own mass, so nothing is created or lost).
+// each gives half of its own mass, so nothing is created or lost). The others note the request:
+// it entitles the sponsor's admission notice (on_group_notice).
 void AsyncPushSum::on_join_request(const ControlMessage& c) {
-  const int s = c.subject, n = schedule_.num_peers();
-  if (s != c.sender || left_) return;
+  const int s = c.subject;
+  join_requested_[s] = true;
+  retry_deferred();
+  if (left_ || first_live_after(membership_, s) != rank_) return;
   if (auto it = sponsored_.find(s); it != sponsored_.end() && it->second == c.incarnation) return;
-  int sponsor = -1;
-  for (int k = 1; k < n && sponsor < 0; ++k) {
-    const int r = (s + k) % n;
-    if (membership_.live(r)) sponsor = r;
-  }
-  if (sponsor != rank_) return;
   sponsored_[s] = c.incarnation;
+  join_requested_[s] = false;
   take_caller_changes();
   const std::uint32_t incarnation = membership_.incarnation(s) + 1;
   admit_incarnation(s, incarnation);
@@ -457,29 +584,39 @@ void AsyncPushSum::on_join_request(const ControlMessage& c) {
                rank_, s, incarnation, round_);
 }
 
-void AsyncPushSum::on_admit(const DecodedControl& d) {
+// Our own admission, while join() waits for it: [the sponsor's membership table][mass]. Taken
+// from a sponsor that its own table names (the first live rank after us, which admits us with
+// this incarnation), once per sponsor, the mass bounded as a leave's.
+void AsyncPushSum::on_admission(const DecodedControl& d) {
   const ControlMessage& c = d.control;
-  if (c.subject != rank_) {  // a notice: someone else joined
-    admit_incarnation(c.subject, c.incarnation);
+  const std::string what = fmt::format("an admission from rank {}", c.sender);
+  if (!joining_ || contains(sponsors_, c.sender)) {
+    reject(RejectCause::not_entitled, what);
     return;
   }
   const std::size_t table_bytes = membership_.encode().size();
-  if (d.payload.size() < table_bytes) {
-    reject(RejectCause::bad_size, "an admission");
+  const auto table = d.payload.size() < table_bytes
+                         ? std::nullopt
+                         : Membership::decode(d.payload.first(table_bytes), schedule_.num_peers());
+  if (!table) {
+    reject(RejectCause::bad_size, what);
     return;
   }
+  if (!table->live(rank_) || table->incarnation(rank_) != c.incarnation ||
+      first_live_after(*table, rank_) != c.sender) {
+    reject(RejectCause::not_entitled, what);
+    return;
+  }
+  const auto mass = parse_mass(d.payload.subspan(table_bytes), what);
+  if (!mass) return;
+  sponsors_.push_back(c.sender);
   if (!admitted_round_) {
-    auto table = Membership::decode(d.payload.first(table_bytes), schedule_.num_peers());
-    if (!table) {
-      reject(RejectCause::bad_size, "an admission's membership table");
-      return;
-    }
     membership_ = *table;
     admitted_round_ = c.round;
     round_ = c.round;
     membership_changed("admitted", rank_);
   }
-  take_mass(d.payload.subspan(table_bytes));
+  add_mass(*mass);
 }
 
 std::int64_t AsyncPushSum::join() {
@@ -582,6 +719,7 @@ void AsyncPushSum::membership_changed(const std::string& what, int rank) {
       detector_->watch(r, now);
     }
   }
+  retry_deferred();  // a notice refused in the old view may be entitled in the new one
 }
 
 // Until a dead peer is excluded, the mass pushed to it is lost: a survivor's w can fall by

@@ -16,6 +16,27 @@ constexpr std::size_t kHashed = 32;
 using detail::get;
 using detail::put;
 
+// What the header alone says about who may send a notice: one about a rank's own doings only
+// from that rank, and one addressed to a rank only to it. (Exclusions and admissions depend on
+// the receiver's view of the group: AsyncPushSum decides.)
+bool entitled_by_kind(const ControlMessage& m, int self) {
+  switch (m.kind) {
+    case ControlKind::done:
+    case ControlKind::join_request:
+    case ControlKind::leave:
+    case ControlKind::pace:
+    case ControlKind::resume_offer:
+      return m.sender == m.subject;
+    case ControlKind::done_ack:
+    case ControlKind::fin_ok:
+      return m.subject == self;
+    case ControlKind::exclude:
+    case ControlKind::admit:
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::array<std::byte, kControlBytes> encode_control(const ControlMessage& m) {
@@ -61,12 +82,17 @@ std::variant<DecodedControl, RejectCause> decode_control(const transport::Messag
       m.subject >= num_peers || m.round < 0) {
     return RejectCause::unknown_sender;
   }
-  const auto payload = message.frame(1);
-  // Only an admission and a leave hand mass over; a resume offer lists checkpoints.
-  if (!payload.empty() && m.kind != ControlKind::admit && m.kind != ControlKind::leave &&
-      m.kind != ControlKind::resume_offer) {
-    return RejectCause::bad_size;
+  // A keyed peer may write any rank into its header; only the key it authenticated with counts.
+  if (const auto rank = message.authenticated_rank(); rank && *rank != m.sender) {
+    return RejectCause::sender_mismatch;
   }
+  if (!entitled_by_kind(m, self)) return RejectCause::not_entitled;
+  const auto payload = message.frame(1);
+  // Only an admission (to the newcomer) and a leave hand mass over; a resume offer lists
+  // checkpoints.
+  const bool may_carry = (m.kind == ControlKind::admit && m.subject == self) ||
+                         m.kind == ControlKind::leave || m.kind == ControlKind::resume_offer;
+  if (!payload.empty() && !may_carry) return RejectCause::bad_size;
   return DecodedControl{m, payload};
 }
 

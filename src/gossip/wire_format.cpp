@@ -59,6 +59,8 @@ std::string_view reject_cause_name(RejectCause cause) {
       return "non_finite";
     case RejectCause::stale_epoch:
       return "stale_epoch";
+    case RejectCause::not_entitled:
+      return "not_entitled";
   }
   return "unknown";
 }

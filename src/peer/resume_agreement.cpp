@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include "sgp/error.hpp"
 #include "sgp/gossip/control_message.hpp"
@@ -65,6 +66,12 @@ std::optional<Lists> decode(std::span<const std::byte> bytes, int num_peers) {
   return lists;
 }
 
+// A rank's own list, heard from that rank, replaces whatever a relay said of it.
+void take_offer(Lists& lists, int sender, Lists heard) {
+  if (const auto own = heard.find(sender); own != heard.end()) lists[sender] = own->second;
+  lists.merge(heard);
+}
+
 void send_offer(transport::Transport& t, int dest, int rank, std::int64_t round,
                 const Lists& lists) {
   gossip::ControlMessage m;
@@ -82,7 +89,7 @@ void receive_round(transport::ReplayTransport& t, int rank, int num_peers, std::
                    std::set<int> senders, Lists& lists, EarlyOffers& early,
                    std::chrono::milliseconds timeout) {
   for (auto [it, end] = early.equal_range(round); it != end; ++it) {
-    if (senders.erase(it->second.sender)) lists.merge(it->second.lists);
+    if (senders.erase(it->second.sender)) take_offer(lists, it->second.sender, it->second.lists);
   }
   const auto deadline = Clock::now() + timeout;
   while (!senders.empty()) {
@@ -98,6 +105,16 @@ void receive_round(transport::ReplayTransport& t, int rank, int num_peers, std::
     const auto decoded = gossip::is_control(*message)
                              ? gossip::decode_control(*message, num_peers, rank)
                              : std::variant<gossip::DecodedControl, gossip::RejectCause>{};
+    // decode_control bound the offer to the key it came with: a forged one is dropped here.
+    if (const auto* cause = std::get_if<gossip::RejectCause>(&decoded);
+        cause && (*cause == gossip::RejectCause::sender_mismatch ||
+                  *cause == gossip::RejectCause::not_entitled)) {
+      const auto key = message->authenticated_rank();
+      spdlog::warn("--resume: rank {}: refused a control notice ({}) from {}", rank,
+                   gossip::reject_cause_name(*cause),
+                   key ? fmt::format("the key of rank {}", *key) : std::string("a peer"));
+      continue;
+    }
     const auto* offer = std::get_if<gossip::DecodedControl>(&decoded);
     if (!offer || offer->control.kind != gossip::ControlKind::resume_offer) {
       t.put_back(std::move(*message));
@@ -112,7 +129,7 @@ void receive_round(transport::ReplayTransport& t, int rank, int num_peers, std::
       early.emplace(offer->control.round, Offer{offer->control.sender, std::move(*heard)});
     }
     if (offer->control.round != round || !senders.erase(offer->control.sender)) continue;
-    lists.merge(*heard);
+    take_offer(lists, offer->control.sender, std::move(*heard));
   }
 }
 

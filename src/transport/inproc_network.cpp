@@ -4,7 +4,7 @@
 
 namespace sgp::transport {
 
-InProcNetwork::InProcNetwork(int num_ranks) {
+InProcNetwork::InProcNetwork(int num_ranks, bool authenticated) : authenticated_(authenticated) {
   SGP_ENFORCE(num_ranks >= 1, "an in-process network needs at least one rank, got {}", num_ranks);
   for (int r = 0; r < num_ranks; ++r) boxes_.push_back(std::make_unique<Box>());
 }

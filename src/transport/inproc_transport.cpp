@@ -34,7 +34,8 @@ void InProcTransport::send(int dest, std::span<const std::byte> header,
   }
   std::vector<std::span<const std::byte>> frames{std::span<const std::byte>(owner->header),
                                                  std::span<const std::byte>(owner->payload)};
-  network_.deliver(rank_, dest, Message(std::move(frames), std::move(owner)));
+  const auto sender = network_.authenticated() ? std::optional<int>(rank_) : std::nullopt;
+  network_.deliver(rank_, dest, Message(std::move(frames), std::move(owner), sender));
 }
 
 std::optional<Message> InProcTransport::receive(std::chrono::milliseconds timeout) {

@@ -6,16 +6,24 @@
 // (payload hash too when bit 0x40 is set), so the fuzzer also reaches the checks behind the
 // hashes; otherwise the bytes go to the decoder as they are. Mode bit 0x20 (without 0x80): frame
 // 0 is re-encoded as a valid control notice (asgp's membership and pace notices) from the input's
-// fields instead. A message whose first frame carries the control magic goes to decode_control,
-// as asgp's engine sends it; every other one to decode_message. Frames: byte 1 is the frame count
-// (0..3); each frame but the last is preceded by a one-byte length; the last takes the rest.
+// fields instead. A message whose first frame carries the control magic goes to decode_control
+// and then, as it arrives from the rank the mode's low bits authenticate, to an asgp engine
+// (rank 1 of four on a one-peer exponential schedule), whose rules on who may exclude, admit,
+// leave or hand over mass it exercises; every other message goes to decode_message. Frames:
+// byte 1 is the frame count (0..3); each frame but the last is preceded by a one-byte length;
+// the last takes the rest.
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "fuzz_target.hpp"
+#include "sgp/compute/cpu_backend.hpp"
+#include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/wire_format.hpp"
+#include "sgp/transport/inproc_network.hpp"
+#include "sgp/transport/inproc_transport.hpp"
+#include "support/gossip_test_support.hpp"
 
 namespace {
 
@@ -85,6 +93,23 @@ void reencode_control(std::vector<std::vector<std::byte>>& frames) {
   head.assign(encoded.begin(), encoded.end());
 }
 
+// Hands a control notice to a fresh asgp engine of rank kSelf (16 values) and lets it act on
+// it: refuse it, or change membership, take mass, sponsor a joiner, tell the others (whose
+// inboxes are dropped with the network).
+void drive_engine(const sgp::transport::Message& message) {
+  static sgp::compute::CpuBackend backend(1);
+  sgp::transport::InProcNetwork network(kPeers);
+  sgp::transport::InProcTransport transport(network, kSelf);
+  auto x = sgp::testing::initial_vector(kSelf, kPeers, 16);
+  sgp::gossip::PushSumConfig config;
+  config.mode = sgp::gossip::Mode::async;
+  sgp::gossip::AsyncPushSum engine(
+      backend, sgp::testing::make_schedule(sgp::testing::Graph::exponential, kPeers), transport,
+      x.data(), x.size(), config);
+  network.deliver(message.authenticated_rank().value_or(0), kSelf, message);
+  engine.idle(std::chrono::milliseconds(0));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -110,6 +135,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (const std::byte b : decoded->payload) sum += static_cast<std::size_t>(b);
         (void)sum;
       }
+      drive_engine(message);
       return;
     }
     // 16 floats in chunks of 5: 4 chunks, the last one 1 float.

@@ -16,6 +16,12 @@
 //     it sponsors it: halves its own (x, w), sends one half with the membership table and its
 //     round, and tells everyone the newcomer's new incarnation. z is unchanged for both.
 //   - Leave: leave() hands all of this peer's mass to a live out-neighbour and tells everyone.
+//   - Who may say what (on top of decode_control's binding of each notice to the key it came
+//     with): an exclusion of s only from a live peer that observes s (s pushes to it, in the
+//     schedule as given or as repaired); an admission of s only from its sponsor in this view,
+//     after s asked to join; a joiner's own admission only from the sponsor its table names; a
+//     leave's mass only to the leaver's heir, once, 0 < w <= N and finite. A notice refused
+//     because views differ is kept and taken once a change of membership entitles its sender.
 //   - Finish: finish() tells everyone this peer is done and keeps mixing (no training) until
 //     every live peer is done, then until its z has settled (it no longer moves when its
 //     in-neighbours' totals arrive), so that the peers end in agreement.
@@ -103,8 +109,21 @@ class AsyncPushSum final : public Mixer {
   void handle_data(DecodedMessage message);
   void handle_control(const DecodedControl& control);
   void on_join_request(const ControlMessage& c);
-  void on_admit(const DecodedControl& control);
-  void take_mass(std::span<const std::byte> bytes);
+  void on_admission(const DecodedControl& control);
+  void on_leave(const DecodedControl& control);
+  void on_group_notice(const ControlMessage& c);
+  bool entitled(const ControlMessage& c) const;
+  bool observes(int observer, int subject) const;
+  bool plausible_heir(int leaver) const;
+  void apply_group_notice(const ControlMessage& c);
+  void defer(const ControlMessage& c);
+  void retry_deferred();
+  struct Mass {
+    double w = 0.0;
+    std::vector<double> x;
+  };
+  std::optional<Mass> parse_mass(std::span<const std::byte> bytes, const std::string& what);
+  void add_mass(const Mass& mass);
   void check_failures();
   void exclude(int rank, std::uint32_t incarnation, const std::string& why);
   void admit_incarnation(int rank, std::uint32_t incarnation);
@@ -151,6 +170,10 @@ class AsyncPushSum final : public Mixer {
   std::map<int, std::unique_ptr<InEdge>> in_;
   std::vector<bool> done_;                  // ranks that said they finished their iterations
   std::map<int, std::uint32_t> sponsored_;  // join request ids already answered, per rank
+  std::vector<bool> join_requested_;        // ranks that asked to join since their last admission
+  std::vector<int> sponsors_;               // the ranks whose admission (and mass) we took
+  std::vector<ControlMessage> deferred_;    // exclusions and admissions not entitled (yet)
+  bool retrying_ = false;                   // in retry_deferred()
   bool joining_ = false;                    // join() called: data waits for the admission
   std::optional<std::int64_t> admitted_round_;
   bool left_ = false;

@@ -55,7 +55,12 @@ std::array<std::byte, kControlBytes> encode_control(const ControlMessage& messag
 bool is_control(const transport::Message& message);
 bool is_control_header(std::span<const std::byte> header);
 // The message, or why it was refused (an unknown kind is bad_dtype; sender and subject must be
-// ranks 0..num_peers-1, the sender not `self`). `payload` points into `message`.
+// ranks 0..num_peers-1, the sender not `self`; sender_mismatch when the transport authenticated
+// another rank than `sender`; not_entitled for a done, join_request, leave, pace or resume offer
+// about another rank than its sender, or a done_ack or fin_ok addressed to another rank than
+// `self`; bad_size for a payload on any kind but a leave, a resume offer and an admission
+// addressed to `self`). Who may exclude or admit depends on the receiver's view of the group:
+// AsyncPushSum decides. `payload` points into `message`.
 struct DecodedControl {
   ControlMessage control;
   std::span<const std::byte> payload;

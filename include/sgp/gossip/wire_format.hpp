@@ -133,8 +133,10 @@ enum class RejectCause : int {
   sender_mismatch,    // sender differs from the rank the transport authenticated (CURVE)
   non_finite,         // a payload value is NaN or infinite (the sender diverged, or is faulty)
   stale_epoch,        // running totals of an older incarnation of the sender or of us
+  not_entitled,       // a control notice its sender may not send (about another rank, an
+                      // exclusion by a peer that does not observe the subject, ...)
 };
-inline constexpr int kNumRejectCauses = 18;
+inline constexpr int kNumRejectCauses = 19;
 std::string_view reject_cause_name(RejectCause cause);
 
 // The header bytes for `header` (magic, version and header hash filled in).

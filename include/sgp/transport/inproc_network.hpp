@@ -17,12 +17,15 @@ namespace sgp::transport {
 class InProcNetwork {
  public:
   // `num_ranks` mailboxes, ranks 0..num_ranks-1 (a test may give a rogue sender its own rank).
-  explicit InProcNetwork(int num_ranks);
+  // With `authenticated`, every message carries its sender's rank as authenticated_rank(), as
+  // CURVE gives it the rank of the sender's key.
+  explicit InProcNetwork(int num_ranks, bool authenticated = false);
   ~InProcNetwork();
   InProcNetwork(const InProcNetwork&) = delete;
   InProcNetwork& operator=(const InProcNetwork&) = delete;
 
   int num_ranks() const { return static_cast<int>(boxes_.size()); }
+  bool authenticated() const { return authenticated_; }
 
   void deliver(int origin, int dest, Message message);
   std::optional<Message> take(int dest, std::chrono::milliseconds timeout);
@@ -46,6 +49,7 @@ class InProcNetwork {
   Box& box(int rank) const;
 
   std::vector<std::unique_ptr<Box>> boxes_;
+  bool authenticated_;
 };
 
 }  // namespace sgp::transport
