@@ -116,6 +116,14 @@ std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
   const auto& m = std::get<gossip::DecodedMessage>(decoded);
   const int rank = m.header.sender;
   const std::int64_t iteration = m.header.round;
+  if (points_ && !points_->contains(iteration)) {
+    ++rejected_;
+    ++off_schedule_;
+    warn(off_schedule_, fmt::format("rejected a snapshot of rank {} iteration {}: not an "
+                                    "evaluation point of this run",
+                                    rank, iteration));
+    return std::nullopt;
+  }
   if (rank >= num_peers_ || (!records_.empty() && iteration <= records_.back().iteration) ||
       far_ahead(iteration)) {
     ++rejected_;
@@ -257,6 +265,7 @@ peer::MonitorSummary ConsensusMonitor::summary() const {
   peer::MonitorSummary s;
   s.evaluations = static_cast<std::int64_t>(records_.size());
   s.rejected_snapshots = rejected_;
+  s.off_schedule_snapshots = off_schedule_;
   s.dropped_snapshots = dropped_;
   s.mass_drift_records = drift_records_;
   s.settings_mismatch = mismatch_;

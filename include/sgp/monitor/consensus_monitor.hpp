@@ -57,6 +57,16 @@ struct MonitorRecord {
 enum class MassModel { conserved, in_flight };
 MassModel mass_model_of(peer::Algorithm algo);
 
+// The iterations at which a run's peers evaluate and hand snapshots over (peer::Trainer): every
+// `every` iterations, and the last one, `total`.
+struct EvaluationPoints {
+  std::int64_t every = 1;
+  std::int64_t total = 0;
+  bool contains(std::int64_t iteration) const {
+    return iteration == total || (iteration > 0 && iteration < total && iteration % every == 0);
+  }
+};
+
 class ConsensusMonitor {
  public:
   // model: the peers' --model; data_dir: where the Fashion-MNIST test set the average
@@ -67,6 +77,10 @@ class ConsensusMonitor {
   ConsensusMonitor(const std::string& model, const std::string& data_dir, int num_peers,
                    std::filesystem::path log, MassModel mass = MassModel::conserved);
   ~ConsensusMonitor();
+
+  // From now on, refuses (and counts) every snapshot of an iteration that is not one of
+  // `points`: nobody, even with a valid key, can add a record the run never evaluates.
+  void accept_only(EvaluationPoints points) { points_ = points; }
 
   // Validates and stores one snapshot; returns the record when it completed an iteration.
   // Invalid snapshots are counted and logged, never applied.
@@ -106,7 +120,9 @@ class ConsensusMonitor {
   std::uint64_t dropped_ = 0;
   std::string model_;
   std::optional<std::string> mismatch_;
-  std::vector<float> average_;  // of the last record
+  std::optional<EvaluationPoints> points_;
+  std::uint64_t off_schedule_ = 0;  // snapshots of iterations that are not evaluation points
+  std::vector<float> average_;      // of the last record
 };
 
 // Receives snapshots into `monitor` until `stop` is set, then drains what is still queued
