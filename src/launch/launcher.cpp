@@ -5,8 +5,10 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
@@ -19,6 +21,7 @@
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/launch/child_credentials.hpp"
 #include "sgp/launch/emulated_hosts.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
@@ -30,6 +33,7 @@
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/run_files.hpp"
 #include "sgp/peer/settings.hpp"
+#include "sgp/peer/trainer.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -95,12 +99,16 @@ std::vector<int> ranks_to_start(const LaunchOptions& o, const topology::Schedule
 // The consensus monitor on its own thread, for runs whose peers are all on this host.
 class LocalMonitor {
  public:
-  // `bind`: tcp://ADDRESS:* on an address every peer reaches.
+  // `bind`: tcp://ADDRESS:* on an address every peer reaches. `plain`: the run's credentials,
+  // for a keyless run (ChildCredentials).
   LocalMonitor(const peer::TrainConfig& c, const topology::Schedule& schedule,
-               const std::filesystem::path& run_dir, const std::string& bind)
+               const std::filesystem::path& run_dir, const std::string& bind,
+               const std::optional<transport::PlainServer>& plain)
       : monitor_(c.model, c.data_dir, schedule.num_peers(), run_dir / "monitor.jsonl",
                  monitor::mass_model_of(c.algo)),
-        receiver_(bind, gossip::monitor_curve(schedule, peer::security(c), bind)) {}
+        receiver_(bind, gossip::monitor_curve(schedule, peer::security(c), bind), plain) {
+    monitor_.accept_only(evaluation_points(c, schedule.num_peers()));
+  }
   std::string endpoint() const { return receiver_.endpoint(); }
   // Call after LocalProcesses blocked SIGINT/SIGTERM, so that the thread inherits the mask.
   void start() {
@@ -110,7 +118,9 @@ class LocalMonitor {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
     monitor_.write_average_model(run_dir / "model-average.bin");
-    return monitor_.summary();
+    auto summary = monitor_.summary();
+    summary.refused_connections = receiver_.refused_connections();
+    return summary;
   }
   ~LocalMonitor() {
     stop_.store(true);
@@ -118,6 +128,13 @@ class LocalMonitor {
   }
 
  private:
+  // The iterations the peers evaluate at (peer::Trainer::run), from the same settings.
+  static monitor::EvaluationPoints evaluation_points(const peer::TrainConfig& c, int n) {
+    const auto train_size = data::fashion_mnist_size(data::resolve_data_dir(c.data_dir), "train");
+    const std::int64_t per_epoch = peer::iterations_per_epoch(train_size, n, c.batch_size);
+    return {peer::evaluation_interval(c, per_epoch), peer::total_iterations(c, per_epoch)};
+  }
+
   monitor::ConsensusMonitor monitor_;
   transport::SnapshotReceiver receiver_;
   std::atomic<bool> stop_{false};
@@ -272,12 +289,19 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   if (link_rate.emulated)
     emulation = std::make_unique<Emulation>(c, link_rate, local, n, run.path());
 
+  const bool own_monitor =
+      !o.no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n;
+  // After the emulation, which turns keyless runs --insecure.
+  std::unique_ptr<ChildCredentials> credentials;
+  if (wants_run_credentials(c, schedule, local.size()))
+    credentials = std::make_unique<ChildCredentials>(run.path(), n, own_monitor);
   // Bound before the peers start, so that they can be told where it is: on their command line,
   // not in config.json, whose settings a resume takes up again (this port will be gone by then).
   std::unique_ptr<LocalMonitor> monitor;
-  if (!o.no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n) {
+  if (own_monitor) {
     monitor = std::make_unique<LocalMonitor>(
-        c, schedule, run.path(), emulation ? emulation->monitor_bind() : "tcp://127.0.0.1:*");
+        c, schedule, run.path(), emulation ? emulation->monitor_bind() : "tcp://127.0.0.1:*",
+        credentials ? std::optional(credentials->monitor()) : std::nullopt);
   }
   write_run_files(run, c, n, mixing);
 
@@ -286,6 +310,7 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   for (int r : local) {
     std::vector<std::string> args = {"peer", "--config", config_file, "--rank", std::to_string(r)};
     if (monitor) args.insert(args.end(), {"--monitor", monitor->endpoint()});
+    if (credentials) std::ranges::copy(credentials->arguments(r), std::back_inserter(args));
     children.push_back({r, emulation ? emulation->command(r, std::move(args)) : std::move(args),
                         run.path() / fmt::format("peer-{}.log", r)});
   }

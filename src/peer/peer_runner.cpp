@@ -75,7 +75,12 @@ std::atomic<bool> g_leave_requested{false};
 extern "C" void request_leave(int) { g_leave_requested.store(true); }
 }  // namespace
 
-gossip::Security security(const TrainConfig& config) { return {config.keys_dir, config.insecure}; }
+gossip::Security security(const TrainConfig& config) {
+  gossip::Security s{config.keys_dir, config.insecure, std::nullopt};
+  if (!config.run_credentials.empty())
+    s.credentials = gossip::read_run_credentials(config.run_credentials);
+  return s;
+}
 
 topology::Schedule load_topology(const TrainConfig& config) {
   if (config.topology.empty()) throw InputError("--topology: a topology file is required");
@@ -126,6 +131,7 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   run.claim({join ? RunStart::resume : run_start_of(config), {rank}});
   if (rank == 0 && write_config) write_run_config(run, config, "peer", n);
 
+  const gossip::Security secure = security(config);  // reads the run's credentials once
   std::unique_ptr<transport::ZmqTransport> transport;
   std::unique_ptr<transport::FaultyTransport> faulty;
   Communication comm;
@@ -144,7 +150,7 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
                                                           input_shape(train), train.num_classes);
     transport = gossip::open_zmq_transport(
         schedule, rank, gossip::Chunking(parameters, gossip::PushSumConfig{}.chunk_elements),
-        security(config), zmq, mode);
+        secure, zmq, mode);
     comm.schedule = &schedule;
     comm.transport = transport.get();
     if (const auto faults = transport::parse_fault_spec(config.inject); faults.any()) {
@@ -163,7 +169,8 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   std::unique_ptr<gossip::SnapshotPublisher> publisher;
   if (!config.monitor.empty()) {
     publisher = std::make_unique<gossip::SnapshotPublisher>(
-        config.monitor, rank, gossip::snapshot_curve(schedule, rank, security(config)));
+        config.monitor, rank, gossip::snapshot_curve(schedule, rank, secure),
+        gossip::snapshot_plain(rank, secure));
     comm.snapshot = [&publisher](std::int64_t iteration, bool, const std::vector<float>& z,
                                  double w) {
       if (!publisher->publish(iteration, z, w)) {

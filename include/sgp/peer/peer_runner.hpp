@@ -25,7 +25,8 @@ int resolve_rank(std::optional<int> flag);
 // $LOCAL_RANK is not a non-negative integer.
 int local_peer_index(const topology::Schedule& schedule, int rank);
 
-// The --keys / --insecure settings of a peer or launch.
+// The --keys / --insecure settings of a peer or launch, and the run credentials sgp launch handed
+// it (config.run_credentials: the file is read by this call).
 gossip::Security security(const TrainConfig& config);
 
 // Reads config.topology (InputError naming the file and every problem in it).
