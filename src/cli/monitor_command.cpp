@@ -34,11 +34,6 @@ extern "C" void request_stop(int) { g_stop.store(true); }
 // config.json.
 constexpr std::array<std::string_view, 4> kSettings = {"model", "data_dir", "keys", "insecure"};
 
-// The last iteration of a run of these settings and peers: every peer evaluates there.
-std::int64_t last_iteration(const peer::TrainConfig& c, int peers) {
-  const auto train = data::load_fashion_mnist(data::resolve_data_dir(c.data_dir), "train");
-  return peer::total_iterations(c, peer::iterations_per_epoch(train.size(), peers, c.batch_size));
-}
 }  // namespace
 
 void add_monitor_command(CLI::App& app) {
@@ -80,15 +75,21 @@ void add_monitor_command(CLI::App& app) {
                                       run.path() / "monitor.jsonl",
                                       monitor::mass_model_of(config.algo));
     transport::SnapshotReceiver receiver(o->bind, curve);
-    // With a run's settings, stop once every peer reported its last iteration.
-    const std::int64_t until =
-        o->until > 0 || flags->config_file().empty() ? o->until : last_iteration(config, n);
+    // With a run's settings: snapshots of its evaluation iterations only, and stop once every
+    // peer reported its last iteration.
+    std::int64_t until = o->until;
+    if (!flags->config_file().empty()) {
+      const auto points = monitor::evaluation_points(config, n);
+      monitor.accept_only(points);
+      if (until <= 0) until = points.total;
+    }
     spdlog::info("monitor listening on {} for {} peers{}", receiver.endpoint(), n,
                  until > 0 ? fmt::format(", until iteration {}", until) : "");
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);
     monitor::serve_monitor(monitor, receiver, g_stop, until);
-    const auto summary = monitor.summary();
+    auto summary = monitor.summary();
+    summary.refused_connections = receiver.refused_connections();
     run.write_json("monitor-summary.json", summary);
     monitor.write_average_model(run.path() / "model-average.bin");
     // In a run's directory (a run's config.json there), the monitor may finish after every

@@ -33,7 +33,6 @@
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/run_files.hpp"
 #include "sgp/peer/settings.hpp"
-#include "sgp/peer/trainer.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -107,7 +106,7 @@ class LocalMonitor {
       : monitor_(c.model, c.data_dir, schedule.num_peers(), run_dir / "monitor.jsonl",
                  monitor::mass_model_of(c.algo)),
         receiver_(bind, gossip::monitor_curve(schedule, peer::security(c), bind), plain) {
-    monitor_.accept_only(evaluation_points(c, schedule.num_peers()));
+    monitor_.accept_only(monitor::evaluation_points(c, schedule.num_peers()));
   }
   std::string endpoint() const { return receiver_.endpoint(); }
   // Call after LocalProcesses blocked SIGINT/SIGTERM, so that the thread inherits the mask.
@@ -128,13 +127,6 @@ class LocalMonitor {
   }
 
  private:
-  // The iterations the peers evaluate at (peer::Trainer::run), from the same settings.
-  static monitor::EvaluationPoints evaluation_points(const peer::TrainConfig& c, int n) {
-    const auto train_size = data::fashion_mnist_size(data::resolve_data_dir(c.data_dir), "train");
-    const std::int64_t per_epoch = peer::iterations_per_epoch(train_size, n, c.batch_size);
-    return {peer::evaluation_interval(c, per_epoch), peer::total_iterations(c, per_epoch)};
-  }
-
   monitor::ConsensusMonitor monitor_;
   transport::SnapshotReceiver receiver_;
   std::atomic<bool> stop_{false};

@@ -14,6 +14,7 @@
 #include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/model_file.hpp"
 #include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/trainer.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
 namespace sgp::monitor {
@@ -41,6 +42,12 @@ void warn(std::uint64_t count, const std::string& what) {
 }
 
 }  // namespace
+
+EvaluationPoints evaluation_points(const peer::TrainConfig& c, int num_peers) {
+  const auto train_size = data::fashion_mnist_size(data::resolve_data_dir(c.data_dir), "train");
+  const std::int64_t per_epoch = peer::iterations_per_epoch(train_size, num_peers, c.batch_size);
+  return {peer::evaluation_interval(c, per_epoch), peer::total_iterations(c, per_epoch)};
+}
 
 MassModel mass_model_of(peer::Algorithm algo) {
   const auto& a = peer::info(algo);

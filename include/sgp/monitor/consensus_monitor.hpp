@@ -27,6 +27,7 @@
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/summaries.hpp"
+#include "sgp/peer/train_config.hpp"
 #include "sgp/transport/message.hpp"
 
 namespace sgp::transport {
@@ -66,6 +67,10 @@ struct EvaluationPoints {
     return iteration == total || (iteration > 0 && iteration < total && iteration % every == 0);
   }
 };
+
+// The evaluation points of a run of these settings among `num_peers` peers (peer::Trainer's
+// rule; the epoch's length from the training set's size). InputError when the data is missing.
+EvaluationPoints evaluation_points(const peer::TrainConfig& config, int num_peers);
 
 class ConsensusMonitor {
  public:
