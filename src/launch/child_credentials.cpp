@@ -41,8 +41,13 @@ ChildCredentials::ChildCredentials(const std::filesystem::path& run_dir, int num
       dir_(gossip::run_credentials_file(run_dir, 0).parent_path()),
       table_(num_peers, with_monitor) {
   make_private_directory(dir_);
-  for (int r = 0; r < num_peers; ++r) {
-    gossip::write_run_credentials(gossip::run_credentials_file(run_dir, r), table_.of(r));
+  try {
+    for (int r = 0; r < num_peers; ++r)
+      gossip::write_run_credentials(gossip::run_credentials_file(run_dir, r), table_.of(r));
+  } catch (...) {  // no destructor runs: remove what was written
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    throw;
   }
   spdlog::info(
       "per-run credentials: every connection between the peers{} is authenticated with a "
