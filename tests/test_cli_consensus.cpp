@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -50,6 +51,9 @@ TEST_CASE("sgp consensus --local: 4 and 8 processes reach the exact mean, sync a
       const auto summary = nlohmann::json::parse(std::ifstream(run / "summary.json"));
       CHECK(summary["round"] == rounds);
       CHECK(summary["consensus_error"].get<double>() <= 1e-12);
+      // Authenticated with per-run passwords, which are gone with the run.
+      CHECK(r.output.find("per-run credentials") != std::string::npos);
+      CHECK_FALSE(std::filesystem::exists(run / ".credentials"));
       for (int rank = 0; rank < n; ++rank) {
         std::ifstream in(run / ("peer-" + std::to_string(rank) + ".jsonl"));
         std::string line, last;

@@ -169,6 +169,33 @@ TEST_CASE("ZeroMQ transport with CURVE: admitted keys get through tagged with th
   CHECK_FALSE(b.receive(500ms).has_value());
 }
 
+TEST_CASE("ZeroMQ transport with PLAIN run passwords: the right pair's gets in, tagged; no other") {
+  ZmqOptions oa, ob;
+  oa.plain = ZmqPlain{{}, {{1, "a-to-b"}}};
+  ob.plain = ZmqPlain{{{{0, "a-to-b"}, {2, "c-to-b"}}}, {}};
+  ZmqTransport a(0, "tcp://127.0.0.1:*", kLimits, oa), b(1, "tcp://127.0.0.1:*", kLimits, ob);
+  a.connect(1, b.endpoint());
+  const auto payload = bytes_of(1000, 2);
+  a.send(1, bytes_of(64, 1), payload, [] {});
+  auto m = b.receive(5000ms);
+  REQUIRE(m.has_value());
+  CHECK(m->authenticated_rank() == 0);
+  CHECK(same(m->frame(1), payload));
+
+  // Rank 2 presenting rank 0's password under its own name, one posing as rank 0 with a wrong
+  // password, and one without credentials (NULL mechanism): none gets a message in.
+  ZmqOptions swapped, wrong;
+  swapped.plain = ZmqPlain{{}, {{1, "a-to-b"}}};
+  wrong.plain = ZmqPlain{{}, {{1, "a-to-c"}}};
+  ZmqTransport s(2, "tcp://127.0.0.1:*", kLimits, swapped),
+      w(0, "tcp://127.0.0.1:*", kLimits, wrong), open(0, "tcp://127.0.0.1:*", kLimits);
+  for (ZmqTransport* t : {&s, &w, &open}) {
+    t->connect(1, b.endpoint());
+    t->send(1, bytes_of(64, 3), bytes_of(100, 4), [] {});
+  }
+  CHECK_FALSE(b.receive(500ms).has_value());
+}
+
 TEST_CASE("CURVE key files: written once (secret 0600), read back, refused when damaged") {
   sgp::testing::TempDir dir;
   const auto keys = generate_curve_keypair();

@@ -42,16 +42,21 @@ void add_consensus_command(CLI::App& app) {
   cmd->add_option("--dim", a->options.dim, "vector length (floats)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 28));
+  auto credentials = std::make_shared<std::string>();
+  cmd->add_option("--run-credentials", *credentials,
+                  "set by sgp consensus --local: the file with this peer's per-run passwords; "
+                  "read once, then removed");
   peer::TrainConfig defaults;
   defaults.device = "cpu";  // vector arithmetic: a GPU only when asked for
   auto flags = SettingFlags::add(*cmd, launch::kConsensusSettings, defaults);
-  cmd->callback([a, flags, defaults] {
+  cmd->callback([a, flags, defaults, credentials] {
     if (a->local == (a->rank >= 0)) {
       throw InputError("sgp consensus: give exactly one of --local (every peer) or --rank R");
     }
     launch::ConsensusOptions o = a->options;
     o.mode = parse_name<gossip::Mode>(a->mode, "--mode");
     o.shared = flags->apply(defaults);
+    o.shared.run_credentials = *credentials;
     peer::validate(o.shared);
     if (o.shared.compress != gossip::Compression::none) {
       if (o.mode != gossip::Mode::sync && o.mode != gossip::Mode::overlap) {

@@ -35,11 +35,6 @@ extern "C" void request_stop(int) { g_stop.store(true); }
 // config.json.
 constexpr std::array<std::string_view, 4> kSettings = {"model", "data_dir", "keys", "insecure"};
 
-// The last iteration of a run of these settings and peers: every peer evaluates there.
-std::int64_t last_iteration(const peer::TrainConfig& c, int peers) {
-  const auto train = data::load_fashion_mnist(data::resolve_data_dir(c.data_dir), "train");
-  return peer::total_iterations(c, peer::iterations_per_epoch(train.size(), peers, c.batch_size));
-}
 }  // namespace
 
 void add_monitor_command(CLI::App& app) {
@@ -86,11 +81,15 @@ void add_monitor_command(CLI::App& app) {
         monitor::make_monitor(config, n, run.path() / "monitor.jsonl", o->consensus_only);
     monitor::ConsensusMonitor& monitor = *monitor_ptr;
     transport::SnapshotReceiver receiver(o->bind, curve);
-    // With a run's settings, stop once every peer reported its last iteration (a program's last
-    // iteration is its own: until stopped).
-    const std::int64_t until = o->until > 0 || flags->config_file().empty() || o->consensus_only
-                                   ? o->until
-                                   : last_iteration(config, n);
+    // With a run's settings: snapshots of its evaluation iterations only (a program's are its
+    // own: any), and stop once every peer reported its last iteration (a program's: until
+    // stopped).
+    std::int64_t until = o->until;
+    if (!flags->config_file().empty() && !o->consensus_only) {
+      const auto points = monitor::evaluation_points(config, n);
+      monitor.accept_only(points);
+      if (until <= 0) until = points.total;
+    }
     spdlog::info("monitor listening on {} for {} peers{}", receiver.endpoint(), n,
                  until > 0 ? fmt::format(", until iteration {}", until) : "");
     std::signal(SIGINT, request_stop);
@@ -98,6 +97,7 @@ void add_monitor_command(CLI::App& app) {
     monitor::serve_monitor(monitor, receiver, g_stop, until);
     auto summary = monitor.summary();
     if (o->consensus_only) launch::add_program_evaluation(summary, run.path());
+    summary.refused_connections = receiver.refused_connections();
     run.write_json("monitor-summary.json", summary);
     monitor.write_average_model(run.path() / "model-average.bin");
     // In a run's directory (a run's config.json there), the monitor may finish after every

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "setting_flags.hpp"
 #include "sgp/error.hpp"
+#include "sgp/gossip/run_credentials.hpp"
 #include "sgp/log.hpp"
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/run_config.hpp"
@@ -48,11 +49,22 @@ void add_peer_command(CLI::App& app) {
   cmd->add_flag("--join", *join,
                 "asgp: join a run in progress as this rank (one that died or never started): a "
                 "live peer hands over half of its mass and its iteration");
+  auto credentials = std::make_shared<std::string>();
+  cmd->add_option("--run-credentials", *credentials,
+                  "set by sgp launch: the file with this peer's per-run passwords (a keyless run "
+                  "on one host); with --join, the run directory's share of this rank when there "
+                  "is one");
   auto flags = SettingFlags::add(*cmd, true);
   flags->add_config_option(*cmd);
-  cmd->callback([flags, rank, join] {
-    const peer::TrainConfig config = flags->configuration();
+  cmd->callback([flags, rank, join, credentials] {
+    peer::TrainConfig config = flags->configuration();
+    config.run_credentials = *credentials;
     const int r = peer::resolve_rank(*rank);
+    // A rank of a launched run restarted by hand takes its share of the run's credentials.
+    if (*join && credentials->empty() && !config.run_dir.empty()) {
+      const auto share = gossip::run_credentials_file(config.run_dir, r);
+      if (std::filesystem::exists(share)) config.run_credentials = share.string();
+    }
     configure_logging(r, config.log_level);
     // Peers started by sgp launch read the run's config.json; they do not write it again.
     const bool have_config =

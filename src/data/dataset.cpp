@@ -78,6 +78,10 @@ Dataset load_fashion_mnist(const std::filesystem::path& dir, const std::string& 
                       fmt::format("{} and {}", images_path, labels_path));
 }
 
+std::size_t fashion_mnist_size(const std::filesystem::path& dir, const std::string& split) {
+  return read_idx_u8(find_file(dir, split + "-labels-idx1-ubyte"), 1).values.size();
+}
+
 void check_same_image_size(const Dataset& train, const Dataset& test, const std::string& where) {
   if (train.rows != test.rows || train.cols != test.cols) {
     throw InputError(fmt::format(

@@ -19,8 +19,9 @@ std::array<std::byte, kHeaderBytes> snapshot_header(int rank, std::int64_t itera
 }
 
 SnapshotPublisher::SnapshotPublisher(const std::string& endpoint, int rank,
-                                     const std::optional<transport::CurveClient>& curve)
-    : sender_(std::make_unique<transport::SnapshotSender>(endpoint, curve)), rank_(rank) {}
+                                     const std::optional<transport::CurveClient>& curve,
+                                     const std::optional<transport::PlainClient>& plain)
+    : sender_(std::make_unique<transport::SnapshotSender>(endpoint, curve, plain)), rank_(rank) {}
 
 SnapshotPublisher::~SnapshotPublisher() = default;
 

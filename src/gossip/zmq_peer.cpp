@@ -55,6 +55,27 @@ transport::CurveKeyPair own_keys(const topology::Schedule& schedule, int rank,
   return keys;
 }
 
+// PLAIN with this run's passwords: admit `senders`, present a password to each of `out`.
+transport::ZmqPlain plain_options(const RunCredentials& credentials, int rank,
+                                  const std::vector<int>& senders, const std::vector<int>& out) {
+  if (credentials.rank != rank) {
+    throw InputError(fmt::format("--run-credentials: the file is rank {}'s, not rank {}'s",
+                                 credentials.rank, rank));
+  }
+  auto password = [&](const std::map<int, std::string>& table, int other) {
+    const auto it = table.find(other);
+    if (it == table.end()) {
+      throw InputError(
+          fmt::format("--run-credentials: rank {} has no password for rank {}", rank, other));
+    }
+    return it->second;
+  };
+  transport::ZmqPlain plain;
+  for (int sender : senders) plain.server.admitted[sender] = password(credentials.admit, sender);
+  for (int dest : out) plain.passwords[dest] = password(credentials.present, dest);
+  return plain;
+}
+
 }  // namespace
 
 bool is_loopback_endpoint(const std::string& endpoint) {
@@ -130,6 +151,11 @@ std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Sche
     std::vector<std::string> endpoints = {schedule.endpoint(rank)};
     for (int dest : out) endpoints.push_back(schedule.endpoint(dest));
     check_plain_endpoints(endpoints, security, fmt::format("rank {}", rank));
+    if (security.credentials) {
+      options.plain = plain_options(
+          *security.credentials, rank,
+          ranks_or_all(schedule, rank, mode, schedule.all_in_neighbors(rank), -1), out);
+    }
   }
   auto t = std::make_unique<transport::ZmqTransport>(
       rank, schedule.endpoint(rank), push_sum_receive_limits(chunking, mode, schedule.num_peers()),
@@ -172,6 +198,14 @@ std::optional<transport::CurveClient> snapshot_curve(const topology::Schedule& s
         "snapshots cannot go to an authenticated monitor (run `sgp keygen` again)");
   }
   return transport::CurveClient{own_keys(schedule, rank, security), schedule.monitor_public_key()};
+}
+
+std::optional<transport::PlainClient> snapshot_plain(int rank, const Security& security) {
+  if (!security.credentials) return std::nullopt;
+  const auto& present = security.credentials->present;
+  const auto password = present.find(kMonitorRank);
+  if (password == present.end()) return std::nullopt;
+  return transport::PlainClient{rank, password->second};
 }
 
 }  // namespace sgp::gossip

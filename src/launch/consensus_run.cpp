@@ -4,10 +4,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 
@@ -20,6 +22,7 @@
 #include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/mixer.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/launch/child_credentials.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/log.hpp"
 #include "sgp/named_values.hpp"
@@ -230,6 +233,9 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
   for (auto key : kConsensusSettings) config[std::string(key)] = shared[std::string(key)];
   run.write_json("config.json", config);
 
+  std::unique_ptr<ChildCredentials> credentials;
+  if (wants_run_credentials(o.shared, schedule, static_cast<std::size_t>(n)))
+    credentials = std::make_unique<ChildCredentials>(dir, n, false);
   std::vector<ChildSpec> children;
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> args = {"consensus",
@@ -245,6 +251,7 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
                                      std::to_string(o.dim)};
     const auto flags = peer::setting_arguments(child.shared, kConsensusSettings);
     args.insert(args.end(), flags.begin(), flags.end());
+    if (credentials) std::ranges::copy(credentials->arguments(r), std::back_inserter(args));
     children.push_back(ChildSpec{r, std::move(args), dir / fmt::format("peer-{}.log", r)});
   }
   spdlog::info("starting {} peers on this host; logs in {}/peer-<rank>.log", n, dir.string());

@@ -5,8 +5,10 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <set>
@@ -20,6 +22,7 @@
 #include "sgp/error.hpp"
 #include "sgp/gossip/neighbour_watch.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/launch/child_credentials.hpp"
 #include "sgp/launch/emulated_hosts.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
@@ -97,13 +100,17 @@ std::vector<int> ranks_to_start(const LaunchOptions& o, const topology::Schedule
 // The consensus monitor on its own thread, for runs whose peers are all on this host.
 class LocalMonitor {
  public:
-  // `bind`: tcp://ADDRESS:* on an address every peer reaches.
-  // `consensus_only`: the peers' model is not sgp's (sgp launch -- COMMAND).
+  // `bind`: tcp://ADDRESS:* on an address every peer reaches. `consensus_only`: the peers' model
+  // is not sgp's (sgp launch -- COMMAND), and their evaluation points are their own. `plain`:
+  // the run's credentials, for a keyless run (ChildCredentials).
   LocalMonitor(const peer::TrainConfig& c, const topology::Schedule& schedule,
-               const std::filesystem::path& run_dir, const std::string& bind, bool consensus_only)
+               const std::filesystem::path& run_dir, const std::string& bind, bool consensus_only,
+               const std::optional<transport::PlainServer>& plain)
       : monitor_(monitor::make_monitor(c, schedule.num_peers(), run_dir / "monitor.jsonl",
                                        consensus_only)),
-        receiver_(bind, gossip::monitor_curve(schedule, peer::security(c), bind)) {}
+        receiver_(bind, gossip::monitor_curve(schedule, peer::security(c), bind), plain) {
+    if (!consensus_only) monitor_->accept_only(monitor::evaluation_points(c, schedule.num_peers()));
+  }
   std::string endpoint() const { return receiver_.endpoint(); }
   // Call after LocalProcesses blocked SIGINT/SIGTERM, so that the thread inherits the mask.
   void start() {
@@ -113,7 +120,9 @@ class LocalMonitor {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
     monitor_->write_average_model(run_dir / "model-average.bin");
-    return monitor_->summary();
+    auto summary = monitor_->summary();
+    summary.refused_connections = receiver_.refused_connections();
+    return summary;
   }
   ~LocalMonitor() {
     stop_.store(true);
@@ -253,12 +262,14 @@ void finish_monitor(LocalMonitor* monitor, const peer::RunDirectory& run, bool p
 std::vector<ChildSpec> peer_children(const std::filesystem::path& run_dir,
                                      const std::vector<int>& local,
                                      const std::string& monitor_endpoint,
-                                     const Emulation* emulation) {
+                                     const Emulation* emulation,
+                                     const ChildCredentials* credentials) {
   std::vector<ChildSpec> children;
   const auto config_file = (run_dir / peer::kRunConfigFile).string();
   for (int r : local) {
     std::vector<std::string> args = {"peer", "--config", config_file, "--rank", std::to_string(r)};
     if (!monitor_endpoint.empty()) args.insert(args.end(), {"--monitor", monitor_endpoint});
+    if (credentials) std::ranges::copy(credentials->arguments(r), std::back_inserter(args));
     children.push_back({r, emulation ? emulation->command(r, std::move(args)) : std::move(args),
                         run_dir / fmt::format("peer-{}.log", r)});
   }
@@ -270,7 +281,8 @@ std::vector<ChildSpec> peer_children(const std::filesystem::path& run_dir,
 std::vector<ChildSpec> program_children(const LaunchOptions& o,
                                         const std::filesystem::path& run_dir,
                                         const std::vector<int>& local, int n,
-                                        const std::string& monitor_endpoint) {
+                                        const std::string& monitor_endpoint,
+                                        const ChildCredentials* credentials) {
   std::vector<ChildSpec> children;
   for (std::size_t i = 0; i < local.size(); ++i) {
     const int r = local[i];
@@ -278,6 +290,9 @@ std::vector<ChildSpec> program_children(const LaunchOptions& o,
         {r, std::vector<std::string>(o.command.begin() + 1, o.command.end()),
          run_dir / fmt::format("peer-{}.log", r),
          program_environment(o.config, run_dir, r, n, static_cast<int>(i), monitor_endpoint)});
+    if (credentials) {
+      children.back().env.push_back("SGP_RUN_CREDENTIALS=" + credentials->file(r).string());
+    }
   }
   return children;
 }
@@ -331,20 +346,27 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   if (link_rate.emulated)
     emulation = std::make_unique<Emulation>(c, link_rate, local, n, run.path());
 
+  const bool own_monitor =
+      !o.no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n;
+  // After the emulation, which turns keyless runs --insecure.
+  std::unique_ptr<ChildCredentials> credentials;
+  if (wants_run_credentials(c, schedule, local.size()))
+    credentials = std::make_unique<ChildCredentials>(run.path(), n, own_monitor);
   // Bound before the peers start, so that they can be told where it is: on their command line,
   // not in config.json, whose settings a resume takes up again (this port will be gone by then).
   std::unique_ptr<LocalMonitor> monitor;
-  if (!o.no_monitor && c.monitor.empty() && static_cast<int>(local.size()) == n) {
+  if (own_monitor) {
     monitor = std::make_unique<LocalMonitor>(
         c, schedule, run.path(), emulation ? emulation->monitor_bind() : "tcp://127.0.0.1:*",
-        !o.command.empty());
+        !o.command.empty(), credentials ? std::optional(credentials->monitor()) : std::nullopt);
   }
   write_run_files(run, c, n, mixing);
 
   const std::string monitor_endpoint = monitor ? monitor->endpoint() : std::string();
   std::vector<ChildSpec> children =
-      o.command.empty() ? peer_children(run.path(), local, monitor_endpoint, emulation.get())
-                        : program_children(o, run.path(), local, n, monitor_endpoint);
+      o.command.empty()
+          ? peer_children(run.path(), local, monitor_endpoint, emulation.get(), credentials.get())
+          : program_children(o, run.path(), local, n, monitor_endpoint, credentials.get());
   spdlog::info("starting ranks {} of {} ({}{}), results in {}", fmt::join(local, ","), n,
                name_of(c.algo), o.command.empty() ? "" : ", " + o.command.front(), run.path());
   LocalProcesses processes(children, !program.empty() ? program

@@ -14,6 +14,7 @@
 #include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/model_file.hpp"
 #include "sgp/peer/run_directory.hpp"
+#include "sgp/peer/trainer.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
 namespace sgp::monitor {
@@ -45,6 +46,12 @@ nlohmann::json or_null(const std::optional<double>& value) {
 }
 
 }  // namespace
+
+EvaluationPoints evaluation_points(const peer::TrainConfig& c, int num_peers) {
+  const auto train_size = data::fashion_mnist_size(data::resolve_data_dir(c.data_dir), "train");
+  const std::int64_t per_epoch = peer::iterations_per_epoch(train_size, num_peers, c.batch_size);
+  return {peer::evaluation_interval(c, per_epoch), peer::total_iterations(c, per_epoch)};
+}
 
 MassModel mass_model_of(peer::Algorithm algo) {
   const auto& a = peer::info(algo);
@@ -141,6 +148,14 @@ std::optional<MonitorRecord> ConsensusMonitor::add(transport::Message message) {
   const auto& m = std::get<gossip::DecodedMessage>(decoded);
   const int rank = m.header.sender;
   const std::int64_t iteration = m.header.round;
+  if (points_ && !points_->contains(iteration)) {
+    ++rejected_;
+    ++off_schedule_;
+    warn(off_schedule_, fmt::format("rejected a snapshot of rank {} iteration {}: not an "
+                                    "evaluation point of this run",
+                                    rank, iteration));
+    return std::nullopt;
+  }
   if (rank >= num_peers_ || (!records_.empty() && iteration <= records_.back().iteration) ||
       far_ahead(iteration)) {
     ++rejected_;
@@ -297,6 +312,7 @@ peer::MonitorSummary ConsensusMonitor::summary() const {
   peer::MonitorSummary s;
   s.evaluations = static_cast<std::int64_t>(records_.size());
   s.rejected_snapshots = rejected_;
+  s.off_schedule_snapshots = off_schedule_;
   s.dropped_snapshots = dropped_;
   s.mass_drift_records = drift_records_;
   s.settings_mismatch = mismatch_;

@@ -68,6 +68,9 @@ SessionStart session_start_from_environment() {
   if (const auto dir = environment("SGP_RUN_DIR")) start.config.run_dir = *dir;
   if (const auto monitor = environment("SGP_MONITOR")) start.config.monitor = *monitor;
   if (const auto keys = environment("SGP_KEYS")) start.config.keys_dir = *keys;
+  if (const auto credentials = environment("SGP_RUN_CREDENTIALS")) {
+    start.config.run_credentials = *credentials;
+  }
   start.rank = resolve_rank(std::nullopt);
   return start;
 }
@@ -121,12 +124,14 @@ GossipSession::GossipSession(TrainConfig config, int rank, std::size_t numel)
   const topology::Schedule file_schedule = load_topology(config_);
   check_rank(config_, file_schedule, rank_);
   state_ = std::make_unique<State>(peer_mixing_schedule(config_, file_schedule), numel_);
+  const gossip::Security secure = security(config_);  // reads the run's credentials once
   if (communicates()) {
-    state_->transport = open_peer_transport(config_, state_->mixing, rank_, numel_);
+    state_->transport = open_peer_transport(config_, state_->mixing, rank_, numel_, secure);
   }
   if (!config_.monitor.empty()) {
     state_->publisher = std::make_unique<gossip::SnapshotPublisher>(
-        config_.monitor, rank_, gossip::snapshot_curve(state_->mixing, rank_, security(config_)));
+        config_.monitor, rank_, gossip::snapshot_curve(state_->mixing, rank_, secure),
+        gossip::snapshot_plain(rank_, secure));
   }
 }
 

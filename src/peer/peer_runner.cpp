@@ -75,7 +75,12 @@ std::atomic<bool> g_leave_requested{false};
 extern "C" void request_leave(int) { g_leave_requested.store(true); }
 }  // namespace
 
-gossip::Security security(const TrainConfig& config) { return {config.keys_dir, config.insecure}; }
+gossip::Security security(const TrainConfig& config) {
+  gossip::Security s{config.keys_dir, config.insecure, std::nullopt};
+  if (!config.run_credentials.empty())
+    s.credentials = gossip::read_run_credentials(config.run_credentials);
+  return s;
+}
 
 topology::Schedule load_topology(const TrainConfig& config) {
   if (config.topology.empty()) throw InputError("--topology: a topology file is required");
@@ -108,7 +113,8 @@ topology::Schedule peer_mixing_schedule(const TrainConfig& config,
 }
 
 PeerTransport open_peer_transport(const TrainConfig& config, const topology::Schedule& mixing,
-                                  int rank, std::size_t parameters) {
+                                  int rank, std::size_t parameters,
+                                  const gossip::Security& secure) {
   const gossip::Mode mode = info(config.algo).mode;
   transport::ZmqOptions zmq;
   zmq.send_timeout = std::chrono::milliseconds(config.timeout_ms);
@@ -119,8 +125,8 @@ PeerTransport open_peer_transport(const TrainConfig& config, const topology::Sch
   }
   PeerTransport out;
   out.zmq = gossip::open_zmq_transport(
-      mixing, rank, gossip::Chunking(parameters, gossip::PushSumConfig{}.chunk_elements),
-      security(config), zmq, mode);
+      mixing, rank, gossip::Chunking(parameters, gossip::PushSumConfig{}.chunk_elements), secure,
+      zmq, mode);
   if (const auto faults = transport::parse_fault_spec(config.inject); faults.any()) {
     out.faulty =
         std::make_unique<transport::FaultyTransport>(*out.zmq, faults, gossip::is_control_header);
@@ -169,6 +175,7 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   run.claim({join ? RunStart::resume : run_start_of(config), {rank}});
   if (rank == 0 && write_config) write_run_config(run, config, "peer", n);
 
+  const gossip::Security secure = security(config);  // reads the run's credentials once
   PeerTransport transport;
   Communication comm;
   comm.join = join;
@@ -176,7 +183,7 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
     // Frames are capped at what this model's push-sum messages need (ZMQ_MAXMSGSIZE).
     const std::size_t parameters = model::parameter_count(model::parse_model_spec(config.model),
                                                           input_shape(train), train.num_classes);
-    transport = open_peer_transport(config, schedule, rank, parameters);
+    transport = open_peer_transport(config, schedule, rank, parameters, secure);
     comm.schedule = &schedule;
     comm.transport = transport.active();
     if (config.leave_on_term) {
@@ -187,7 +194,8 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   std::unique_ptr<gossip::SnapshotPublisher> publisher;
   if (!config.monitor.empty()) {
     publisher = std::make_unique<gossip::SnapshotPublisher>(
-        config.monitor, rank, gossip::snapshot_curve(schedule, rank, security(config)));
+        config.monitor, rank, gossip::snapshot_curve(schedule, rank, secure),
+        gossip::snapshot_plain(rank, secure));
     comm.snapshot = [&publisher](std::int64_t iteration, bool, const std::vector<float>& z,
                                  double w) {
       if (!publisher->publish(iteration, z, w)) {

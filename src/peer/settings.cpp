@@ -295,8 +295,10 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
                    "the topology has public keys",
                    S::peers, true, &C::keys_dir);
   add<bool>(r, "insecure", kPeers,
-            "without keys, allow endpoints other than loopback (unauthenticated, unencrypted: "
-            "anyone who can reach a port can pose as a peer)",
+            "without keys: run unauthenticated as sgp did before: no per-run passwords for a run "
+            "whose every peer is on this host (any local process can then send gossip and "
+            "monitor snapshots), and endpoints other than loopback allowed (unencrypted: anyone "
+            "who can reach a port can pose as a peer)",
             S::peers, true, &C::insecure);
   add<bool>(r, "local_ipc", kPeers,
             "peers on one host exchange over ipc:// (Unix sockets) instead of TCP loopback "

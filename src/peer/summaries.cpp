@@ -95,6 +95,8 @@ requires std::same_as<std::remove_const_t<S>, MonitorSummary>
 void fields(S& s, V& v) {
   v("evaluations", s.evaluations);
   v("rejected_snapshots", s.rejected_snapshots);
+  v("off_schedule_snapshots", s.off_schedule_snapshots);
+  v("refused_connections", s.refused_connections);
   v("dropped_snapshots", s.dropped_snapshots);
   v("mass_drift_records", s.mass_drift_records);
   v("final_iteration", s.final_iteration);

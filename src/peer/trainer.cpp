@@ -85,6 +85,10 @@ std::int64_t total_iterations(const TrainConfig& c, std::int64_t per_epoch) {
   return c.max_iterations > 0 ? std::min(total, c.max_iterations) : total;
 }
 
+std::int64_t evaluation_interval(const TrainConfig& c, std::int64_t per_epoch) {
+  return std::max<std::int64_t>(1, std::llround(c.eval_every * static_cast<double>(per_epoch)));
+}
+
 std::int64_t iterations_per_epoch(std::size_t train_size, int num_peers, int batch_size) {
   const auto global_batch = static_cast<std::size_t>(num_peers) * batch_size;
   return static_cast<std::int64_t>((train_size + global_batch - 1) / global_batch);
@@ -494,8 +498,7 @@ ModelFile Trainer::trained_model() {
 PeerSummary Trainer::run() {
   State& s = *state_;
   const TrainConfig& c = s.config;
-  const std::int64_t eval_every =
-      std::max<std::int64_t>(1, std::llround(c.eval_every * static_cast<double>(s.per_epoch)));
+  const std::int64_t eval_every = evaluation_interval(c, s.per_epoch);
   const std::int64_t start_iteration = s.comm.join ? s.join() : c.resume ? s.resume() : 0;
   Tally t;
   if (s.comm.join) t.joined_at = start_iteration;

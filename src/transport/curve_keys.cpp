@@ -38,6 +38,10 @@ void write_new_file(const std::filesystem::path& path, const std::string& text, 
 
 }  // namespace
 
+void write_secret_file(const std::filesystem::path& path, const std::string& text) {
+  write_new_file(path, text, 0600);
+}
+
 CurveKeyPair generate_curve_keypair() {
   char public_key[kZ85KeyChars + 1] = {}, secret_key[kZ85KeyChars + 1] = {};
   if (zmq_curve_keypair(public_key, secret_key) != 0) {
@@ -60,7 +64,7 @@ void write_curve_keypair(const std::filesystem::path& dir, const std::string& na
                       path));
     }
   }
-  write_new_file(secret, keys.secret_key + "\n", 0600);
+  write_secret_file(secret, keys.secret_key + "\n");
   write_new_file(pub, keys.public_key + "\n", 0644);
 }
 

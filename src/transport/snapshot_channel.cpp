@@ -25,12 +25,16 @@ struct SnapshotSender::Socket {
   zmq::socket_t socket{context, zmq::socket_type::push};
 };
 
-SnapshotSender::SnapshotSender(const std::string& endpoint, const std::optional<CurveClient>& curve)
+SnapshotSender::SnapshotSender(const std::string& endpoint, const std::optional<CurveClient>& curve,
+                               const std::optional<PlainClient>& plain)
     : socket_(std::make_unique<Socket>()) {
   if (curve) {
     socket_->socket.set(zmq::sockopt::curve_serverkey, curve->server_public_key);
     socket_->socket.set(zmq::sockopt::curve_publickey, curve->own.public_key);
     socket_->socket.set(zmq::sockopt::curve_secretkey, curve->own.secret_key);
+  } else if (plain) {
+    socket_->socket.set(zmq::sockopt::plain_username, std::to_string(plain->rank));
+    socket_->socket.set(zmq::sockopt::plain_password, plain->password);
   }
   socket_->socket.set(zmq::sockopt::sndhwm, kSnapshotHwm);
   socket_->socket.set(zmq::sockopt::linger, kSnapshotLingerMs);
@@ -71,16 +75,20 @@ struct SnapshotReceiver::Socket {
 };
 
 SnapshotReceiver::SnapshotReceiver(const std::string& endpoint,
-                                   const std::optional<CurveServer>& curve)
-    : socket_(std::make_unique<Socket>()), authenticated_(curve.has_value()) {
+                                   const std::optional<CurveServer>& curve,
+                                   const std::optional<PlainServer>& plain)
+    : socket_(std::make_unique<Socket>()), authenticated_(curve || plain) {
   socket_->socket.set(zmq::sockopt::linger, 0);
   limit_listener(socket_->socket);
   if (curve) {
     socket_->zap = std::make_unique<ZapHandler>(socket_->context, curve->admitted, "monitor");
     socket_->socket.set(zmq::sockopt::curve_server, true);
     socket_->socket.set(zmq::sockopt::curve_secretkey, curve->own.secret_key);
-    socket_->socket.set(zmq::sockopt::zap_domain, "sgp");
+  } else if (plain) {
+    socket_->zap = std::make_unique<ZapHandler>(socket_->context, *plain, "monitor");
+    socket_->socket.set(zmq::sockopt::plain_server, true);
   }
+  if (authenticated_) socket_->socket.set(zmq::sockopt::zap_domain, "sgp");
   try {
     socket_->socket.bind(endpoint);
   } catch (const zmq::error_t& e) {
@@ -90,6 +98,10 @@ SnapshotReceiver::SnapshotReceiver(const std::string& endpoint,
 }
 
 SnapshotReceiver::~SnapshotReceiver() = default;
+
+std::uint64_t SnapshotReceiver::refused_connections() const {
+  return socket_->zap ? socket_->zap->refused() : 0;
+}
 
 std::optional<Message> SnapshotReceiver::receive(std::chrono::milliseconds timeout) {
   zmq::pollitem_t item{socket_->socket.handle(), 0, ZMQ_POLLIN, 0};

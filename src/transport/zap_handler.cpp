@@ -20,6 +20,15 @@ constexpr std::uint64_t kLoggedRefusals = 5;
 
 std::string frame_text(const zmq::message_t& m) { return std::string(m.data<char>(), m.size()); }
 
+// A password comparison whose time does not tell how many leading characters were right.
+bool equal_in_constant_time(const std::string& given, const std::string& expected) {
+  if (given.size() != expected.size()) return false;
+  unsigned char difference = 0;
+  for (std::size_t i = 0; i < given.size(); ++i)
+    difference |= static_cast<unsigned char>(given[i] ^ expected[i]);
+  return difference == 0;
+}
+
 }  // namespace
 
 ZapHandler::ZapHandler(zmq::context_t& context, const std::map<std::string, int>& admitted,
@@ -31,6 +40,15 @@ ZapHandler::ZapHandler(zmq::context_t& context, const std::map<std::string, int>
                 "'{}' is not a Z85 CURVE key", z85);
     admitted_.emplace(key, rank);
   }
+  start();
+}
+
+ZapHandler::ZapHandler(zmq::context_t& context, const PlainServer& plain, std::string owner)
+    : socket_(context, zmq::socket_type::rep), plain_(plain), owner_(std::move(owner)) {
+  start();
+}
+
+void ZapHandler::start() {
   socket_.set(zmq::sockopt::linger, 0);
   try {
     socket_.bind(kZapEndpoint);
@@ -67,26 +85,22 @@ void ZapHandler::serve() {
   }
 }
 
-// One request: version, request id, domain, address, identity, mechanism, credentials...
+// One request: answered 200 with the rank as User-Id, or 400.
 bool ZapHandler::answer() {
   std::vector<zmq::message_t> request;
   do {
     request.emplace_back();
     if (!socket_.recv(request.back(), zmq::recv_flags::dontwait)) return false;
   } while (request.back().more());
-  auto it = admitted_.end();
-  if (request.size() >= 7 && frame_text(request[5]) == "CURVE" && request[6].size() == 32) {
-    Key key{};
-    std::memcpy(key.data(), request[6].data(), key.size());
-    it = admitted_.find(key);
-  }
-  const bool ok = it != admitted_.end();
+  const int rank = admitted_rank(request);
+  const bool ok = rank >= 0;
   const std::string address = request.size() > 3 ? frame_text(request[3]) : "?";
   if (!ok && refused_.fetch_add(1) < kLoggedRefusals) {
-    spdlog::warn("{}: refused a connection from {}: its CURVE key is not one this process admits",
-                 owner_, address);
+    spdlog::warn("{}: refused a connection from {}: {}", owner_, address,
+                 plain_ ? "its user name and password are not this run's"
+                        : "its CURVE key is not one this process admits");
   }
-  const std::string user_id = ok ? std::to_string(it->second) : "";
+  const std::string user_id = ok ? std::to_string(rank) : "";
   const std::string reply[] = {request.empty() ? "1.0" : frame_text(request[0]),
                                request.size() > 1 ? frame_text(request[1]) : "",
                                ok ? "200" : "400",
@@ -98,6 +112,27 @@ bool ZapHandler::answer() {
                  i + 1 < std::size(reply) ? zmq::send_flags::sndmore : zmq::send_flags::none);
   }
   return ok;
+}
+
+// Request frames: version, request id, domain, address, identity, mechanism, credentials...
+// (CURVE: the client's 32-byte public key; PLAIN: user name, password).
+int ZapHandler::admitted_rank(const std::vector<zmq::message_t>& request) const {
+  if (request.size() < 7) return -1;
+  if (!plain_) {
+    if (frame_text(request[5]) != "CURVE" || request[6].size() != 32) return -1;
+    Key key{};
+    std::memcpy(key.data(), request[6].data(), key.size());
+    const auto it = admitted_.find(key);
+    return it == admitted_.end() ? -1 : it->second;
+  }
+  if (request.size() < 8 || frame_text(request[5]) != "PLAIN") return -1;
+  int rank = -1;
+  const std::string user = frame_text(request[6]);
+  const auto [ptr, ec] = std::from_chars(user.data(), user.data() + user.size(), rank);
+  if (ec != std::errc() || ptr != user.data() + user.size()) return -1;
+  const auto it = plain_->admitted.find(rank);
+  if (it == plain_->admitted.end()) return -1;
+  return equal_in_constant_time(frame_text(request[7]), it->second) ? rank : -1;
 }
 
 int authenticated_rank(zmq::message_t& first_frame) {

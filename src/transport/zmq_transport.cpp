@@ -90,6 +90,11 @@ ZmqTransport::ZmqTransport(int rank, const std::string& bind_endpoint, ReceiveLi
     pull.set(zmq::sockopt::curve_server, true);
     pull.set(zmq::sockopt::curve_secretkey, options_.curve->own.secret_key);
     pull.set(zmq::sockopt::zap_domain, "sgp");
+  } else if (options_.plain) {
+    sockets_->zap = std::make_unique<ZapHandler>(sockets_->context, options_.plain->server,
+                                                 fmt::format("rank {}", rank));
+    pull.set(zmq::sockopt::plain_server, true);
+    pull.set(zmq::sockopt::zap_domain, "sgp");
   }
   try {
     pull.bind(bind_endpoint);
@@ -144,6 +149,12 @@ void ZmqTransport::connect(int dest, const std::string& endpoint) {
     socket.set(zmq::sockopt::curve_serverkey, key->second);
     socket.set(zmq::sockopt::curve_publickey, options_.curve->own.public_key);
     socket.set(zmq::sockopt::curve_secretkey, options_.curve->own.secret_key);
+  } else if (options_.plain) {
+    const auto password = options_.plain->passwords.find(dest);
+    SGP_ENFORCE(password != options_.plain->passwords.end(),
+                "rank {}: no PLAIN password for rank {}", rank_, dest);
+    socket.set(zmq::sockopt::plain_username, std::to_string(rank_));
+    socket.set(zmq::sockopt::plain_password, password->second);
   }
   // A peer of this host: over its ipc endpoint (a loopback address is this network namespace's;
   // so is the address this transport is bound to).
@@ -231,8 +242,9 @@ std::optional<Message> ZmqTransport::read_message() {
     throw IoError(fmt::format("rank {}: receive failed: {}", rank_, e.what()));
   }
   if (parts->empty()) return std::nullopt;
-  const std::optional<int> sender =
-      options_.curve ? std::optional<int>(authenticated_rank(parts->front())) : std::nullopt;
+  const std::optional<int> sender = options_.curve || options_.plain
+                                        ? std::optional<int>(authenticated_rank(parts->front()))
+                                        : std::nullopt;
   // Spans are taken only now: a small message keeps its bytes inside message_t, which moves.
   std::vector<std::span<const std::byte>> frames;
   frames.reserve(parts->size());

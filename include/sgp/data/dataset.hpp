@@ -42,6 +42,10 @@ std::filesystem::path resolve_data_dir(const std::string& flag_value);
 // split = "train" or "t10k". Checks that counts match and labels are in 0..9.
 Dataset load_fashion_mnist(const std::filesystem::path& dir, const std::string& split);
 
+// The number of examples of a split, read from its labels file alone (one byte per example, not
+// the images'). InputError as load_fashion_mnist for that file.
+std::size_t fashion_mnist_size(const std::filesystem::path& dir, const std::string& split);
+
 // The training and test splits, checked to have images of one size: a model is built for the
 // training images' size, so test images of another size cannot be evaluated (they used to be read
 // out of bounds).

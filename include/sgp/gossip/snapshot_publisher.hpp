@@ -15,6 +15,7 @@
 
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/transport/curve.hpp"
+#include "sgp/transport/plain.hpp"
 
 namespace sgp::transport {
 class SnapshotSender;
@@ -28,9 +29,11 @@ std::array<std::byte, kHeaderBytes> snapshot_header(int rank, std::int64_t itera
 
 class SnapshotPublisher {
  public:
-  // `curve`: authenticate to a keyed monitor (gossip::snapshot_curve).
+  // `curve`: authenticate to a keyed monitor (gossip::snapshot_curve); `plain`: to a monitor of
+  // a keyless run on one host (gossip::snapshot_plain).
   SnapshotPublisher(const std::string& endpoint, int rank,
-                    const std::optional<transport::CurveClient>& curve = std::nullopt);
+                    const std::optional<transport::CurveClient>& curve = std::nullopt,
+                    const std::optional<transport::PlainClient>& plain = std::nullopt);
   ~SnapshotPublisher();
   // Never blocks; returns whether the snapshot was queued.
   bool publish(std::int64_t iteration, std::span<const float> z, double weight = 1.0);

@@ -8,6 +8,9 @@
 //     keys of its in-neighbours over the whole period; its PUSH sockets authenticate the
 //     servers they connect to. The monitor reads <keys>/monitor.key (graph attribute
 //     monitor_public_key) and admits every peer.
+//   - No keys, with this run's credentials (gossip/run_credentials.hpp: sgp launch of every
+//     rank on this host, sgp consensus --local): PLAIN, authenticated per (sender, receiver)
+//     pair, not encrypted; loopback addresses only, as below.
 //   - No keys: plain TCP, which anyone who can reach a port can talk to, so only on loopback
 //     addresses, unless --insecure says otherwise (one warning line).
 #include <cstddef>
@@ -17,6 +20,7 @@
 #include <string>
 
 #include "sgp/gossip/push_sum_config.hpp"
+#include "sgp/gossip/run_credentials.hpp"
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/curve.hpp"
@@ -28,6 +32,7 @@ namespace sgp::gossip {
 struct Security {
   std::filesystem::path keys_dir;  // empty: none given
   bool insecure = false;
+  std::optional<RunCredentials> credentials;  // a keyless run on one host (--run-credentials)
 };
 
 // The receive limits for push-sum messages of this chunking among `num_peers` peers. Sync and
@@ -58,6 +63,10 @@ std::optional<transport::CurveServer> monitor_curve(const topology::Schedule& sc
 // InputError when it has peer keys but no monitor_public_key.
 std::optional<transport::CurveClient> snapshot_curve(const topology::Schedule& schedule, int rank,
                                                      const Security& security);
+
+// Peer `rank`'s PLAIN client towards its launcher's monitor, or nothing when it has no run
+// credentials with a password for the monitor.
+std::optional<transport::PlainClient> snapshot_plain(int rank, const Security& security);
 
 // Whether a ZeroMQ endpoint can only be reached from this host (127.0.0.0/8, ::1, localhost,
 // ipc://, inproc://).

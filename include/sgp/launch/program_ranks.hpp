@@ -19,7 +19,8 @@ std::filesystem::path find_program(const std::string& command);
 // Where rank `rank` (the `local_rank`-th started here) of a `world_size`-peer run finds what it
 // needs, as NAME=VALUE: RANK, WORLD_SIZE, LOCAL_RANK, SGP_CONFIG (the run's config.json: every
 // setting), SGP_TOPOLOGY, SGP_RUN_DIR, SGP_MONITOR (when there is a monitor) and SGP_KEYS (with
-// --keys).
+// --keys). The launcher adds SGP_RUN_CREDENTIALS (the rank's share of a keyless run's passwords,
+// launch/child_credentials.hpp) where it made them.
 std::vector<std::string> program_environment(const peer::TrainConfig& config,
                                              const std::filesystem::path& run_dir, int rank,
                                              int world_size, int local_rank,

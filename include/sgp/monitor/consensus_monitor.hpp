@@ -58,6 +58,20 @@ struct MonitorRecord {
 enum class MassModel { conserved, in_flight };
 MassModel mass_model_of(peer::Algorithm algo);
 
+// The iterations at which a run's peers evaluate and hand snapshots over (peer::Trainer): every
+// `every` iterations, and the last one, `total`.
+struct EvaluationPoints {
+  std::int64_t every = 1;
+  std::int64_t total = 0;
+  bool contains(std::int64_t iteration) const {
+    return iteration == total || (iteration > 0 && iteration < total && iteration % every == 0);
+  }
+};
+
+// The evaluation points of a run of these settings among `num_peers` peers (peer::Trainer's
+// rule; the epoch's length from the training set's size). InputError when the data is missing.
+EvaluationPoints evaluation_points(const peer::TrainConfig& config, int num_peers);
+
 class ConsensusMonitor {
  public:
   // model: the peers' --model; data_dir: where the Fashion-MNIST test set the average
@@ -73,6 +87,10 @@ class ConsensusMonitor {
   // is model-average.bin written.
   ConsensusMonitor(int num_peers, std::filesystem::path log, MassModel mass = MassModel::conserved);
   ~ConsensusMonitor();
+
+  // From now on, refuses (and counts) every snapshot of an iteration that is not one of
+  // `points`: nobody, even with a valid key, can add a record the run never evaluates.
+  void accept_only(EvaluationPoints points) { points_ = points; }
 
   // Validates and stores one snapshot; returns the record when it completed an iteration.
   // Invalid snapshots are counted and logged, never applied.
@@ -112,7 +130,9 @@ class ConsensusMonitor {
   std::uint64_t dropped_ = 0;
   std::string model_;
   std::optional<std::string> mismatch_;
-  std::vector<float> average_;  // of the last record
+  std::optional<EvaluationPoints> points_;
+  std::uint64_t off_schedule_ = 0;  // snapshots of iterations that are not evaluation points
+  std::vector<float> average_;      // of the last record
 };
 
 // The monitor of a run of these settings: evaluating the peers' --model, or consensus only

@@ -31,8 +31,9 @@ struct BufferPlace {
 
 // The settings and rank a process started by `sgp launch -- COMMAND` (or torchrun, Slurm) finds
 // in its environment: $SGP_CONFIG (the run's config.json: every setting), $SGP_TOPOLOGY (the
-// topology file; overrides config.json's), $SGP_RUN_DIR, $SGP_MONITOR, $SGP_KEYS, and the rank
-// from $RANK (or $SLURM_PROCID). InputError naming the variable when one is missing or wrong.
+// topology file; overrides config.json's), $SGP_RUN_DIR, $SGP_MONITOR, $SGP_KEYS,
+// $SGP_RUN_CREDENTIALS, and the rank from $RANK (or $SLURM_PROCID). InputError naming the variable
+// when one is missing or wrong.
 struct SessionStart {
   TrainConfig config;
   int rank = 0;

@@ -31,7 +31,8 @@ int resolve_rank(std::optional<int> flag);
 // $LOCAL_RANK is not a non-negative integer.
 int local_peer_index(const topology::Schedule& schedule, int rank);
 
-// The --keys / --insecure settings of a peer or launch.
+// The --keys / --insecure settings of a peer or launch, and the run credentials sgp launch handed
+// it (config.run_credentials: the file is read by this call).
 gossip::Security security(const TrainConfig& config);
 
 // Reads config.topology (InputError naming the file and every problem in it).
@@ -61,9 +62,9 @@ struct PeerTransport {
 };
 
 // Opens peer `rank`'s transport for push-sum messages of `parameters` floats, with the
-// settings' timeout, security (--keys, --insecure), --local-ipc and --inject.
+// settings' timeout, --local-ipc and --inject, secured by `secure` (security(config)).
 PeerTransport open_peer_transport(const TrainConfig& config, const topology::Schedule& mixing,
-                                  int rank, std::size_t parameters);
+                                  int rank, std::size_t parameters, const gossip::Security& secure);
 
 // Runs peer `rank` to the end; returns its summary. Rank 0 writes config.json when
 // `write_config` (not when the settings came from the run's own config.json). `join`: asgp

@@ -68,8 +68,10 @@ struct PeerSummary {
 struct MonitorSummary {
   std::int64_t evaluations = 0;  // iterations with every peer's snapshot
   std::uint64_t rejected_snapshots = 0;
-  std::uint64_t dropped_snapshots = 0;   // valid, given up: their iteration could not complete
-  std::uint64_t mass_drift_records = 0;  // synchronous mixing: records whose sum of w was not N
+  std::uint64_t off_schedule_snapshots = 0;  // of those: not of one of the run's evaluations
+  std::uint64_t refused_connections = 0;     // whose key or password was not the run's
+  std::uint64_t dropped_snapshots = 0;       // valid, given up: their iteration could not complete
+  std::uint64_t mass_drift_records = 0;      // synchronous mixing: records whose sum of w was not N
   std::optional<std::int64_t> final_iteration;  // the last of them
   std::optional<double> final_consensus_error;  // mean_i ||z_i - zbar||^2 / ||zbar||^2
   std::optional<double> final_average_model_accuracy;

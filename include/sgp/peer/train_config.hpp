@@ -61,7 +61,10 @@ struct TrainConfig {
   bool resume = false;                // continue from the newest complete checkpoint set
   std::string monitor;                // endpoint of the consensus monitor; empty: none
   std::string keys_dir;               // CURVE secret keys (`sgp keygen`); empty: none
-  bool insecure = false;              // allow plain TCP on non-loopback endpoints
+  bool insecure = false;              // no per-run credentials; plain TCP beyond loopback
+  // Not a setting (no row in the table, never in config.json): the file of this process's
+  // per-run credentials that sgp launch hands to the peers it starts (--run-credentials).
+  std::string run_credentials;
   bool local_ipc = true;  // peers of one host exchange over ipc:// instead of TCP loopback
   std::string link_rate;  // sgp launch: emulated hosts with this egress limit (peer/link_rate)
   // fault tolerance (asgp)

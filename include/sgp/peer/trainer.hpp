@@ -34,6 +34,9 @@ class RunDirectory;
 std::int64_t iterations_per_epoch(std::size_t train_size, int num_peers, int batch_size);
 // The iterations a run of these settings trains (--epochs, capped by --max-iterations).
 std::int64_t total_iterations(const TrainConfig& config, std::int64_t per_epoch);
+// Iterations between evaluations (--eval-every epochs, at least 1); the last iteration is
+// evaluated too. The monitor accepts snapshots of these iterations only.
+std::int64_t evaluation_interval(const TrainConfig& config, std::int64_t per_epoch);
 
 // Median, 90th percentile and mean of `values` (copied), ignoring the first `skip` entries.
 struct Percentiles {

@@ -26,6 +26,10 @@ CurveKeyPair generate_curve_keypair();
 // InputError naming the file when either exists. IoError when a file cannot be written.
 void write_curve_keypair(const std::filesystem::path& dir, const std::string& name,
                          const CurveKeyPair& keys);
+// Creates `path` exclusively (never replacing a file) with mode 0600 and writes `text`: a secret
+// (a key, a run's passwords). InputError when it exists, IoError when it cannot be written.
+void write_secret_file(const std::filesystem::path& path, const std::string& text);
+
 // Reads <dir>/<name>.key and derives its public key. InputError naming the file when it is
 // missing, unreadable or not a Z85 secret key.
 CurveKeyPair read_curve_keypair(const std::filesystem::path& dir, const std::string& name);

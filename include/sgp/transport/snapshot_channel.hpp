@@ -13,15 +13,18 @@
 
 #include "sgp/transport/curve.hpp"
 #include "sgp/transport/message.hpp"
+#include "sgp/transport/plain.hpp"
 
 namespace sgp::transport {
 
 class SnapshotSender {
  public:
   // Connects (lazily, as ZeroMQ does) to the monitor at `endpoint`, as a CURVE client when
-  // `curve` is given. Throws InputError when the endpoint is malformed.
+  // `curve` is given, else as a PLAIN client when `plain` is. Throws InputError when the
+  // endpoint is malformed.
   explicit SnapshotSender(const std::string& endpoint,
-                          const std::optional<CurveClient>& curve = std::nullopt);
+                          const std::optional<CurveClient>& curve = std::nullopt,
+                          const std::optional<PlainClient>& plain = std::nullopt);
   ~SnapshotSender();
   SnapshotSender(const SnapshotSender&) = delete;
   SnapshotSender& operator=(const SnapshotSender&) = delete;
@@ -40,9 +43,11 @@ class SnapshotReceiver {
  public:
   // Binds at `endpoint` ("tcp://127.0.0.1:*" lets the OS choose the port; endpoint() tells), as
   // a CURVE server admitting only curve->admitted when `curve` is given (received messages then
-  // carry the sender's authenticated rank). Throws IoError when it cannot bind.
+  // carry the sender's authenticated rank), else as a PLAIN server admitting plain->admitted
+  // when `plain` is given. Throws IoError when it cannot bind.
   explicit SnapshotReceiver(const std::string& endpoint,
-                            const std::optional<CurveServer>& curve = std::nullopt);
+                            const std::optional<CurveServer>& curve = std::nullopt,
+                            const std::optional<PlainServer>& plain = std::nullopt);
   ~SnapshotReceiver();
   SnapshotReceiver(const SnapshotReceiver&) = delete;
   SnapshotReceiver& operator=(const SnapshotReceiver&) = delete;
@@ -50,6 +55,8 @@ class SnapshotReceiver {
   const std::string& endpoint() const { return endpoint_; }
   // The next snapshot's frames, or nothing within `timeout`.
   std::optional<Message> receive(std::chrono::milliseconds timeout);
+  // Connections refused for their key or password (0 without authentication).
+  std::uint64_t refused_connections() const;
 
  private:
   struct Socket;

@@ -33,6 +33,8 @@
 //   CURVE            with ZmqOptions::curve (keys in the topology), the PULL socket is a CURVE
 //                    server admitting only the configured client keys (ZapHandler) and every
 //                    PUSH a CURVE client; received messages carry the authenticated rank.
+//   PLAIN            with ZmqOptions::plain (a keyless run on one host, per-run passwords:
+//                    plain.hpp), the same admission and rank tagging without encryption.
 //   local_ipc        (ZmqOptions, on by default) a PULL bound at tcp://HOST:PORT also listens at
 //                    ipc://@sgp-HOST-PORT (a Unix socket in Linux's abstract namespace, which
 //                    belongs to the network namespace: no file, nothing left behind, not
@@ -52,6 +54,7 @@
 #include <string>
 
 #include "sgp/transport/curve.hpp"
+#include "sgp/transport/plain.hpp"
 #include "sgp/transport/transport.hpp"
 
 namespace sgp::transport {
@@ -72,12 +75,20 @@ struct ZmqCurve {
   std::map<int, std::string> server_keys;
 };
 
+// PLAIN for a peer's transport: the senders its PULL admits, and the password it presents to
+// each destination (its user name is its rank).
+struct ZmqPlain {
+  PlainServer server;
+  std::map<int, std::string> passwords;
+};
+
 struct ZmqOptions {
   int io_threads = 1;
   int send_hwm = 1024;
   std::chrono::milliseconds send_timeout{30000};
   std::chrono::milliseconds linger{5000};
   std::optional<ZmqCurve> curve;  // none: plain TCP (the caller decides whether that is allowed)
+  std::optional<ZmqPlain> plain;  // without curve: PLAIN, authenticated but not encrypted
   bool local_ipc = true;          // peers on this host connect over ipc:// (above)
 };
 
