@@ -32,7 +32,7 @@ namespace sgp::gossip {
 struct Security {
   std::filesystem::path keys_dir;  // empty: none given
   bool insecure = false;
-  std::optional<RunCredentials> credentials;  // a keyless run on one host (--run-credentials)
+  std::optional<RunCredentials> credentials = {};  // a keyless run on one host (--run-credentials)
 };
 
 // The receive limits for push-sum messages of this chunking among `num_peers` peers. Sync and

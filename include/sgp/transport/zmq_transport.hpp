@@ -87,9 +87,10 @@ struct ZmqOptions {
   int send_hwm = 1024;
   std::chrono::milliseconds send_timeout{30000};
   std::chrono::milliseconds linger{5000};
-  std::optional<ZmqCurve> curve;  // none: plain TCP (the caller decides whether that is allowed)
-  std::optional<ZmqPlain> plain;  // without curve: PLAIN, authenticated but not encrypted
-  bool local_ipc = true;          // peers on this host connect over ipc:// (above)
+  std::optional<ZmqCurve> curve =
+      {};  // none: plain TCP (the caller decides whether that is allowed)
+  std::optional<ZmqPlain> plain = {};  // without curve: PLAIN, authenticated but not encrypted
+  bool local_ipc = true;               // peers on this host connect over ipc:// (above)
 };
 
 // The ipc:// endpoint a PULL bound at tcp endpoint `tcp` also listens at ("" when `tcp` is not
