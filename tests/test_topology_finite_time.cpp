@@ -186,3 +186,9 @@ TEST_CASE("schedule repair: the survivors of base and the random shift still mix
     CHECK(groups.size() == 2);  // the 11 survivors, and rank 5 alone
   }
 }
+
+TEST_CASE("base with a degree of N - 1 or more: one round, everyone averages with everyone") {
+  CHECK(make(TopologyKind::kBase, 5, 4).period() == 1);
+  CHECK(make(TopologyKind::kBase, 5, 100) == make(TopologyKind::kBase, 5, 4));
+  CHECK(make(TopologyKind::kBase, 7, 5).period() == 3);  // 7 = 6 + 1 in base 6
+}

@@ -1,6 +1,7 @@
 #include "sgp/topology/finite_time.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <utility>
@@ -128,8 +129,9 @@ std::vector<int> factors_or_throw(int n, int k) {
   return *factors;
 }
 
-int int_pow(int base, int exponent) {
-  int v = 1;
+// base^exponent in 64 bits: (k+1)^(p+1) may pass 2^31 on the way to the first power above n.
+std::int64_t int_pow(int base, int exponent) {
+  std::int64_t v = 1;
   for (int e = 0; e < exponent; ++e) v *= base;
   return v;
 }
@@ -147,7 +149,7 @@ std::vector<Block> base_digits(int n, int k) {
   int power = 0;
   while (int_pow(k + 1, power + 1) <= n) ++power;
   for (int first = 0; power >= 0; --power) {
-    const int unit = int_pow(k + 1, power);
+    const int unit = static_cast<int>(int_pow(k + 1, power));
     const int digit = (n - first) / unit;
     if (digit == 0) continue;
     blocks.push_back({first, digit * unit, digit, power});
@@ -169,8 +171,8 @@ Builder simple_base(int n, int k) {
   const int merge_start = b.period();
   for (std::size_t m = 0; m + 1 < blocks.size(); ++m) {
     const Block& receiver = blocks[m];
-    const int unit = int_pow(k + 1, receiver.power);  // a sub-block of the receiver
-    const int rest_first = blocks[m + 1].first;       // the smaller blocks run to n
+    const int unit = static_cast<int>(int_pow(k + 1, receiver.power));  // a receiver sub-block
+    const int rest_first = blocks[m + 1].first;  // the smaller blocks run to n
     const double c = static_cast<double>(unit) / static_cast<double>(n - receiver.first);
     SGP_ENFORCE(n - rest_first < unit, "block {} cannot take {} partners", m, n - rest_first);
     const int round = merge_start + static_cast<int>(m);
