@@ -49,7 +49,7 @@ constexpr std::array<KindInfo, 12> kKinds = {{
      "one period, <= k neighbours per round"},
     {TopologyKind::kBase, "base",
      "Base-(k+1) graph (--degree k, default 1): exact average after one period for every N, "
-     "<= k neighbours per round, period <= 2 log_(k+1) N + 1"},
+     "<= k neighbours per round, period <= 2 log_(k+1) N + 2"},
     {TopologyKind::kOnePeerRandomShift, "one-peer-random-shift",
      "time-varying, 64 seeded rounds: round t, i -> i + a_t, a_t drawn from 1..N-1 (--seed)"},
 }};

@@ -20,8 +20,10 @@
 //    (k+1)^(p_m), so there are enough) and takes the weight c = (k+1)^(p_m) / S_m from each,
 //    S_m = n_m + S_(m+1). The smaller blocks then all hold the size-weighted mean of B_m..B_(L-1)
 //    and every sub-block of B_m holds, in sum, (k+1)^(p_m) times the global mean. (3) From round
-//    m+1 every sub-block of B_m runs H_k((k+1)^(p_m)) to spread that mean inside it. Period at
-//    most (p_0 + 1) + p_0 <= 2 log_(k+1)(N) + 1.
+//    m+1 every sub-block of B_m runs H_k((k+1)^(p_m)) to spread that mean inside it. Period:
+//    (1) takes at most p_0 + 1 rounds and B_0's sub-blocks finish p_0 + 1 rounds after it (block
+//    m's start m rounds later but take p_m <= p_0 - m rounds), so at most 2 p_0 + 2 <=
+//    2 log_(k+1)(N) + 2.
 //  * Split: N = n_pow * r with n_pow the largest divisor of N whose prime factors are <= k+1.
 //    Groups of r consecutive ranks run Simple(r) side by side, then the n_pow ranks with the same
 //    position in their group run H_k(n_pow).

@@ -20,7 +20,7 @@
 //                           exact average after one period, at most k neighbours per round
 //                           (sgp/topology/finite_time.hpp).
 //   "base"                  the Base-(k+1) graph: the same for every N, period at most
-//                           2 log_(k+1)(N) + 1 (sgp/topology/finite_time.hpp).
+//                           2 log_(k+1)(N) + 2 (sgp/topology/finite_time.hpp).
 //   "one-peer-random-shift" time-varying, period kRandomShiftPeriod: in round t, i -> i + a_t with
 //                           weight 1/2, a_t drawn from 1..N-1 by the seed (the same file, hence
 //                           the same shifts, on every peer).
