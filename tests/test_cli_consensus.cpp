@@ -75,6 +75,27 @@ TEST_CASE("sgp consensus --local: 4 and 8 processes reach the exact mean, sync a
   }
 }
 
+// Base-2 on 6 peers averages exactly after one period (4 rounds); the one-peer exponential graph
+// on 6 peers does not, in the same rounds.
+TEST_CASE("sgp consensus --local: 6 processes on Base-2 reach the exact mean after one period") {
+  for (const char* kind : {"base", "one-peer-exponential"}) {
+    CAPTURE(kind);
+    sgp::testing::TempDir dir;
+    const auto topology = sgp::testing::write_local_topology(dir / "topology.dot", kind, 6);
+    const auto run = dir / "run";
+    const auto r = run_sgp("consensus --local --topology " + topology.string() +
+                           " --rounds 4 --dim 1000 --timeout-ms 20000 --run-dir " + run.string());
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto summary = nlohmann::json::parse(std::ifstream(run / "summary.json"));
+    CHECK(summary["round"] == 4);
+    if (std::string(kind) == "base")
+      CHECK(summary["consensus_error"].get<double>() <= 1e-12);
+    else
+      CHECK(summary["consensus_error"].get<double>() > 1e-6);
+  }
+}
+
 // Real processes are never paced alike: here rank 3 starts half a second after the others,
 // under dropped, duplicated and reordered messages. Ranks 0, 1, 2 and 6 (none of whose
 // in-neighbours waits for rank 3 in their first round) run ahead of their in-neighbours; they

@@ -3,6 +3,7 @@
 // contraction; a DOT file works as a generated kind does; --fail / --join are recorded per round
 // (live count, sum of w) and in the summary; bad flags are input errors (exit 2) that name the
 // flag or item.
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <string>
@@ -67,6 +68,34 @@ TEST_CASE("sgp simulate: consensus on 16 peers reaches the mean; the run directo
                             run.string());
   CHECK(over.exit_code == 0);
   CHECK(records_of(run).size() == 4);
+}
+
+// Base-2 averages exactly after one period for every N; the one-peer exponential graph only when
+// N is a power of two.
+TEST_CASE("sgp simulate: Base-2 reaches the mean within one period at N = 25, 100, 1000") {
+  sgp::testing::TempDir dir;
+  for (int n : {25, 100, 1000}) {
+    CAPTURE(n);
+    const auto run = dir / ("base-" + std::to_string(n));
+    const auto r = run_sgp("simulate --topology base --degree 1 --peers " + std::to_string(n) +
+                           " --dim 4 --rounds 1 --no-predict --run-dir " + run.string());
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const int period = summary_of(run)["period"].get<int>();
+    // Again for exactly one period (the first run learnt it from the generator).
+    const auto again = run_sgp("simulate --topology base --peers " + std::to_string(n) +
+                               " --dim 4 --no-predict --overwrite --rounds " +
+                               std::to_string(period) + " --run-dir " + run.string());
+    REQUIRE(again.exit_code == 0);
+    CHECK(period <= 2 * std::log2(n) + 2);
+    CHECK(summary_of(run)["final_consensus_error"].get<double>() <= 1e-14);
+  }
+  const auto one_peer = dir / "one-peer";
+  const auto r =
+      run_sgp("simulate --topology one-peer-exponential --peers 25 --dim 4 --rounds 5 --run-dir " +
+              one_peer.string());
+  REQUIRE(r.exit_code == 0);
+  CHECK(summary_of(one_peer)["final_consensus_error"].get<double>() > 1e-6);
 }
 
 TEST_CASE("sgp simulate: a DOT file, and async least squares under loss logs the optimality gap") {

@@ -177,6 +177,18 @@ TEST_CASE("overlap SGP, D-PSGD, exact averaging and allreduce train in the same 
   }
 }
 
+TEST_CASE("dpsgd keeps weights that are symmetric already (base) and else takes Metropolis's") {
+  topology::GeneratorOptions options;
+  options.num_peers = 6;
+  const auto base = topology::generate_topology(topology::TopologyKind::kBase, options);
+  CHECK(peer::mixing_schedule(peer::Algorithm::dpsgd, base, std::nullopt, "base") == base);
+  // The star's uniform weights are not symmetric (a leaf pushes 1/2 to 0, 0 pushes 1/6 back).
+  const auto star = topology::generate_topology(topology::TopologyKind::kStar, options);
+  const auto mixed = peer::mixing_schedule(peer::Algorithm::dpsgd, star, std::nullopt, "star");
+  CHECK(mixed.push_weight(1, 0, 0) == doctest::Approx(1.0 / 6.0));
+  CHECK(mixed.push_weight(0, 1, 0) == doctest::Approx(1.0 / 6.0));
+}
+
 // With lr 0 every z stays the common initial model, whatever w does: each peer's training loss
 // is then a local peer's loss on the same batches only if the gradient is taken at z, which is
 // x / w for sgp and osgp (folded into the layers) and asgp's x itself.

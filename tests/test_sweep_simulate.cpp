@@ -50,6 +50,28 @@ rounds = 10
   CHECK(parse_sweep_spec(text, "sweeps/sim.toml", true).points[3].simulate["rounds"] == 10);
 }
 
+TEST_CASE("a simulate sweep takes {kind, degree} topologies: Base-2 and Base-3 side by side") {
+  const auto spec = parse_sweep_spec(R"(
+name = "sim"
+command = "simulate"
+[grid]
+topology = ["ring", {kind = "base", degree = 1}, {kind = "base", degree = 2}]
+peers = [12]
+)",
+                                     "sweeps/sim.toml", false);
+  REQUIRE(spec.points.size() == 3);
+  CHECK(spec.points[0].name() == "ring_n12");
+  CHECK_FALSE(spec.points[0].simulate.contains("degree"));
+  CHECK(spec.points[2].name() == "base-k2_n12");
+  CHECK(spec.points[2].simulate["degree"] == 2);
+  CHECK(contains(error_of("name = \"x\"\ncommand = \"simulate\"\n[grid]\ntopology = [{kind = "
+                          "\"base\"}]\n"),
+                 "grid.topology: a table must be {kind = \"<kind>\", degree = <k>}"));
+  CHECK(contains(error_of("name = \"x\"\ncommand = \"simulate\"\n[grid]\ntopology = [{kind = "
+                          "\"ring\", degree = 2}]\n"),
+                 "--degree only applies to random-regular, hyper-hypercube and base, not ring"));
+}
+
 TEST_CASE("a simulate sweep refuses what sgp simulate would, naming file, position and key") {
   const std::string head = "name = \"x\"\ncommand = \"simulate\"\n[grid]\n";
   CHECK(

@@ -194,7 +194,21 @@ exact = {kind = "complete", peers = 8}
   CHECK(contains(error("name = \"x\"\n[grid]\ntopology = [{peers = 4}]\n"),
                  "sweep.toml:3:13: grid.topology: a table needs kind"));
   CHECK(contains(error("name = \"x\"\n[grid]\ntopology = [{kind = \"ring\", n = 4}]\n"),
-                 "grid.topology.n: unknown key (valid: kind, peers)"));
+                 "grid.topology.n: unknown key (valid: kind, peers, and degree for a kind)"));
+  CHECK(contains(error("name = \"x\"\n[grid]\ntopology = [{kind = \"ring\", degree = 2}]\n"),
+                 "grid.topology: ring with 8 peers: --degree only applies to"));
+  CHECK(contains(error("name = \"x\"\n[grid]\ntopology = [{kind = \"hyper-hypercube\", "
+                       "degree = 1}]\npeers = [6]\n"),
+                 "every prime factor of the number of peers must be at most k+1 = 2"));
+  // Base-2 and Base-3 side by side: the degree names the point and reaches the topology.
+  const auto both = parse_sweep_spec(
+      "name = \"x\"\n[grid]\ntopology = [{kind = \"base\", degree = 1}, {kind = \"base\", "
+      "degree = 2}]\npeers = [6]\n",
+      dir / "sweep.toml", false);
+  REQUIRE(both.points.size() == 2);
+  CHECK(both.points[0].name() == "base-k1_n6_auniform_sgp_h1_s0");
+  CHECK(both.points[1].name() == "base-k2_n6_auniform_sgp_h1_s0");
+  CHECK(both.points[1].topology_degree == 2);
   CHECK(contains(error("name = \"x\"\n[grid]\ntopology = [{kind = \"ring\", peers = 1}]\n"),
                  "grid.topology.peers: expected an integer in [2, 4096], got 1"));
   // A broken DOT file is refused when the sweep is read, naming the sweep line and the file.

@@ -150,9 +150,29 @@ TEST_CASE("every shipped topology passes check") {
     const auto r = run_sgp("topology check --require-endpoints " + entry.path().string());
     INFO(r.output);
     CHECK(r.exit_code == 0);
+    // base and hyper-hypercube (4, 8, 16 peers) are exact; so is the one-peer exponential graph
+    // at these powers of two.
+    const std::string stem = entry.path().stem().string();
+    if (stem.starts_with("base-") || stem.starts_with("hyper-hypercube-"))
+      CHECK(contains(r.output, "exact average after"));
+    if (stem.starts_with("ring-")) CHECK_FALSE(contains(r.output, "exact"));
     ++checked;
   }
-  CHECK(checked == 27);
+  CHECK(checked == 36);
+}
+
+TEST_CASE("generate base / hyper-hypercube: exact after one period, or exit 2 naming the rule") {
+  sgp::testing::TempDir dir;
+  const auto file = (dir / "base.dot").string();
+  REQUIRE(run_sgp("topology generate base --peers 12 --degree 1 -o " + file).exit_code == 0);
+  const auto described = run_sgp("topology describe --params 10 " + file);
+  INFO(described.output);
+  CHECK(contains(described.output, "exact average after 5 rounds"));
+  CHECK(contains(described.output, "maximum degree in a round: out 1, in 1"));
+  const auto refused = run_sgp("topology generate hyper-hypercube --peers 10 --degree 1");
+  CHECK(refused.exit_code == 2);
+  CHECK(contains(refused.output,
+                 "every prime factor of the number of peers must be at most k+1 = 2"));
 }
 
 TEST_CASE("render shows every phase of a time-varying graph with the weights on its edges") {

@@ -97,6 +97,8 @@ TEST_CASE("the written file is plain Graphviz, with only the weights the reader 
 
 TEST_CASE("reading a uniform file with a self weight equals generating with that self weight") {
   for (TopologyKind kind : all_topology_kinds()) {
+    // Their own weights make them exact, so they take no self weight.
+    if (kind == TopologyKind::kBase || kind == TopologyKind::kHyperHypercube) continue;
     GeneratorOptions o;
     o.num_peers = 8;
     const std::string text = to_dot(generate_topology(kind, o));

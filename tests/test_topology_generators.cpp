@@ -47,7 +47,7 @@ void check_uniform_columns(const Schedule& s) {
 TEST_CASE("kind names parse back, and an unknown name lists the valid ones") {
   for (TopologyKind kind : all_topology_kinds())
     CHECK(parse_topology_kind(topology_kind_name(kind)) == kind);
-  CHECK(all_topology_kinds().size() == 9);
+  CHECK(all_topology_kinds().size() == 12);
   CHECK(parse_topology_kind("one-peer-exponential") == TopologyKind::kOnePeerExponential);
   try {
     parse_topology_kind("rnig");

@@ -104,9 +104,12 @@ void add_simulate_command(CLI::App& app) {
                   "mixing rate a in (0, 1): keep a, spread 1 - a over the out-neighbours "
                   "(default: uniform over out-degree + 1)")
       ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--degree", c.degree, "random-regular: out-degree (default ceil(log2 N))")
+  cmd->add_option("--degree", c.degree,
+                  "random-regular: out-degree (default ceil(log2 N)); hyper-hypercube, base: at "
+                  "most k neighbours per round (default 1)")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--topology-seed", c.topology_seed, "random-regular: graph seed")
+  cmd->add_option("--topology-seed", c.topology_seed,
+                  "random-regular, one-peer-random-shift: graph seed")
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "initial vectors, shards, gradient noise and message faults")
       ->capture_default_str();

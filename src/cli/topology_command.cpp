@@ -90,8 +90,10 @@ void add_generate(CLI::App& topo) {
                       "mixing rate a in (0, 1): each peer keeps a, spreads 1 - a evenly over its "
                       "out-neighbours");
   cmd->add_option("--degree", args->options.degree,
-                  "random-regular: out- and in-degree k (default ceil(log2 N))");
-  cmd->add_option("--seed", args->options.seed, "random-regular: seed")->capture_default_str();
+                  "random-regular: out- and in-degree k (default ceil(log2 N)); hyper-hypercube, "
+                  "base: at most k neighbours per round (default 1)");
+  cmd->add_option("--seed", args->options.seed, "random-regular, one-peer-random-shift: seed")
+      ->capture_default_str();
   add_placement_flags(*cmd, args->options.hosts, args->hosts_file, args->options.base_port,
                       args->options.placement);
   cmd->add_option("--output,-o", args->output, "write here instead of stdout");
@@ -170,8 +172,8 @@ void add_check(CLI::App& topo) {
   CLI::App* cmd = add_file_command(
       topo, "check",
       "Validate a topology file and check that the union of its graphs over one period is "
-      "strongly connected (else consensus is impossible). Every problem is listed; the exit "
-      "status is 0 only for a usable file.",
+      "strongly connected (else consensus is impossible), and say whether it averages exactly "
+      "after one period. Every problem is listed; the exit status is 0 only for a usable file.",
       *args);
   cmd->add_flag("--require-endpoints", args->require_endpoints,
                 "every node must have an endpoint (needed to run peers)");
@@ -186,8 +188,10 @@ void add_check(CLI::App& topo) {
           "is impossible; its {} strongly connected components are:{}",
           args->file, components.size(), groups));
     }
-    std::cout << fmt::format("{}: ok: {} peers, period {}, strongly connected{}\n", args->file,
+    const auto exact = topology::exact_average_rounds(schedule);
+    std::cout << fmt::format("{}: ok: {} peers, period {}, strongly connected{}{}\n", args->file,
                              schedule.num_peers(), schedule.period(),
+                             exact ? fmt::format(", exact average after {} rounds", *exact) : "",
                              schedule.has_endpoints() ? ", endpoints for every peer" : "");
   });
 }

@@ -134,7 +134,29 @@ struct GridAxis {
 struct TopologyValue {
   std::string value;  // a kind, or a DOT file resolved against the sweep file
   const toml::node* node;
+  int degree = 0;  // from {kind = "base", degree = 2}: that point's --degree; 0: none
 };
+
+// A grid.topology item: a kind or DOT file name, or {kind = "<kind>", degree = k}.
+TopologyValue read_topology_value(const TomlReader& r, const toml::node& item,
+                                  const std::filesystem::path& source) {
+  const std::string full = "grid.topology";
+  if (const toml::table* table = item.as_table()) {
+    const toml::node* kind = table->get("kind");
+    const toml::node* degree = table->get("degree");
+    if (!kind || !degree || table->size() != 2)
+      r.fail(item, full, "a table must be {kind = \"<kind>\", degree = <k>}");
+    return {r.string(*kind, full + ".kind"), &item,
+            static_cast<int>(r.integer_in(*degree, full + ".degree", 1, 1 << 20))};
+  }
+  std::filesystem::path path(r.string(item, full));
+  // A kind stays a name; anything else is a file next to the sweep file (sgp simulate says what
+  // is wrong with either).
+  if (path.is_relative() && std::filesystem::exists(source.parent_path() / path)) {
+    path = source.parent_path() / path;
+  }
+  return {path.string(), &item};
+}
 
 struct SimulateGrid {
   std::vector<TopologyValue> topologies;
@@ -150,13 +172,7 @@ SimulateGrid read_simulate_grid(const toml::table& table, const TomlReader& r,
     const std::string name(key.str()), full = "grid." + name;
     if (name == "topology") {
       r.list(node, full, [&](const toml::node& item) {
-        std::filesystem::path path(r.string(item, full));
-        // A kind stays a name; anything else is a file next to the sweep file (sgp simulate
-        // says what is wrong with either).
-        if (path.is_relative() && std::filesystem::exists(source.parent_path() / path)) {
-          path = source.parent_path() / path;
-        }
-        g.topologies.push_back({path.string(), &item});
+        g.topologies.push_back(read_topology_value(r, item, source));
       });
     } else if (name == "peers") {
       g.peers.clear();
@@ -305,11 +321,13 @@ std::vector<SweepPoint> expand_simulate_sweep(const toml::table& grid_table,
       json settings = base;
       settings["topology"] = topo.value;
       settings["peers"] = n;
+      if (topo.degree != 0) settings["degree"] = topo.degree;
       std::vector<json> combos;
       combine(g.axes, 0, settings, combos);
       for (auto& s : combos) {
         SweepPoint p;
         p.topology = topo.value;
+        p.topology_degree = topo.degree;
         p.other_axes = axes;
         try {
           const auto schedule = checked_schedule(s);
@@ -339,9 +357,7 @@ std::vector<SweepPoint> expand_simulate_sweep(const toml::table& grid_table,
 }
 
 std::string simulate_point_name(const SweepPoint& p) {
-  const std::string topo =
-      p.topology_is_file ? std::filesystem::path(p.topology).stem().string() : p.topology;
-  std::string out = fmt::format("{}_n{}", topo, p.peers);
+  std::string out = fmt::format("{}_n{}", p.topology_label(), p.peers);
   for (const auto& key : p.other_axes)
     out += fmt::format("_{}-{}", key, value_text(p.simulate[key]));
   return out;

@@ -33,6 +33,7 @@ topology::Schedule point_topology(const SweepPoint& p) {
   topology::GeneratorOptions options;
   options.num_peers = p.peers;
   options.self_weight = self_weight;
+  options.degree = p.topology_degree;
   return topology::generate_topology(topology::parse_topology_kind(p.topology), options);
 }
 

@@ -46,6 +46,7 @@ struct TopologyEntry {
   bool is_file = false;
   const toml::node* node = nullptr;
   std::vector<int> peers;  // its own N values (a file: the file's N); empty: grid.peers
+  int degree = 0;          // --degree of base, hyper-hypercube, random-regular; 0: the default
 };
 
 // A grid axis over one setting: its values as JSON, in the file's order.
@@ -217,14 +218,19 @@ TopologyEntry read_topology(const TomlReader& r, const toml::node& item, const s
   if (!item.is_table()) return read_topology_name(r, item, key, source);
   const toml::table& table = *item.as_table();
   const toml::node* kind = table.get("kind");
-  if (!kind) r.fail(item, key, "a table needs kind = \"<kind or DOT file>\" (and optional peers)");
+  if (!kind)
+    r.fail(item, key, "a table needs kind = \"<kind or DOT file>\" (and optional peers, degree)");
   TopologyEntry entry = read_topology_name(r, *kind, key + ".kind", source);
   entry.node = &item;
   for (const auto& [name, node] : table) {
     if (name.str() == "kind") continue;
+    if (name.str() == "degree" && !entry.is_file) {
+      entry.degree = static_cast<int>(r.integer_in(node, key + ".degree", 1, 1 << 20));
+      continue;
+    }
     if (name.str() != "peers")
       r.fail(name.source(), key + "." + std::string(name.str()),
-             "unknown key (valid: kind, peers)");
+             "unknown key (valid: kind, peers, and degree for a kind)");
     const auto peers = read_peers(r, node, key + ".peers");
     if (entry.is_file && peers != entry.peers) {
       r.fail(node, key + ".peers",
@@ -328,6 +334,7 @@ void check_fits(const TopologyEntry& topo, int n, const TomlReader& r) {
   try {
     topology::GeneratorOptions options;
     options.num_peers = n;
+    options.degree = topo.degree;
     topology::check_topology_fits(topology::parse_topology_kind(topo.value), options);
   } catch (const InputError& e) {
     const std::string what = fmt::format("{} with {} peers: {}", topo.value, n, e.what());
@@ -392,7 +399,7 @@ std::vector<SweepPoint> expand(const Grid& g, const TrainConfig& base, const Tom
     for (const auto& topo : *topologies) {
       for (int n : topo.peers.empty() ? g.peers : topo.peers) {
         check_fits(topo, n, r);
-        SweepPoint p{topo.value, topo.is_file, n, base, other_axes(g.axes)};
+        SweepPoint p{topo.value, topo.is_file, n, base, other_axes(g.axes), {}, topo.degree};
         algo_setting.set(p.config, algo);
         planned += points_per_start(g.axes, info(p.config.algo));
         if (planned > kMaxPoints)
@@ -427,13 +434,16 @@ std::string name_part(std::string text) {
 
 }  // namespace
 
+std::string SweepPoint::topology_label() const {
+  if (topology_is_file) return std::filesystem::path(topology).stem().string();
+  return topology_degree == 0 ? topology : fmt::format("{}-k{}", topology, topology_degree);
+}
+
 std::string SweepPoint::name() const {
   if (!simulate.is_null()) return simulate_point_name(*this);
-  const std::string topo =
-      topology_is_file ? std::filesystem::path(topology).stem().string() : topology;
-  std::string out =
-      fmt::format("{}_n{}_a{}_{}_h{}_s{}", topo, peers, format_weight(config.self_weight),
-                  name_of(config.algo), config.gossip_every, config.seed);
+  std::string out = fmt::format("{}_n{}_a{}_{}_h{}_s{}", topology_label(), peers,
+                                format_weight(config.self_weight), name_of(config.algo),
+                                config.gossip_every, config.seed);
   for (const auto& key : other_axes) {
     out += fmt::format("_{}-{}", key, name_part(peer::find_setting(key)->text(config)));
   }

@@ -27,8 +27,8 @@ constexpr std::array<AlgorithmInfo, 7> kAlgorithms = {{
     {Algorithm::local, "local", "no communication: each peer trains its shard alone (a baseline)",
      false, Mode::sync, false, MixingRule::as_given, false},
     {Algorithm::dpsgd, "dpsgd",
-     "D-PSGD (Lian et al. 2017): symmetric gossip with Metropolis-Hastings weights; needs an "
-     "undirected topology",
+     "D-PSGD (Lian et al. 2017): symmetric gossip with Metropolis-Hastings weights (or the "
+     "topology's own when they are symmetric, as base's); needs an undirected topology",
      true, Mode::sync, false, MixingRule::metropolis, true},
     {Algorithm::exact, "exact",
      "exact averaging every round on a complete topology (AllReduce by gossip, for comparison)",
@@ -40,9 +40,21 @@ constexpr std::array<AlgorithmInfo, 7> kAlgorithms = {{
      true, Mode::allreduce, false, MixingRule::ring, false},
 }};
 
+// Whether every phase's weights are symmetric already (p_ij == p_ji on every edge, so doubly
+// stochastic), as base and hyper-hypercube are: their weights make them exact, so dpsgd keeps
+// them.
+bool symmetric_weights(const topology::Schedule& s) {
+  for (int p = 0; p < s.period(); ++p)
+    for (int i = 0; i < s.num_peers(); ++i)
+      for (const auto& push : s.out_edges(i, p))
+        if (s.push_weight(push.peer, i, p) != push.weight) return false;
+  return true;
+}
+
 // p_ij = 1 / (1 + max(d_i, d_j)) on each phase's undirected graph: symmetric and doubly
-// stochastic, so push-sum weights stay exactly 1.
+// stochastic, so push-sum weights stay exactly 1. Weights that are symmetric already are kept.
 topology::Schedule metropolis(const topology::Schedule& s, const std::string& source) {
+  if (symmetric_weights(s)) return s;
   const int n = s.num_peers();
   std::vector<std::vector<std::vector<topology::Push>>> edges(s.period());
   std::vector<std::vector<double>> selves(s.period(), std::vector<double>(n));

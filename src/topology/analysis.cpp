@@ -58,6 +58,21 @@ Matrix period_product(const Schedule& schedule) {
   return a;
 }
 
+bool averages_exactly(const Matrix& a) {
+  const int n = a.size();
+  const double mean = 1.0 / static_cast<double>(n);
+  for (int row = 0; row < n; ++row)
+    for (int col = 0; col < n; ++col)
+      if (!(std::abs(a(row, col) - mean) <= kExactTolerance * mean)) return false;
+  return true;
+}
+
+std::optional<int> exact_average_rounds(const Schedule& schedule) {
+  if (schedule.num_peers() > kMaxSpectralPeers) return std::nullopt;
+  if (!averages_exactly(period_product(schedule))) return std::nullopt;
+  return schedule.period();
+}
+
 std::vector<std::vector<int>> union_components(const Schedule& schedule) {
   const UnionGraph g = union_graph(schedule);
   std::vector<int> component(boost::num_vertices(g));
@@ -154,6 +169,7 @@ TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter
   if (n > kMaxSpectralPeers) return r;
   // B = A (I - J), J = 1 1^T / N: subtract each row's mean from that row of A.
   Matrix b = period_product(schedule);
+  if (averages_exactly(b)) r.exact_after_rounds = r.period;
   for (int row = 0; row < n; ++row) {
     double mean = 0.0;
     for (int col = 0; col < n; ++col) mean += b(row, col);
@@ -181,6 +197,12 @@ std::string format_report(const TopologyReport& r) {
   for (int p = 0; p < r.period; ++p)
     s += fmt::format("phase {}: out-degree {}, in-degree {}\n", p, format_degrees(r.out_degree[p]),
                      format_degrees(r.in_degree[p]));
+  int max_out = 0, max_in = 0;
+  for (int p = 0; p < r.period; ++p) {
+    max_out = std::max(max_out, r.out_degree[p].max);
+    max_in = std::max(max_in, r.in_degree[p].max);
+  }
+  s += fmt::format("maximum degree in a round: out {}, in {}\n", max_out, max_in);
   s += fmt::format("union over a period: out-degree {}, in-degree {}\n",
                    format_degrees(r.union_out_degree), format_degrees(r.union_in_degree));
   if (r.strong_components == 1)
@@ -210,6 +232,11 @@ std::string format_report(const TopologyReport& r) {
       *r.consensus_rate);
   s += fmt::format("asymptotic rate per period: rho = spectral radius of A (I - 11^T/N) = {:.6g}\n",
                    *r.asymptotic_rate);
+  if (r.exact_after_rounds)
+    s += fmt::format(
+        "exact average after {} rounds (the product over one period is 11^T/N to {:g} "
+        "relative)\n",
+        *r.exact_after_rounds, kExactTolerance);
   if (r.predicted_rounds)
     s += fmt::format(
         "predicted rounds to shrink the distance to consensus by {:g}: {} "

@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 
 #include "sgp/error.hpp"
+#include "sgp/topology/finite_time.hpp"
 
 namespace sgp::topology {
 
@@ -30,7 +31,7 @@ struct KindInfo {
   std::string_view help;
 };
 
-constexpr std::array<KindInfo, 9> kKinds = {{
+constexpr std::array<KindInfo, 12> kKinds = {{
     {TopologyKind::kRing, "ring", "directed ring: i -> i+1"},
     {TopologyKind::kBidirectionalRing, "bidirectional-ring", "i -> i-1 and i -> i+1"},
     {TopologyKind::kExponential, "exponential", "static: i -> i + 2^j for every j < ceil(log2 N)"},
@@ -43,6 +44,14 @@ constexpr std::array<KindInfo, 9> kKinds = {{
     {TopologyKind::kRandomRegular, "random-regular",
      "random directed graph, out- and in-degree k (--degree, default ceil(log2 N)), seeded"},
     {TopologyKind::kStar, "star", "two-way star around rank 0 (0 -> leaves, leaves -> 0)"},
+    {TopologyKind::kHyperHypercube, "hyper-hypercube",
+     "time-varying, every prime factor of N <= k+1 (--degree k, default 1): exact average after "
+     "one period, <= k neighbours per round"},
+    {TopologyKind::kBase, "base",
+     "Base-(k+1) graph (--degree k, default 1): exact average after one period for every N, "
+     "<= k neighbours per round, period <= 2 log_(k+1) N + 2"},
+    {TopologyKind::kOnePeerRandomShift, "one-peer-random-shift",
+     "time-varying, 64 seeded rounds: round t, i -> i + a_t, a_t drawn from 1..N-1 (--seed)"},
 }};
 
 const KindInfo& info(TopologyKind kind) {
@@ -213,9 +222,44 @@ Adjacency static_graph(TopologyKind kind, int n, const GeneratorOptions& options
       }
       break;
     case TopologyKind::kOnePeerExponential:
-      SGP_ENFORCE(false, "one-peer-exponential is not static");
+    case TopologyKind::kHyperHypercube:
+    case TopologyKind::kBase:
+    case TopologyKind::kOnePeerRandomShift:
+      SGP_ENFORCE(false, "{} is not static", topology_kind_name(kind));
   }
   return out;
+}
+
+// One-peer random shift: kRandomShiftPeriod shifts a_t in 1..n-1 from the seed, drawn again while
+// they all share a factor with n (the ranks would split into cosets that never mix).
+std::vector<Adjacency> random_shift_phases(int n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int> shifts;
+  int common = 0;
+  do {
+    shifts.clear();
+    common = n;
+    for (int t = 0; t < kRandomShiftPeriod; ++t) {
+      shifts.push_back(1 + static_cast<int>(uniform_below(rng, static_cast<std::uint64_t>(n - 1))));
+      common = std::gcd(common, shifts.back());
+    }
+  } while (common != 1);
+  std::vector<Adjacency> phases;
+  for (int a : shifts) {
+    Adjacency out(n);
+    for (int i = 0; i < n; ++i) out[i] = {(i + a) % n};
+    phases.push_back(std::move(out));
+  }
+  return phases;
+}
+
+bool is_exact_kind(TopologyKind kind) {
+  return kind == TopologyKind::kHyperHypercube || kind == TopologyKind::kBase;
+}
+
+// hyper-hypercube and base: --degree k, 0 meaning 1; above n - 1 it changes nothing.
+int exact_kind_degree(int n, int requested) {
+  return std::min(requested == 0 ? 1 : requested, n - 1);
 }
 
 // Uniform weights over out-degree + 1.
@@ -376,6 +420,27 @@ std::vector<std::string> read_hosts_file(const std::filesystem::path& path) {
   return hosts;
 }
 
+namespace {
+
+void check_exact_kind_fits(TopologyKind kind, const GeneratorOptions& options) {
+  if (!is_exact_kind(kind)) return;
+  const std::string_view name = topology_kind_name(kind);
+  if (options.degree < 0)
+    throw InputError(fmt::format("{}: --degree must be at least 1, got {}", name, options.degree));
+  if (options.self_weight)
+    throw InputError(fmt::format(
+        "{}: --self-weight does not apply: its own weights are what makes the average exact",
+        name));
+  const int n = options.num_peers, k = exact_kind_degree(n, options.degree);
+  if (kind == TopologyKind::kHyperHypercube && !hyper_hypercube_factors(n, k))
+    throw InputError(fmt::format(
+        "hyper-hypercube: every prime factor of the number of peers must be at most k+1 = {} "
+        "(--degree k = {}), but {} has a larger one; `base` averages exactly for every N",
+        k + 1, k, n));
+}
+
+}  // namespace
+
 void check_topology_fits(TopologyKind kind, const GeneratorOptions& options) {
   const int n = options.num_peers;
   if (n < 2)
@@ -385,9 +450,11 @@ void check_topology_fits(TopologyKind kind, const GeneratorOptions& options) {
       !(*options.self_weight > 0.0 && *options.self_weight < 1.0))  // also rejects NaN
     throw InputError(
         fmt::format("self weight must be strictly between 0 and 1, got {}", *options.self_weight));
-  if (kind != TopologyKind::kRandomRegular && options.degree != 0)
+  if (kind != TopologyKind::kRandomRegular && !is_exact_kind(kind) && options.degree != 0)
     throw InputError(
-        fmt::format("--degree only applies to random-regular, not {}", topology_kind_name(kind)));
+        fmt::format("--degree only applies to random-regular, hyper-hypercube and base, not {}",
+                    topology_kind_name(kind)));
+  check_exact_kind_fits(kind, options);
   if (kind == TopologyKind::kTorus && torus_rows(n) < 2)
     throw InputError(fmt::format(
         "torus: {} peers cannot form an R x C grid with R, C >= 2 (use a composite count)", n));
@@ -404,8 +471,17 @@ void check_topology_fits(TopologyKind kind, const GeneratorOptions& options) {
 Schedule generate_topology(TopologyKind kind, const GeneratorOptions& options) {
   check_topology_fits(kind, options);
   const int n = options.num_peers;
+  if (is_exact_kind(kind)) {
+    const int k = exact_kind_degree(n, options.degree);
+    Schedule schedule =
+        kind == TopologyKind::kBase ? base_schedule(n, k) : hyper_hypercube_schedule(n, k);
+    schedule.set_endpoints(place_endpoints(n, options.hosts, options.base_port, options.placement));
+    return schedule;
+  }
   std::vector<Adjacency> phases;
-  if (kind == TopologyKind::kOnePeerExponential) {
+  if (kind == TopologyKind::kOnePeerRandomShift) {
+    phases = random_shift_phases(n, options.seed);
+  } else if (kind == TopologyKind::kOnePeerExponential) {
     for (int k = 0; k < ceil_log2(n); ++k) {
       Adjacency out(n);
       for (int i = 0; i < n; ++i) out[i] = {(i + (1 << k)) % n};
@@ -424,10 +500,10 @@ std::string generator_command_line(TopologyKind kind, const GeneratorOptions& op
   std::string line = fmt::format("sgp topology generate {} --peers {}", topology_kind_name(kind),
                                  options.num_peers);
   if (options.self_weight) line += fmt::format(" --self-weight {}", *options.self_weight);
-  if (kind == TopologyKind::kRandomRegular) {
-    if (options.degree != 0) line += fmt::format(" --degree {}", options.degree);
+  if ((kind == TopologyKind::kRandomRegular || is_exact_kind(kind)) && options.degree != 0)
+    line += fmt::format(" --degree {}", options.degree);
+  if (kind == TopologyKind::kRandomRegular || kind == TopologyKind::kOnePeerRandomShift)
     line += fmt::format(" --seed {}", options.seed);
-  }
   line +=
       fmt::format(" --host {} --base-port {}", fmt::join(options.hosts, ","), options.base_port);
   if (options.placement != Placement::round_robin)

@@ -50,11 +50,15 @@ struct SweepPoint {
   // `sgp simulate` (topology and peers included; other_axes are its grid keys after those);
   // null for a launch point.
   nlohmann::json simulate = {};
+  // A kind's --degree from a topology table {kind = "base", degree = 2}; 0: the kind's default.
+  int topology_degree = 0;
 
   // Readable and unique within a sweep, usable as a directory name:
-  // "<topology>_n<N>_a<a|uniform>_<algo>_h<H>_s<seed>[_<key>-<value>...]", e.g.
+  // "<topology label>_n<N>_a<a|uniform>_<algo>_h<H>_s<seed>[_<key>-<value>...]", e.g.
   // "one-peer-exponential_n8_a0.5_sgp_h1_s0" (a file topology contributes its stem).
   std::string name() const;
+  // The topology part of the name: the kind ("base-k2" with a degree) or the file's stem.
+  std::string topology_label() const;
 };
 
 struct SweepSpec {

@@ -16,8 +16,9 @@ enum class Algorithm { sgp, osgp, asgp, local, dpsgd, exact, allreduce };
 
 // How an algorithm derives the weights it mixes with from the topology file's schedule.
 enum class MixingRule {
-  as_given,          // the file's weights (or --self-weight's)
-  metropolis,        // Metropolis-Hastings weights on an undirected graph (doubly stochastic)
+  as_given,    // the file's weights (or --self-weight's)
+  metropolis,  // Metropolis-Hastings weights on an undirected graph (doubly stochastic); weights
+               // that are symmetric already are kept
   uniform_1_over_n,  // a complete graph with every weight 1/N: exact averaging every round
   ring,              // the directed ring 0 -> 1 -> ... -> N-1 -> 0 of the file's ranks and
                      // endpoints, whatever its edges (the links ring allreduce uses)

@@ -37,6 +37,15 @@ Matrix mixing_matrix(const Schedule& schedule, int phase);
 // A = M_{P-1} ... M_0.
 Matrix period_product(const Schedule& schedule);
 
+// Whether the period's product A averages exactly: every entry of A - 11^T/N within
+// kExactTolerance of 0, relative to the entries 1/N. Then push-sum holds the exact mean after
+// one period, whatever the start.
+inline constexpr double kExactTolerance = 1e-12;
+bool averages_exactly(const Matrix& period_product);
+// The rounds after which the schedule averages exactly (its period), or nullopt when it does not
+// or when it has more than kMaxSpectralPeers peers (the product is dense work).
+std::optional<int> exact_average_rounds(const Schedule& schedule);
+
 // The number of strongly connected components of the union of the phases' graphs (Boost
 // strong_components); 1 means every peer's value can reach every other peer.
 int union_strong_components(const Schedule& schedule);
@@ -82,6 +91,7 @@ struct TopologyReport {
   std::optional<double> asymptotic_rate;
   double tolerance = 1e-6;
   std::optional<std::int64_t> predicted_rounds;  // from sigma; nullopt when sigma >= 1 or unknown
+  std::optional<int> exact_after_rounds;         // exact_average_rounds
 };
 
 // Above this many peers analyze_topology skips sigma, rho and the predicted rounds (about a

@@ -16,16 +16,24 @@
 //   "random-regular"        random directed graph, every rank has out- and in-degree k
 //                           (default ceil(log2 N), at most N-1), no self loops, strongly
 //                           connected; reproducible from the seed.
+//   "hyper-hypercube"       time-varying, N with every prime factor <= k+1 (--degree k, default 1):
+//                           exact average after one period, at most k neighbours per round
+//                           (sgp/topology/finite_time.hpp).
+//   "base"                  the Base-(k+1) graph: the same for every N, period at most
+//                           2 log_(k+1)(N) + 2 (sgp/topology/finite_time.hpp).
+//   "one-peer-random-shift" time-varying, period kRandomShiftPeriod: in round t, i -> i + a_t with
+//                           weight 1/2, a_t drawn from 1..N-1 by the seed (the same file, hence
+//                           the same shifts, on every peer).
 //   "star"                  bidirectional star around rank 0: 0 -> every leaf, leaf -> 0. (A
 //                           one-way star is never strongly connected, so push-sum could not reach
 //                           consensus on it; we only generate the two-way one.)
-// Weights: uniform over out-degree + 1 (p_ii = p_ji = 1/(d_i + 1)); with a self weight a, each
-// rank keeps a and spreads 1 - a evenly over its out-neighbours.
-// Endpoints: round robin over the hosts (rank r lives on host r % H) or in blocks (Slurm's
-// default: the first N % H hosts get ceil(N / H) consecutive ranks, the others floor(N / H));
-// rank r gets tcp://HOST:(base_port + the number of lower ranks on the same host). A host may be
-// listed more than once, so that a list of one host per rank (a Slurm job's task placement)
-// puts each rank exactly where it runs.
+// Weights: uniform over out-degree + 1 (hyper-hypercube and base: their own, which make them exact)
+// (p_ii = p_ji = 1/(d_i + 1)); with a self weight a, each rank keeps a and spreads 1 - a evenly
+// over its out-neighbours. Endpoints: round robin over the hosts (rank r lives on host r % H) or in
+// blocks (Slurm's default: the first N % H hosts get ceil(N / H) consecutive ranks, the others
+// floor(N / H)); rank r gets tcp://HOST:(base_port + the number of lower ranks on the same host). A
+// host may be listed more than once, so that a list of one host per rank (a Slurm job's task
+// placement) puts each rank exactly where it runs.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -47,6 +55,9 @@ enum class TopologyKind {
   kComplete,
   kRandomRegular,
   kStar,
+  kHyperHypercube,
+  kBase,
+  kOnePeerRandomShift,
 };
 
 // Every kind, in the order above.
@@ -68,8 +79,9 @@ struct GeneratorOptions {
   // The mixing rate a in (0, 1); unset: uniform over out-degree + 1.
   std::optional<double> self_weight;
   // random-regular: out-degree k in 1..N-1; 0 means ceil(log2 N) (at most N-1).
+  // hyper-hypercube, base: at most k neighbours per round, k >= 1; 0 means 1.
   int degree = 0;
-  // random-regular only.
+  // random-regular and one-peer-random-shift only.
   std::uint64_t seed = 0;
   std::vector<std::string> hosts = {"127.0.0.1"};
   int base_port = 29500;
@@ -77,7 +89,8 @@ struct GeneratorOptions {
 };
 
 // Throws InputError when the options do not fit the kind (N too small, N not a power of two for
-// a hypercube, a prime N for a torus, self weight outside (0, 1), ports beyond 65535, ...).
+// a hypercube, a prime N for a torus, a prime factor of N above k+1 for a hyper-hypercube, self
+// weight outside (0, 1) or given to an exact kind, ports beyond 65535, ...).
 // Cheap: checks without building the graph (a sweep checks every kind against every N).
 void check_topology_fits(TopologyKind kind, const GeneratorOptions& options);
 
@@ -87,6 +100,10 @@ Schedule generate_topology(TopologyKind kind, const GeneratorOptions& options);
 // The `sgp topology generate ...` command line that reproduces this schedule (written as a
 // comment at the top of generated files).
 std::string generator_command_line(TopologyKind kind, const GeneratorOptions& options);
+
+// The rounds of one-peer-random-shift: its shifts are drawn afresh for this many rounds, then
+// repeated (a topology file has a finite period).
+inline constexpr int kRandomShiftPeriod = 64;
 
 // tcp://HOST:PORT per rank, placed on `hosts` as above (hosts may repeat). Throws InputError on
 // an empty host list or an empty host name, or a port outside 1..65535.
