@@ -143,7 +143,7 @@ bool GossipSession::communicates() const {
   return info(config_.algo).communicates && world_size() > 1;
 }
 
-void GossipSession::start_engine(const BufferPlace& place, float* attached) {
+void GossipSession::start_engine(const float* z, const BufferPlace& place, float* attached) {
   State& s = *state_;
   if (s.place) {
     if (*s.place != place) {
@@ -172,7 +172,12 @@ void GossipSession::start_engine(const BufferPlace& place, float* attached) {
         fmt::format("the buffer is in {}, which sgp cannot use: {}", describe(place), e.what()));
   }
   if (communicates()) {
-    if (!attached) s.x = compute::DeviceBuffer<float>(*s.backend, numel_);
+    if (!attached) {
+      // The engines take x as the caller's parameters when they start (asgp keeps it as the z
+      // it last saw and adds only later changes): fresh memory there was mass out of nothing.
+      s.x = compute::DeviceBuffer<float>(*s.backend, numel_);
+      s.backend->copy(s.x.data(), z, numel_ * sizeof(float));
+    }
     s.engine_x = attached ? attached : s.x.data();
     s.engine = gossip::make_mixer(*s.backend, s.mixing, *s.transport.active(), s.engine_x, numel_,
                                   engine_config);
@@ -187,7 +192,7 @@ void GossipSession::attach(float* z, const BufferPlace& place) {
   if (state_->place) {
     throw InputError("attach: only before the first step (the engine already has its buffer)");
   }
-  start_engine(place, z);
+  start_engine(z, place, z);
   attached_ = z;
 }
 
@@ -202,7 +207,7 @@ bool GossipSession::step(float* z, const BufferPlace& place) {
         "step: this peer mixes the buffer given to attach(), in place: pass that one (its memory "
         "must stay where it was)");
   }
-  start_engine(place);
+  start_engine(z, place);
   const std::int64_t iteration = iteration_++;
   State& s = *state_;
   if (!s.engine || (iteration + 1) % config_.gossip_every != 0) return false;
@@ -221,7 +226,7 @@ bool GossipSession::publish(const float* z, const BufferPlace& place, std::int64
   const auto lock = one_caller(busy_, "publish");
   State& s = *state_;
   if (!s.publisher) return false;
-  start_engine(place);
+  start_engine(z, place);
   std::span<const float> host(z, numel_);
   if (place.kind != compute::DeviceKind::cpu) {
     s.host_z.resize(numel_);
@@ -239,7 +244,7 @@ void GossipSession::finish(float* z, const std::optional<BufferPlace>& place) {
   if (finished_) return;
   State& s = *state_;
   if (!z) z = attached_;  // it holds z between steps, not the engine's x
-  if (z && place) start_engine(*place);
+  if (z && place) start_engine(z, *place);
   finished_ = true;
   if (s.engine && !failed_) {
     // The caller's latest z counts (asgp takes what changed since its last round).

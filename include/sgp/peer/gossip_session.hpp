@@ -86,7 +86,8 @@ class GossipSession {
 
  private:
   struct State;
-  void start_engine(const BufferPlace& place, float* attached = nullptr);
+  // The engine's x starts as z (the caller's buffer at `place`), or is `attached` itself.
+  void start_engine(const float* z, const BufferPlace& place, float* attached = nullptr);
 
   TrainConfig config_;
   int rank_;
