@@ -5,7 +5,9 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -110,4 +112,58 @@ TEST_CASE("SIGTERM to the launcher is forwarded: every child stops, wait() says 
   REQUIRE(failure.has_value());
   CHECK(failure->signal == SIGTERM);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+}
+
+TEST_CASE("a Ctrl-C held before the children start: none starts, interrupted() says so") {
+  sgp::testing::TempDir dir;
+  sgp::launch::HeldSignals held;
+  ::kill(::getpid(), SIGINT);  // pending, not fatal: held
+  LocalProcesses p({shell(0, "echo started", dir)}, "/bin/sh");
+  CHECK_FALSE(p.wait().has_value());
+  CHECK(p.interrupted() == SIGINT);
+  CHECK_FALSE(std::filesystem::exists(dir / "child-0.log"));
+  CHECK(held.take_pending() == 0);  // LocalProcesses took it
+}
+
+TEST_CASE("children started while the launcher holds SIGINT/SIGTERM get them unblocked") {
+  sgp::testing::TempDir dir;
+  sgp::launch::HeldSignals held;
+  // grep, not sh (dash clears its mask): the child's own mask, as exec gave it.
+  LocalProcesses p({ChildSpec{0, {"SigBlk", "/proc/self/status"}, dir / "child-0.log"}},
+                   "/bin/grep");
+  CHECK_FALSE(p.wait().has_value());
+  const std::string line = slurp(dir / "child-0.log");
+  INFO(line);
+  REQUIRE(line.starts_with("SigBlk:"));
+  const auto mask = std::stoull(line.substr(line.find(':') + 1), nullptr, 16);
+  CHECK((mask & ((1ULL << (SIGINT - 1)) | (1ULL << (SIGTERM - 1)))) == 0);
+}
+
+TEST_CASE("a signal held and not taken is dropped, not let through, when the hold ends") {
+  {
+    sgp::launch::HeldSignals held;
+    ::kill(::getpid(), SIGTERM);
+  }
+  sgp::launch::HeldSignals again;
+  CHECK(again.take_pending() == 0);  // and this process is still alive
+}
+
+TEST_CASE("a Ctrl-C that lands on a thread started before the hold is passed on, not fatal") {
+  std::atomic<bool> stop{false};
+  // Started before the hold, as OpenBLAS's thread is: SIGINT is not blocked there.
+  std::thread early([&] {
+    while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  int taken = 0;
+  {
+    sgp::launch::HeldSignals held;
+    ::pthread_kill(early.native_handle(), SIGINT);
+    for (int i = 0; i < 500 && taken == 0; ++i) {
+      taken = held.take_pending();
+      if (taken == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  stop.store(true);
+  early.join();
+  CHECK(taken == SIGINT);
 }

@@ -112,7 +112,7 @@ class LocalMonitor {
     if (!consensus_only) monitor_->accept_only(monitor::evaluation_points(c, schedule.num_peers()));
   }
   std::string endpoint() const { return receiver_.endpoint(); }
-  // Call after LocalProcesses blocked SIGINT/SIGTERM, so that the thread inherits the mask.
+  // Its thread, like the ZAP handler's, inherits the mask of launch_peers' HeldSignals.
   void start() {
     thread_ = std::thread([this] { monitor::serve_monitor(*monitor_, receiver_, stop_); });
   }
@@ -314,7 +314,10 @@ std::filesystem::path prepare_run(peer::TrainConfig config, std::optional<int> b
   return run.path();
 }
 
-peer::RunSummary launch_peers(LaunchOptions o) {
+namespace {
+
+// launch_peers with SIGINT/SIGTERM held (see there).
+peer::RunSummary launch_held(LaunchOptions o) {
   peer::TrainConfig& c = o.config;
   peer::validate(c);
   topology::Schedule schedule = peer::load_topology(c);
@@ -406,6 +409,24 @@ peer::RunSummary launch_peers(LaunchOptions o) {
   for (const auto& f : failures) failed.push_back(f.rank);
   auto summary = summarize_launch(run.path(), local, failed);
   check_suspects(summary, run.path());
+  return summary;
+}
+
+}  // namespace
+
+peer::RunSummary launch_peers(LaunchOptions o) {
+  // Ctrl-C at any moment ends in Interrupted (exit 130) after the clean-up (the credentials, the
+  // temporary files): SIGINT/SIGTERM are held from here on, by every thread started below too (a
+  // handler thread left to take one would die of it, and the process with it). One that comes
+  // before the peers start is taken by LocalProcesses, which then starts none; one after they
+  // stopped, here.
+  HeldSignals held;
+  auto summary = launch_held(std::move(o));
+  if (const int sig = held.take_pending()) {
+    throw Interrupted(sig, fmt::format("interrupted by signal {} as the run ended: every peer had "
+                                       "stopped and the results are written",
+                                       sig));
+  }
   return summary;
 }
 

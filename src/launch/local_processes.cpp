@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -159,16 +160,83 @@ struct LocalProcesses::Output {
   }
 };
 
+namespace {
+
+constexpr int kStopSignals[] = {SIGINT, SIGTERM};
+
+// The thread of the live HeldSignals (one at a time).
+std::atomic<pid_t> holder_pid{0};
+std::atomic<pid_t> holder_tid{0};
+
+// Runs on a thread started before the hold, which does not block the signal (OpenBLAS starts
+// one when the library loads, before main): passes the signal on to the holding thread, where it
+// stays pending. In a child forked meanwhile (before its exec), does what the default would.
+void pass_to_holder(int sig) {
+  const int saved_errno = errno;
+  if (::getpid() == holder_pid.load()) {
+    ::tgkill(holder_pid.load(), holder_tid.load(), sig);
+  } else {
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+  }
+  errno = saved_errno;
+}
+
+}  // namespace
+
+HeldSignals::HeldSignals() {
+  const sigset_t set = watched_signals();
+  pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
+  holder_pid.store(::getpid());
+  holder_tid.store(::gettid());
+  struct sigaction pass {};
+  pass.sa_handler = pass_to_holder;
+  sigemptyset(&pass.sa_mask);
+  pass.sa_flags = SA_RESTART;
+  for (std::size_t i = 0; i < std::size(kStopSignals); ++i) {
+    sigaction(kStopSignals[i], nullptr, &old_actions_[i]);
+    // An ignored signal (a background job's SIGINT) stays ignored, for the children too.
+    if (old_actions_[i].sa_handler != SIG_IGN) sigaction(kStopSignals[i], &pass, nullptr);
+  }
+}
+
+HeldSignals::~HeldSignals() {
+  while (take_pending() != 0) {
+  }
+  for (std::size_t i = 0; i < std::size(kStopSignals); ++i)
+    sigaction(kStopSignals[i], &old_actions_[i], nullptr);
+  pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+int HeldSignals::take_pending() {
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int sig : kStopSignals) sigaddset(&stops, sig);
+  const timespec now{0, 0};
+  const int sig = ::sigtimedwait(&stops, nullptr, &now);
+  return sig > 0 ? sig : 0;
+}
+
 LocalProcesses::LocalProcesses(std::vector<ChildSpec> children, std::filesystem::path executable,
                                std::chrono::milliseconds grace)
     : grace_(grace) {
-  // SIGCHLD/SIGINT/SIGTERM are taken synchronously with sigtimedwait from now on; children get
-  // the old mask back before exec.
+  // SIGCHLD/SIGINT/SIGTERM are taken synchronously through signal_fd_ from now on. Children get
+  // the old mask back before exec, but never with the signals that stop them blocked (a caller
+  // holding them with HeldSignals holds them for itself only).
   const sigset_t set = watched_signals();
   pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
   masked_ = true;
+  child_mask_ = old_mask_;
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM}) sigdelset(&child_mask_, sig);
   signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd_ < 0) throw IoError(fmt::format("signalfd: {}", peer::errno_text(errno)));
+  // Interrupted before they start (a Ctrl-C held while the caller prepared them): start none.
+  sigset_t pending;
+  sigpending(&pending);
+  if (sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM)) {
+    while (!interrupted_) forward_signals();  // past a SIGCHLD read first, if any
+    return;
+  }
   for (auto& spec : children) start(std::move(spec), executable);
 }
 
@@ -198,7 +266,7 @@ void LocalProcesses::start(ChildSpec spec, const std::filesystem::path& executab
     if (getppid() != parent) _exit(126);  // the launcher died already
     dup2(ends[1], STDOUT_FILENO);
     dup2(ends[1], STDERR_FILENO);
-    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    pthread_sigmask(SIG_SETMASK, &child_mask_, nullptr);
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }

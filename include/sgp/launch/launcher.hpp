@@ -40,7 +40,8 @@ std::filesystem::path prepare_run(peer::TrainConfig config,
                                   std::optional<int> base_port = std::nullopt);
 
 // Runs the peers to the end. Returns the run's merged summary (also written to summary.json).
-// IoError when a peer fails (naming it; the others are stopped) or on Ctrl-C / SIGTERM. With
+// IoError when a peer fails (naming it; the others are stopped); Interrupted on Ctrl-C / SIGTERM,
+// whenever it comes, once every peer is stopped and the run's secrets are removed. With
 // --on-peer-failure continue (the default for asgp) the others go on, the failed ranks are
 // listed in the summary, and only a run where every local peer failed is an error.
 peer::RunSummary launch_peers(LaunchOptions options);

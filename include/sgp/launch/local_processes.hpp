@@ -44,10 +44,34 @@ std::filesystem::path self_executable();
 // The last `lines` lines of a text file ("" when it cannot be read).
 std::string last_lines(const std::filesystem::path& file, int lines);
 
+// SIGINT, SIGTERM and SIGCHLD blocked in the calling thread while it lives, and so in every thread
+// started meanwhile (a thread inherits its creator's mask); one that lands on a thread started
+// before (OpenBLAS's) is passed on to the calling thread. A Ctrl-C that comes before the children
+// run stays pending for LocalProcesses, which then starts none and reports it, or for
+// take_pending() after them, instead of killing the process before it has cleaned up.
+// One at a time, in the thread that then runs LocalProcesses.
+class HeldSignals {
+ public:
+  HeldSignals();
+  // Drops a signal still pending (the caller took it, or is failing with an error of its own:
+  // let through, it would kill the process) and restores the mask.
+  ~HeldSignals();
+  HeldSignals(const HeldSignals&) = delete;
+  HeldSignals& operator=(const HeldSignals&) = delete;
+
+  // SIGINT or SIGTERM received and not taken yet (now taken), or 0.
+  int take_pending();
+
+ private:
+  sigset_t old_mask_{};
+  struct sigaction old_actions_[2] = {};  // SIGINT's and SIGTERM's
+};
+
 class LocalProcesses {
  public:
-  // Starts every child at once. Throws IoError (and stops the ones started) if one cannot be
-  // started or its log file cannot be created.
+  // Starts every child at once, or none when a SIGINT/SIGTERM is pending already (interrupted()
+  // says which; held by HeldSignals). Each child gets SIGINT/SIGTERM unblocked. Throws IoError (and
+  // stops the ones started) if one cannot be started or its log file cannot be created.
   LocalProcesses(std::vector<ChildSpec> children,
                  std::filesystem::path executable = self_executable(),
                  std::chrono::milliseconds grace = std::chrono::seconds(5));
@@ -86,6 +110,7 @@ class LocalProcesses {
   int signal_fd_ = -1;
   bool masked_ = false;
   sigset_t old_mask_{};
+  sigset_t child_mask_{};  // old_mask_ without the signals that stop a child
 };
 
 }  // namespace sgp::launch
