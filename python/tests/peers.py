@@ -19,7 +19,7 @@ def require(*modules):
         try:
             loaded.append(importlib.import_module(name))
         except ImportError as error:
-            print(f"SKIP: {name} is not importable by {sys.executable} ({error}); "
+            print(f"SKIPPED: {name} is not importable by {sys.executable} ({error}); "
                   "scripts/setup installs python3-numpy and python3-torch", flush=True)
             sys.exit(SKIP)
     return loaded

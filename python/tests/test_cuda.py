@@ -14,7 +14,7 @@ from test_tensors import run_together  # noqa: E402
 NUMEL = 300_000
 
 if not torch.cuda.is_available():
-    print(f"SKIP: torch {torch.__version__} sees no CUDA device (a CUDA build of torch and a GPU "
+    print(f"SKIPPED: torch {torch.__version__} sees no CUDA device (a CUDA build of torch and a GPU "
           "are needed)", flush=True)
     sys.exit(peers.SKIP)
 

@@ -18,7 +18,7 @@ DATA = os.environ.get("SGP_DATA_DIR", "/usr/share/datasets/fashion-mnist")
 NUMEL = 28 * 28 * 10 + 10  # --model layers:flatten: the classifier only (the monitor evaluates it)
 
 if not os.path.isdir(DATA):
-    print(f"SKIP: no Fashion-MNIST in {DATA} for the monitor's evaluation (scripts/setup installs "
+    print(f"SKIPPED: no Fashion-MNIST in {DATA} for the monitor's evaluation (scripts/setup installs "
           "dataset-fashion-mnist)", flush=True)
     sys.exit(peers.SKIP)
 
