@@ -50,7 +50,7 @@ bool NeighbourWatch::end_round(std::int64_t round, double own_norm) {
     }
     if (others.empty()) continue;
     const double reference = lower_median(others);
-    if (*mine <= kSuspectFactor * reference || *mine <= kNoiseFloor * own_norm) continue;
+    if (*mine <= kSuspectFactor * reference || *mine <= kMinRelativeDistance * own_norm) continue;
     suspects_.push_back({rank, round, *mine, reference, own_norm});
     named = true;
     spdlog::warn(
