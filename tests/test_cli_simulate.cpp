@@ -161,7 +161,7 @@ TEST_CASE("sgp simulate: bad flags are input errors naming them") {
            Case{"simulate --topology moebius --peers 8", "neither a topology kind nor a file"},
            Case{"simulate --topology ring", "needs --peers N"},
            Case{"simulate --topology torus --peers 7", "torus"},
-           Case{"simulate --topology ring --peers 8 --drop 0.1", "--drop needs --mode async"},
+           Case{"simulate --topology ring --peers 8 --drop 0.1", "--drop needs an asynchronous algorithm"},
            Case{"simulate --topology ring --peers 8 --lr 0.1", "--lr is for --workload quadratic"},
            Case{"simulate --topology ring --peers 8 --mode lazy", "--mode"},
            Case{"simulate --topology ring --peers 8 --self-weight 1", "--self-weight"},

@@ -15,6 +15,7 @@
 
 #include "sgp/simulate/async_population.hpp"
 #include "sgp/simulate/link_faults.hpp"
+#include "sgp/simulate/optimizer.hpp"
 #include "sgp/simulate/peer_changes.hpp"
 #include "sgp/simulate/workload.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -30,9 +31,10 @@ struct SimulationOptions {
   bool running_sums = true;  // async only
   LinkFaults faults;         // async only
   Workload workload = Workload::consensus;
-  double lr = 0.1;      // quadratic: step size
-  double noise = 0.0;   // quadratic: gradient noise (standard deviation per coordinate)
-  double spread = 1.0;  // quadratic: heterogeneity of the peers' own optima
+  double lr = 0.1;             // quadratic: step size
+  double noise = 0.0;          // quadratic: gradient noise (standard deviation per coordinate)
+  double spread = 1.0;         // quadratic: heterogeneity of the peers' own optima
+  OptimizerOptions optimizer;  // quadratic: tracking, momentum, global averaging (optimizer.hpp)
   std::uint64_t seed = 0;
   int threads = 2;
   std::int64_t log_every = 1;       // a RoundRecord every this many rounds (and after the last)
@@ -74,7 +76,21 @@ struct SimulationResult {
   std::size_t state_bytes = 0;
 };
 
-// Bytes the mixing state takes (x, edges, buffers) for these options.
+// The mixing algorithm these options run, as `--algo` names it: sgp (sync), asgp (async), gt
+// (sync, gradient tracking) or agt (async, gradient tracking).
+const char* algorithm_name(const SimulationOptions& options);
+
+// InputError naming the flags for optimizer options that do not go together (docs/simulation.md):
+// gradient tracking, momentum and global averaging need --workload quadratic; quasi-global
+// momentum needs --momentum; momentum with tracking, global averaging with an asynchronous
+// algorithm or with tracking, and any of them with --fail / --join are not defined; slow momentum
+// needs global averaging; rules that divide by lr need lr > 0.
+void require_valid_optimizer(const SimulationOptions& options);
+
+// Values per peer in the mixed vector: x, and a tracker after it with gradient tracking.
+std::size_t row_width(const SimulationOptions& options);
+
+// Bytes the mixing state takes (x, edges, buffers, the optimizer's) for these options.
 std::size_t state_bytes(const topology::Schedule& schedule, const SimulationOptions& options);
 
 // InputError naming the figures when the state would not fit in this machine's memory.
