@@ -125,6 +125,8 @@ void add_results(nlohmann::json& summary, const SimulateCommand& c,
   summary["setup_time_s"] = result.setup_time_s;
   summary["seconds_per_round"] = result.wall_time_s / static_cast<double>(c.options.rounds);
   summary["state_bytes"] = result.state_bytes;
+  summary["diverged_at_round"] =
+      result.diverged_at ? nlohmann::json(*result.diverged_at) : nlohmann::json();
   summary["peak_rss_bytes"] = peak_rss_bytes();
   if (c.options.mode == MixingMode::async) {
     const auto& m = result.messages;
@@ -141,7 +143,7 @@ void print_result(const SimulateCommand& c, const SimulationResult& result,
       "after {} rounds: consensus error {:.3e}, {} {:.3e}, sum of w {:.6f}; {:.1f} s ({:.2f} ms "
       "per "
       "round), peak memory {:.0f} MiB\n",
-      c.options.rounds, result.final_record.consensus_error,
+      result.final_record.round, result.final_record.consensus_error,
       c.options.workload == Workload::consensus ? "mean error" : "optimality gap",
       c.options.workload == Workload::consensus ? result.final_record.target_error
                                                 : *result.final_record.optimality_gap,
@@ -152,7 +154,10 @@ void print_result(const SimulateCommand& c, const SimulationResult& result,
     fmt::print("{} of {} peers live at the end ({} membership changes)\n", result.final_record.live,
                summary["peers"].get<int>(), membership_changes);
   }
-  if (c.options.workload == Workload::quadratic) {
+  if (result.diverged_at) {
+    fmt::print("{} diverged: z is not finite at round {}; the run stopped there\n",
+               algorithm_name(c.options), *result.diverged_at);
+  } else if (c.options.workload == Workload::quadratic) {
     fmt::print("{}: optimum error mean_i ||z_i - theta*||^2 / ||theta*||^2 = {:.3e}\n",
                algorithm_name(c.options), result.final_record.target_error);
   }

@@ -138,7 +138,11 @@ class Recorder {
     }
     log_next_ = false;
     last_ = r;
+    if (!std::isfinite(r.target_error) && !diverged_) diverged_ = round;
   }
+
+  // The first measured round whose z were not finite (a diverging optimizer): the run stops.
+  std::optional<std::int64_t> diverged() const { return diverged_; }
 
   const RoundRecord& last() const { return last_; }
   ContractionFit contraction() const {
@@ -157,6 +161,7 @@ class Recorder {
   std::vector<bool> live_;
   bool log_next_ = false;
   RoundRecord last_;
+  std::optional<std::int64_t> diverged_;
 };
 
 // Sum_i x_i / sum_i w over the live peers: what they converge to when all their mass is in x
@@ -371,12 +376,14 @@ SimulationResult run_sync(const topology::Schedule& schedule, const SimulationOp
     if (recorder.wanted(r + 1)) {
       recorder.measure(pool, r + 1, population.data(), population.weights());
     }
+    if (recorder.diverged()) break;
     progress.after(r + 1);
   }
   result.wall_time_s = seconds_since(start);
   result.final_record = recorder.last();
   result.target = recorder.target();
   result.contraction = recorder.contraction();
+  result.diverged_at = recorder.diverged();
   return result;
 }
 
@@ -409,19 +416,23 @@ SimulationResult run_async(const topology::Schedule& schedule, const SimulationO
       if (steps) steps->after_mixing(r - 1, recorder.live());
       changes.apply_due(r, population, recorder, problem);
       if (recorder.wanted(r)) recorder.measure(pool, r, population.data(), population.weights());
+      if (recorder.diverged()) break;
     }
     if (steps) steps->step(r, recorder.live());
     population.push(r);
     progress.after(r + 1);
   }
-  population.deliver(o.rounds);
-  if (steps) steps->after_mixing(o.rounds - 1, recorder.live());
-  recorder.measure(pool, o.rounds, population.data(), population.weights());
+  if (!recorder.diverged()) {
+    population.deliver(o.rounds);
+    if (steps) steps->after_mixing(o.rounds - 1, recorder.live());
+    recorder.measure(pool, o.rounds, population.data(), population.weights());
+  }
   result.wall_time_s = seconds_since(start);
   result.final_record = recorder.last();
   result.target = recorder.target();
   result.contraction = recorder.contraction();
   result.messages = population.counts();
+  result.diverged_at = recorder.diverged();
   return result;
 }
 

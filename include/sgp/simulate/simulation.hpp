@@ -70,7 +70,9 @@ struct SimulationResult {
   RoundRecord final_record;
   std::vector<double> target;  // t at the end
   ContractionFit contraction;
-  MessageCounts messages;     // async only
+  MessageCounts messages;  // async only
+  // The round at which z stopped being finite (a diverging optimizer); the run stopped there.
+  std::optional<std::int64_t> diverged_at;
   double wall_time_s = 0.0;   // the rounds (and their measurements), not the set-up
   double setup_time_s = 0.0;  // initial vectors, edges
   std::size_t state_bytes = 0;
