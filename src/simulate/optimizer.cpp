@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "sgp/error.hpp"
 
 namespace sgp::simulate {
 

@@ -4,6 +4,9 @@
 //   sync  (SGP): SyncPopulation, float32, lossless, exactly PushSumEngine's rounds;
 //   async (asgp): AsyncPopulation, double, running sums on or off, seeded per-link loss,
 //                 duplication and delay (in rounds).
+// On the quadratic workload the peers step between mixings with the optimizer.hpp rules: plain,
+// gradient tracking (gt on sync, agt on async: the tracker mixed with x as one row), local or
+// quasi-global momentum, and (sync) periodic global averaging with optional slow momentum.
 // Each logged round yields a RoundRecord; the run ends with the measured per-period contraction
 // of the distance to consensus, to set against topology::analyze_topology's sigma and rho.
 #include <cstddef>
