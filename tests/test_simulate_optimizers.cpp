@@ -8,7 +8,8 @@
 // - asynchronous gt under loss, duplication and reordering reaches the optimum with running
 //   sums, not without;
 // - one peer: sgp is gradient descent, local and quasi-global momentum their exact recurrences;
-// - gt's tracker sum is the sum of the current local gradients after every round;
+// - gt's tracker sum is the sum of the current local gradients after every round (agt's too,
+//   with every message delivered);
 // - periodic global averaging: its rounds are the arithmetic mean; H = 1 is gradient descent on
 //   f (the exact-average run); slow momentum with beta_s = 0 is PGA, with H = 1 heavy ball on f.
 #include <doctest/doctest.h>
@@ -19,6 +20,7 @@
 #include <numeric>
 #include <vector>
 
+#include "sgp/simulate/async_population.hpp"
 #include "sgp/simulate/optimizer.hpp"
 #include "sgp/simulate/simulation.hpp"
 #include "sgp/simulate/sync_population.hpp"
@@ -349,6 +351,48 @@ TEST_CASE("gt: after every round the trackers sum to the current local gradients
       CHECK(sum_y == doctest::Approx(sum_g).epsilon(1e-5).scale(scale));
     }
     if (round > 0) CHECK(spread_of_w > 0.01);
+  }
+}
+
+TEST_CASE("agt: with every message delivered, the trackers sum to the local gradients") {
+  // The same three peers, asynchronous (running sums, double): what a round pushes is applied
+  // at the start of the next, and then sum_i y_i = sum_i g_i at the peers' z.
+  const topology::Schedule s(3, {{{{1, 1.0 / 3}, {2, 1.0 / 3}}, {{2, 0.5}}, {{0, 0.5}}}},
+                             {{1.0 / 3, 0.5, 0.5}});
+  SimulationOptions o = quadratic(30, 0.1, 5.0);
+  o.noise = 0.5;
+  o.optimizer.gradient_tracking = true;
+  const simulate::QuadraticProblem f(o.seed, 3, o.dim, o.spread);
+  simulate::PeerPool pool(1);
+  simulate::AsyncPopulation population(s, 2 * o.dim, true, {}, pool);
+  simulate::PeerOptimizer<double> agt(o.optimizer, f, 3, o.dim, o.lr, o.noise, true);
+  std::vector<double> z(2 * o.dim), scratch(o.dim);
+  const auto each = [&](const std::function<void(int)>& fn) {
+    for (int r = 0; r < 3; ++r) {
+      for (std::size_t k = 0; k < z.size(); ++k)
+        z[k] = population.x(r)[k] / population.weights()[r];
+      fn(r);
+    }
+  };
+  each([&](int r) { agt.start(r, population.x(r), z); });
+  for (std::int64_t round = 0; round < o.rounds; ++round) {
+    population.deliver(round);
+    if (round > 0) {
+      each([&](int r) { agt.after_mixing(r, round - 1, population.x(r), z); });
+      for (std::size_t k = 0; k < o.dim; ++k) {
+        double sum_y = 0.0, sum_g = 0.0, scale = 0.0;
+        each([&](int r) {
+          std::vector<double> g(z.begin(), z.begin() + static_cast<std::ptrdiff_t>(o.dim));
+          f.gradient(r, round, o.noise, g.data());
+          sum_y += population.x(r)[o.dim + k];
+          sum_g += g[k];
+          scale += std::abs(g[k]);
+        });
+        CHECK(sum_y == doctest::Approx(sum_g).epsilon(1e-12).scale(scale));
+      }
+    }
+    each([&](int r) { agt.step(r, round, population.x(r), population.weights()[r], z, scratch); });
+    population.push(round);
   }
 }
 
