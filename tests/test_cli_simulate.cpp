@@ -120,6 +120,32 @@ TEST_CASE("sgp simulate: a DOT file, and async least squares under loss logs the
   const auto s = summary_of(gap_run);
   CHECK(s["messages"]["lost"].get<int>() > 0);
   CHECK(s["messages"]["duplicated"].get<int>() > 0);
+  CHECK(s["algo"] == "asgp");  // --mode async is the older name of --algo asgp
+}
+
+TEST_CASE("sgp simulate --algo gt and the optimizer flags: in config and summary, printed") {
+  sgp::testing::TempDir dir;
+  const std::string common =
+      "simulate --topology bidirectional-ring --peers 16 --workload quadratic --spread 10 --lr "
+      "0.02 --dim 4 --rounds 600 --log-every 100 --run-dir ";
+  auto r = run_sgp(common + (dir / "gt").string() + " --algo gt");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.output, "gt: optimum error mean_i ||z_i - theta*||^2 / ||theta*||^2 = "));
+  const auto gt = summary_of(dir / "gt");
+  CHECK(gt["algo"] == "gt");
+  CHECK(gt["final_optimum_error"].get<double>() < 1e-6);
+  r = run_sgp(common + (dir / "qg").string() +
+              " --momentum 0.5 --momentum-kind quasi-global --global-average-every 8 "
+              "--slow-momentum 0.3");
+  REQUIRE(r.exit_code == 0);
+  const auto qg = summary_of(dir / "qg");
+  CHECK(qg["algo"] == "sgp");
+  CHECK(qg["momentum"] == 0.5);
+  CHECK(qg["momentum_kind"] == "quasi-global");
+  CHECK(qg["global_average_every"] == 8);
+  CHECK(qg["slow_momentum"] == 0.3);
+  CHECK(qg["diverged_at_round"].is_null());
 }
 
 TEST_CASE("sgp simulate --fail --join: live count and sum of w per record, who and when") {
@@ -161,7 +187,8 @@ TEST_CASE("sgp simulate: bad flags are input errors naming them") {
            Case{"simulate --topology moebius --peers 8", "neither a topology kind nor a file"},
            Case{"simulate --topology ring", "needs --peers N"},
            Case{"simulate --topology torus --peers 7", "torus"},
-           Case{"simulate --topology ring --peers 8 --drop 0.1", "--drop needs --mode async"},
+           Case{"simulate --topology ring --peers 8 --drop 0.1",
+                "--drop needs an asynchronous algorithm"},
            Case{"simulate --topology ring --peers 8 --lr 0.1", "--lr is for --workload quadratic"},
            Case{"simulate --topology ring --peers 8 --mode lazy", "--mode"},
            Case{"simulate --topology ring --peers 8 --self-weight 1", "--self-weight"},
@@ -174,6 +201,25 @@ TEST_CASE("sgp simulate: bad flags are input errors naming them") {
                 "--join 3@6: rank 3 is live"},
            Case{"simulate --topology ring --peers 8 --rounds 50 --join 3@60",
                 "--join 3@60: round 60"},
+           Case{"simulate --topology ring --peers 8 --algo gt", "--algo gt is for --workload"},
+           Case{"simulate --topology ring --peers 8 --algo fancy", "--algo"},
+           Case{"simulate --topology ring --peers 8 --algo gt --mode async",
+                "--mode async contradicts --algo gt"},
+           Case{"simulate --topology ring --peers 8 --workload quadratic --momentum-kind "
+                "quasi-global",
+                "--momentum-kind quasi-global needs --momentum"},
+           Case{"simulate --topology ring --peers 8 --workload quadratic --algo agt --momentum 0.9",
+                "--momentum with --algo agt"},
+           Case{"simulate --topology ring --peers 8 --workload quadratic --slow-momentum 0.5",
+                "--slow-momentum needs --global-average-every"},
+           Case{"simulate --topology ring --peers 8 --workload quadratic --algo asgp "
+                "--global-average-every 4",
+                "--global-average-every with --algo asgp"},
+           Case{"simulate --topology ring --peers 8 --workload quadratic --algo gt --fail 1@3",
+                "--algo gt with --fail / --join"},
+           Case{"simulate --topology ring --peers 8 --workload quadratic --lr 0 --momentum 0.5 "
+                "--momentum-kind quasi-global",
+                "needs --lr > 0"},
        }) {
     CAPTURE(c.args);
     const auto r = run_sgp(c.args + run);

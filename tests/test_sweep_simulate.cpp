@@ -50,6 +50,49 @@ rounds = 10
   CHECK(parse_sweep_spec(text, "sweeps/sim.toml", true).points[3].simulate["rounds"] == 10);
 }
 
+TEST_CASE("a simulate sweep runs over the optimizers: algo, momentum, global averaging") {
+  const std::string head = R"(
+name = "opt"
+command = "simulate"
+[grid]
+topology = ["bidirectional-ring"]
+peers = [16]
+)";
+  const auto spec = parse_sweep_spec(head + R"(algo = ["sgp", "gt", "agt"]
+[simulate]
+workload = "quadratic"
+lr = 0.05
+)",
+                                     "sweeps/opt.toml", false);
+  REQUIRE(spec.points.size() == 3);
+  CHECK(spec.points[1].name() == "bidirectional-ring_n16_algo-gt");
+  CHECK(spec.points[2].simulate["algo"] == "agt");
+  const auto pga = parse_sweep_spec(head + R"(global_average_every = [1, 8]
+[simulate]
+workload = "quadratic"
+momentum = 0.9
+momentum_kind = "quasi-global"
+slow_momentum = 0.5
+)",
+                                    "sweeps/opt.toml", false);
+  REQUIRE(pga.points.size() == 2);
+  CHECK(pga.points[1].name() == "bidirectional-ring_n16_global_average_every-8");
+  CHECK(pga.points[1].simulate["slow_momentum"] == 0.5);
+  // H = 0 with slow momentum is refused (it steps at the exact averages).
+  CHECK(contains(error_of(head + "global_average_every = [0]\n[simulate]\nworkload = "
+                                 "\"quadratic\"\nslow_momentum = 0.5\n"),
+                 "--slow-momentum needs --global-average-every H"));
+  CHECK(contains(error_of(head + "algo = [\"gt\"]\n[simulate]\nmode = \"async\"\n"),
+                 "mode = \"async\" contradicts algo = \"gt\""));
+  CHECK(contains(error_of(head + "algo = [\"gt\"]\n"), "--algo gt is for --workload quadratic"));
+  CHECK(contains(error_of(head + "momentum_kind = [\"quasi-global\"]\n[simulate]\nworkload = "
+                                 "\"quadratic\"\n"),
+                 "--momentum-kind quasi-global needs --momentum"));
+  CHECK(contains(error_of(head + "algo = [\"asgp\"]\n[simulate]\nworkload = "
+                                 "\"quadratic\"\nglobal_average_every = 4\n"),
+                 "--global-average-every with --algo asgp"));
+}
+
 TEST_CASE("a simulate sweep takes {kind, degree} topologies: Base-2 and Base-3 side by side") {
   const auto spec = parse_sweep_spec(R"(
 name = "sim"
@@ -81,7 +124,7 @@ TEST_CASE("a simulate sweep refuses what sgp simulate would, naming file, positi
                  "sim.toml:4:8: grid.dim: expected an integer in [1, 268435456], got 0"));
   CHECK(contains(error_of(head + "mode = [\"lazy\"]\n"),
                  "grid.mode: 'lazy' is not one of sync, async"));
-  CHECK(contains(error_of(head + "drop = [0.1]\n"), "drop needs mode = \"async\""));
+  CHECK(contains(error_of(head + "drop = [0.1]\n"), "drop needs algo = \"asgp\" or \"agt\""));
   CHECK(contains(error_of(head + "peers = [8]\n[simulate]\nlr = 0.1\n"),
                  "lr needs workload = \"quadratic\""));
   CHECK(contains(error_of(head + "peers = [8]\n[simulate]\nfail = \"3\"\n"),

@@ -39,7 +39,8 @@ const std::vector<SimulateKey>& simulate_keys() {
       {"self_weight", Type::real, 0.0, 0.999999},  // 0: uniform (no --self-weight)
       {"dim", Type::integer, 1, 1 << 28},
       {"rounds", Type::integer, 1, 1e9},
-      {"mode", Type::text, 0, 0, {"sync", "async"}},
+      {"algo", Type::text, 0, 0, {"sgp", "asgp", "gt", "agt"}},
+      {"mode", Type::text, 0, 0, {"sync", "async"}},  // the older name: sgp or asgp
       {"running_sums", Type::boolean},
       {"drop", Type::real, 0.0, 0.99},
       {"dup", Type::real, 0.0, 1.0},
@@ -48,6 +49,10 @@ const std::vector<SimulateKey>& simulate_keys() {
       {"lr", Type::real, 0.0, 1.0},
       {"noise", Type::real, 0.0, 1e6},
       {"spread", Type::real, 0.0, 1e6},
+      {"momentum", Type::real, 0.0, 0.999999},
+      {"momentum_kind", Type::text, 0, 0, {"local", "quasi-global"}},
+      {"global_average_every", Type::integer, 0, 1e9},
+      {"slow_momentum", Type::real, 0.0, 0.999999},
       {"seed", Type::integer, 0, 9007199254740992.0},
       {"degree", Type::integer, 1, 1 << 20},
       {"topology_seed", Type::integer, 0, 9007199254740992.0},
@@ -213,8 +218,18 @@ simulate::SimulateCommand command_of(const json& s) {
   c.topology_seed = s.value("topology_seed", std::uint64_t{0});
   o.dim = s.value("dim", o.dim);
   o.rounds = s.value("rounds", o.rounds);
+  const std::string algo = s.value("algo", s.value("mode", "sync") == "async" ? "asgp" : "sgp");
   o.mode =
-      s.value("mode", "sync") == "async" ? simulate::MixingMode::async : simulate::MixingMode::sync;
+      algo == "asgp" || algo == "agt" ? simulate::MixingMode::async : simulate::MixingMode::sync;
+  auto& p = o.optimizer;
+  p.gradient_tracking = algo == "gt" || algo == "agt";
+  p.momentum = s.value("momentum", 0.0);
+  p.momentum_kind = s.value("momentum_kind", "local") == "quasi-global"
+                        ? simulate::MomentumKind::quasi_global
+                        : simulate::MomentumKind::local;
+  p.global_average_every = s.value("global_average_every", std::int64_t{0});
+  if (s.contains("slow_momentum")) p.slow_momentum = s["slow_momentum"].get<double>();
+  o.lr = s.value("lr", o.lr);
   o.workload = s.value("workload", "consensus") == "quadratic" ? simulate::Workload::quadratic
                                                                : simulate::Workload::consensus;
   for (const auto& [key, kind] : {std::pair("fail", simulate::PeerChange::Kind::fail),
@@ -229,10 +244,17 @@ simulate::SimulateCommand command_of(const json& s) {
 
 // What sgp simulate refuses as a combination, refused here before anything runs.
 void check_combinations(const json& s) {
-  const bool async = s.value("mode", "sync") == "async";
+  const std::string algo = s.value("algo", "");
+  const bool async_algo = algo == "asgp" || algo == "agt";
+  if (s.contains("algo") && s.contains("mode") && (s["mode"] == "async") != async_algo) {
+    throw InputError(fmt::format("mode = {} contradicts algo = {} (give algo alone)",
+                                 s["mode"].dump(), s["algo"].dump()));
+  }
+  const bool async = s.contains("algo") ? async_algo : s.value("mode", "sync") == "async";
   const bool quadratic = s.value("workload", "consensus") == "quadratic";
   for (const char* key : {"drop", "dup", "delay", "running_sums"}) {
-    if (s.contains(key) && !async) throw InputError(fmt::format("{} needs mode = \"async\"", key));
+    if (s.contains(key) && !async)
+      throw InputError(fmt::format("{} needs algo = \"asgp\" or \"agt\" (mode = \"async\")", key));
   }
   for (const char* key : {"lr", "noise", "spread"}) {
     if (s.contains(key) && !quadratic)
@@ -245,6 +267,7 @@ topology::Schedule checked_schedule(const json& s) {
   check_combinations(s);
   const auto command = command_of(s);
   auto schedule = simulate::simulation_schedule(command);
+  simulate::require_valid_optimizer(command.options);
   simulate::require_fits_in_memory(schedule, command.options);
   simulate::plan_membership(schedule, command.options.changes, command.options.rounds);
   return schedule;
@@ -278,7 +301,7 @@ std::vector<std::string> simulate_arguments(const SweepPoint& p, const std::file
 }
 
 // The columns of summary.json a simulate sweep's summary.csv shows.
-const std::array<std::string_view, 12> kSummaryColumns = {"final_live",
+const std::array<std::string_view, 13> kSummaryColumns = {"final_live",
                                                           "final_sum_of_weights",
                                                           "final_consensus_error",
                                                           "final_mean_error",
@@ -289,7 +312,8 @@ const std::array<std::string_view, 12> kSummaryColumns = {"final_live",
                                                           "wall_time_s",
                                                           "seconds_per_round",
                                                           "peak_rss_bytes",
-                                                          "state_bytes"};
+                                                          "state_bytes",
+                                                          "diverged_at_round"};
 
 std::string cell(const json& summary, std::string_view key) {
   const auto it = summary.find(key);

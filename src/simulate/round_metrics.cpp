@@ -10,12 +10,12 @@ constexpr std::size_t kBlock = 256;
 // live_ranks: the peers that count; inverse_w and w indexed by rank.
 template <typename T>
 void add_block(const T* x, const std::vector<double>& inverse_w, const std::vector<double>& w,
-               const std::vector<std::size_t>& live_ranks, std::size_t dim,
+               const std::vector<std::size_t>& live_ranks, std::size_t stride,
                const std::vector<double>& target, std::size_t k0, std::size_t len,
                std::vector<double>& zbar, RoundSums& s) {
   std::fill(zbar.begin(), zbar.begin() + static_cast<std::ptrdiff_t>(len), 0.0);
   for (const std::size_t i : live_ranks) {
-    const T* xi = x + i * dim + k0;
+    const T* xi = x + i * stride + k0;
     for (std::size_t k = 0; k < len; ++k) zbar[k] += static_cast<double>(xi[k]) * inverse_w[i];
   }
   for (std::size_t k = 0; k < len; ++k) {
@@ -26,7 +26,7 @@ void add_block(const T* x, const std::vector<double>& inverse_w, const std::vect
     s.zbar_target += d * d;
   }
   for (const std::size_t i : live_ranks) {
-    const T* xi = x + i * dim + k0;
+    const T* xi = x + i * stride + k0;
     for (std::size_t k = 0; k < len; ++k) {
       const double xv = static_cast<double>(xi[k]);
       const double z = xv * inverse_w[i];
@@ -41,7 +41,7 @@ void add_block(const T* x, const std::vector<double>& inverse_w, const std::vect
 }  // namespace
 
 template <typename T>
-RoundSums round_sums(PeerPool& pool, const T* x, const std::vector<double>& w,
+RoundSums round_sums(PeerPool& pool, const T* x, std::size_t stride, const std::vector<double>& w,
                      const std::vector<bool>& live, std::size_t dim,
                      const std::vector<double>& target) {
   std::vector<double> inverse_w(w.size(), 0.0);
@@ -62,7 +62,7 @@ RoundSums round_sums(PeerPool& pool, const T* x, const std::vector<double>& w,
     std::vector<double> zbar(kBlock);
     for (std::size_t b = begin; b < end; ++b) {
       const std::size_t k0 = b * kBlock;
-      add_block(x, inverse_w, w, live_ranks, dim, target, k0, std::min(kBlock, dim - k0), zbar,
+      add_block(x, inverse_w, w, live_ranks, stride, target, k0, std::min(kBlock, dim - k0), zbar,
                 parts[b]);
     }
   });
@@ -77,11 +77,11 @@ RoundSums round_sums(PeerPool& pool, const T* x, const std::vector<double>& w,
   return total;
 }
 
-template RoundSums round_sums<float>(PeerPool&, const float*, const std::vector<double>&,
-                                     const std::vector<bool>&, std::size_t,
-                                     const std::vector<double>&);
-template RoundSums round_sums<double>(PeerPool&, const double*, const std::vector<double>&,
-                                      const std::vector<bool>&, std::size_t,
-                                      const std::vector<double>&);
+template RoundSums round_sums<float>(PeerPool&, const float*, std::size_t,
+                                     const std::vector<double>&, const std::vector<bool>&,
+                                     std::size_t, const std::vector<double>&);
+template RoundSums round_sums<double>(PeerPool&, const double*, std::size_t,
+                                      const std::vector<double>&, const std::vector<bool>&,
+                                      std::size_t, const std::vector<double>&);
 
 }  // namespace sgp::simulate

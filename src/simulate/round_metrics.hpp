@@ -20,9 +20,10 @@ struct RoundSums {
   double zbar_target = 0.0;  // ||zbar - t||^2
 };
 
-// x: peers x dim values, rank-major; only the live peers count (live[i]).
+// x: rank-major rows of `stride` values (x first: dim values; a tracker may follow); only the
+// live peers count (live[i]).
 template <typename T>
-RoundSums round_sums(PeerPool& pool, const T* x, const std::vector<double>& w,
+RoundSums round_sums(PeerPool& pool, const T* x, std::size_t stride, const std::vector<double>& w,
                      const std::vector<bool>& live, std::size_t dim,
                      const std::vector<double>& target);
 

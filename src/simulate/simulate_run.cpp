@@ -84,6 +84,7 @@ nlohmann::json config_json(const SimulateCommand& c, const topology::Schedule& s
           {"topology_seed", c.topology_seed},
           {"dim", o.dim},
           {"rounds", o.rounds},
+          {"algo", algorithm_name(o)},
           {"mode", mode_name(o.mode)},
           {"running_sums", o.running_sums},
           {"drop", o.faults.drop},
@@ -93,11 +94,84 @@ nlohmann::json config_json(const SimulateCommand& c, const topology::Schedule& s
           {"lr", o.lr},
           {"noise", o.noise},
           {"spread", o.spread},
+          {"momentum", o.optimizer.momentum},
+          {"momentum_kind",
+           o.optimizer.momentum_kind == MomentumKind::quasi_global ? "quasi-global" : "local"},
+          {"global_average_every", o.optimizer.global_average_every},
+          {"slow_momentum", o.optimizer.slow_momentum ? nlohmann::json(*o.optimizer.slow_momentum)
+                                                      : nlohmann::json()},
           {"seed", o.seed},
           {"threads", o.threads},
           {"log_every", o.log_every},
           {"fail", change_items(o, PeerChange::Kind::fail)},
           {"join", change_items(o, PeerChange::Kind::join)}};
+}
+
+// The run's figures in summary.json: the last record as final_*, the contraction fit, time,
+// memory and, async, the message counts.
+void add_results(nlohmann::json& summary, const SimulateCommand& c,
+                 const SimulationResult& result) {
+  const auto final_json = record_json(result.final_record, c.options.workload);
+  for (auto it = final_json.begin(); it != final_json.end(); ++it) {
+    if (it.key() != "round") summary["final_" + it.key()] = it.value();
+  }
+  const auto& fit = result.contraction;
+  summary["measured_contraction_per_period"] =
+      fit.per_period ? nlohmann::json(*fit.per_period) : nlohmann::json();
+  summary["contraction_from_round"] = fit.from_round;
+  summary["contraction_to_round"] = fit.to_round;
+  summary["contraction_floor_reached"] = fit.floor_reached;
+  summary["wall_time_s"] = result.wall_time_s;
+  summary["setup_time_s"] = result.setup_time_s;
+  summary["seconds_per_round"] = result.wall_time_s / static_cast<double>(c.options.rounds);
+  summary["state_bytes"] = result.state_bytes;
+  summary["diverged_at_round"] =
+      result.diverged_at ? nlohmann::json(*result.diverged_at) : nlohmann::json();
+  summary["peak_rss_bytes"] = peak_rss_bytes();
+  if (c.options.mode == MixingMode::async) {
+    const auto& m = result.messages;
+    summary["messages"] = {{"sent", m.sent},       {"lost", m.lost},   {"duplicated", m.duplicated},
+                           {"skipped", m.skipped}, {"stale", m.stale}, {"applied", m.applied}};
+  }
+}
+
+// The final figures on stdout.
+void print_result(const SimulateCommand& c, const SimulationResult& result,
+                  const nlohmann::json& summary, std::size_t membership_changes) {
+  const auto& fit = result.contraction;
+  fmt::print(
+      "after {} rounds: consensus error {:.3e}, {} {:.3e}, sum of w {:.6f}; {:.1f} s ({:.2f} ms "
+      "per "
+      "round), peak memory {:.0f} MiB\n",
+      result.final_record.round, result.final_record.consensus_error,
+      c.options.workload == Workload::consensus ? "mean error" : "optimality gap",
+      c.options.workload == Workload::consensus ? result.final_record.target_error
+                                                : *result.final_record.optimality_gap,
+      result.final_record.sum_of_weights, result.wall_time_s,
+      1e3 * result.wall_time_s / static_cast<double>(c.options.rounds),
+      static_cast<double>(peak_rss_bytes()) / (1 << 20));
+  if (membership_changes > 0) {
+    fmt::print("{} of {} peers live at the end ({} membership changes)\n", result.final_record.live,
+               summary["peers"].get<int>(), membership_changes);
+  }
+  if (result.diverged_at) {
+    fmt::print("{} diverged: z is not finite at round {}; the run stopped there\n",
+               algorithm_name(c.options), *result.diverged_at);
+  } else if (c.options.workload == Workload::quadratic) {
+    fmt::print("{}: optimum error mean_i ||z_i - theta*||^2 / ||theta*||^2 = {:.3e}\n",
+               algorithm_name(c.options), result.final_record.target_error);
+  }
+  if (fit.per_period) {
+    fmt::print("contraction per period: measured {:.6g} (rounds {}..{}{})", *fit.per_period,
+               fit.from_round, fit.to_round,
+               fit.floor_reached ? ", down to the rounding floor" : "");
+    if (summary.contains("predicted_consensus_rate")) {
+      fmt::print(", predicted sigma {:.6g}, rho {:.6g}",
+                 summary["predicted_consensus_rate"].get<double>(),
+                 summary["predicted_asymptotic_rate"].get<double>());
+    }
+    fmt::print("\n");
+  }
 }
 
 }  // namespace
@@ -161,62 +235,18 @@ void run_simulate(const SimulateCommand& c) {
 
   std::ofstream records(dir / "simulate.jsonl");
   if (!records) throw IoError(fmt::format("cannot write {}", (dir / "simulate.jsonl").string()));
-  spdlog::info("simulating {} peers ({} mode, {}), dim {}, {} rounds on {} threads",
-               schedule.num_peers(), mode_name(c.options.mode), workload_name(c.options.workload),
+  spdlog::info("simulating {} peers ({}, {}), dim {}, {} rounds on {} threads",
+               schedule.num_peers(), algorithm_name(c.options), workload_name(c.options.workload),
                c.options.dim, c.options.rounds, c.options.threads);
   const auto result = simulate(schedule, c.options, [&](const RoundRecord& r) {
     records << record_json(r, c.options.workload).dump() << '\n' << std::flush;
   });
   if (!records) throw IoError(fmt::format("writing {} failed", (dir / "simulate.jsonl").string()));
 
-  const auto final_json = record_json(result.final_record, c.options.workload);
-  for (auto it = final_json.begin(); it != final_json.end(); ++it) {
-    if (it.key() != "round") summary["final_" + it.key()] = it.value();
-  }
-  const auto& fit = result.contraction;
-  summary["measured_contraction_per_period"] =
-      fit.per_period ? nlohmann::json(*fit.per_period) : nlohmann::json();
-  summary["contraction_from_round"] = fit.from_round;
-  summary["contraction_to_round"] = fit.to_round;
-  summary["contraction_floor_reached"] = fit.floor_reached;
-  summary["wall_time_s"] = result.wall_time_s;
-  summary["setup_time_s"] = result.setup_time_s;
-  summary["seconds_per_round"] = result.wall_time_s / static_cast<double>(c.options.rounds);
-  summary["state_bytes"] = result.state_bytes;
-  summary["peak_rss_bytes"] = peak_rss_bytes();
-  if (c.options.mode == MixingMode::async) {
-    const auto& m = result.messages;
-    summary["messages"] = {{"sent", m.sent},       {"lost", m.lost},   {"duplicated", m.duplicated},
-                           {"skipped", m.skipped}, {"stale", m.stale}, {"applied", m.applied}};
-  }
+  add_results(summary, c, result);
   run.write_json("summary.json", summary);
   fmt::print("{}\n", dir.string());
-  fmt::print(
-      "after {} rounds: consensus error {:.3e}, {} {:.3e}, sum of w {:.6f}; {:.1f} s ({:.2f} ms "
-      "per "
-      "round), peak memory {:.0f} MiB\n",
-      c.options.rounds, result.final_record.consensus_error,
-      c.options.workload == Workload::consensus ? "mean error" : "optimality gap",
-      c.options.workload == Workload::consensus ? result.final_record.target_error
-                                                : *result.final_record.optimality_gap,
-      result.final_record.sum_of_weights, result.wall_time_s,
-      1e3 * result.wall_time_s / static_cast<double>(c.options.rounds),
-      static_cast<double>(peak_rss_bytes()) / (1 << 20));
-  if (!membership.empty()) {
-    fmt::print("{} of {} peers live at the end ({} membership changes)\n", result.final_record.live,
-               schedule.num_peers(), summary["membership_changes"].size());
-  }
-  if (fit.per_period) {
-    fmt::print("contraction per period: measured {:.6g} (rounds {}..{}{})", *fit.per_period,
-               fit.from_round, fit.to_round,
-               fit.floor_reached ? ", down to the rounding floor" : "");
-    if (summary.contains("predicted_consensus_rate")) {
-      fmt::print(", predicted sigma {:.6g}, rho {:.6g}",
-                 summary["predicted_consensus_rate"].get<double>(),
-                 summary["predicted_asymptotic_rate"].get<double>());
-    }
-    fmt::print("\n");
-  }
+  print_result(c, result, summary, summary["membership_changes"].size());
 }
 
 }  // namespace sgp::simulate

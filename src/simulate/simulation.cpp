@@ -8,6 +8,8 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -112,7 +114,7 @@ class Recorder {
 
   template <typename T>
   void measure(PeerPool& pool, std::int64_t round, const T* x, const std::vector<double>& w) {
-    const RoundSums s = round_sums(pool, x, w, live_, options_.dim, target_);
+    const RoundSums s = round_sums(pool, x, row_width(options_), w, live_, options_.dim, target_);
     const auto n = static_cast<double>(s.live);
     RoundRecord r;
     r.round = round;
@@ -136,7 +138,11 @@ class Recorder {
     }
     log_next_ = false;
     last_ = r;
+    if (!std::isfinite(r.target_error) && !diverged_) diverged_ = round;
   }
+
+  // The first measured round whose z were not finite (a diverging optimizer): the run stops.
+  std::optional<std::int64_t> diverged() const { return diverged_; }
 
   const RoundRecord& last() const { return last_; }
   ContractionFit contraction() const {
@@ -155,6 +161,7 @@ class Recorder {
   std::vector<bool> live_;
   bool log_next_ = false;
   RoundRecord last_;
+  std::optional<std::int64_t> diverged_;
 };
 
 // Sum_i x_i / sum_i w over the live peers: what they converge to when all their mass is in x
@@ -255,57 +262,128 @@ std::vector<double> initialise(PeerPool& pool, int peers, const SimulationOption
   return mean;
 }
 
+// The optimizer's calls (optimizer.hpp) over every live peer, in parallel, each given the
+// peer's z (sync: as PushSumEngine::debias computes it; async: x / w in double).
+template <typename T, typename Population>
+class Steps {
+ public:
+  Steps(PeerPool& pool, Population& population, const SimulationOptions& o,
+        const QuadraticProblem& problem, bool async)
+      : pool_(pool),
+        population_(population),
+        optimizer_(o.optimizer, problem, population.peers(), o.dim, o.lr, o.noise, async),
+        z_(static_cast<std::size_t>(pool.threads()), std::vector<T>(population.dim())),
+        scratch_(z_.size(), std::vector<T>(o.dim)) {
+    const auto& p = o.optimizer;
+    after_mixing_ =
+        p.gradient_tracking || (p.momentum > 0.0 && p.momentum_kind == MomentumKind::quasi_global);
+  }
+
+  PeerOptimizer<T>& optimizer() { return optimizer_; }
+  void start(const std::vector<bool>& live) {
+    each_live(live, [&](int rank, int, std::span<T> row, const std::vector<T>& z) {
+      optimizer_.start(rank, row, z);
+    });
+  }
+  void step(std::int64_t round, const std::vector<bool>& live) {
+    each_live(live, [&](int rank, int worker, std::span<T> row, const std::vector<T>& z) {
+      optimizer_.step(rank, round, row, population_.weights()[static_cast<std::size_t>(rank)], z,
+                      scratch_[static_cast<std::size_t>(worker)]);
+    });
+  }
+  void after_mixing(std::int64_t round, const std::vector<bool>& live) {
+    if (!after_mixing_) return;
+    each_live(live, [&](int rank, int, std::span<T> row, const std::vector<T>& z) {
+      optimizer_.after_mixing(rank, round, row, z);
+    });
+  }
+
+ private:
+  template <typename Fn>
+  void each_live(const std::vector<bool>& live, const Fn& fn) {
+    pool_.for_ranges(live.size(), [&](int worker, std::size_t begin, std::size_t end) {
+      auto& z = z_[static_cast<std::size_t>(worker)];
+      for (std::size_t i = begin; i < end; ++i) {
+        if (!live[i]) continue;
+        const int rank = static_cast<int>(i);
+        if constexpr (std::is_same_v<T, float>) {
+          population_.debias(rank, z.data());
+        } else {
+          const auto x = population_.x(rank);
+          for (std::size_t k = 0; k < z.size(); ++k) z[k] = x[k] / population_.weights()[i];
+        }
+        fn(rank, worker, population_.x(rank), z);
+      }
+    });
+  }
+
+  PeerPool& pool_;
+  Population& population_;
+  PeerOptimizer<T> optimizer_;
+  bool after_mixing_ = false;
+  std::vector<std::vector<T>> z_;
+  std::vector<std::vector<T>> scratch_;
+};
+
+// What both modes set up before their rounds.
+struct Setup {
+  std::unique_ptr<QuadraticProblem> problem;
+  std::vector<double> target;
+};
+
+template <typename T, typename Population>
+Setup set_up(PeerPool& pool, Population& population, const SimulationOptions& o) {
+  Setup s;
+  if (o.workload == Workload::quadratic) {
+    s.problem = std::make_unique<QuadraticProblem>(o.seed, population.peers(), o.dim, o.spread);
+  }
+  s.target = initialise<T>(
+      pool, population.peers(), o, [&](int r) { return population.x(r); }, s.problem.get());
+  return s;
+}
+
 SimulationResult run_sync(const topology::Schedule& schedule, const SimulationOptions& o,
                           const std::function<void(const RoundRecord&)>& on_record) {
   const auto setup_start = Clock::now();
   PeerPool pool(o.threads);
-  SyncPopulation population(schedule, o.dim, pool);
-  std::unique_ptr<QuadraticProblem> problem;
-  if (o.workload == Workload::quadratic) {
-    problem = std::make_unique<QuadraticProblem>(o.seed, population.peers(), o.dim, o.spread);
-  }
-  auto target = initialise<float>(
-      pool, population.peers(), o, [&](int r) { return population.x(r); }, problem.get());
-  Recorder recorder(schedule, o, std::move(target), problem ? problem->mean_curvature() : 0.0,
+  SyncPopulation population(schedule, row_width(o), pool);
+  Setup setup = set_up<float>(pool, population, o);
+  QuadraticProblem* problem = setup.problem.get();
+  Recorder recorder(schedule, o, std::move(setup.target), problem ? problem->mean_curvature() : 0.0,
                     on_record);
   MembershipChanges changes(schedule, o);
+  std::optional<Steps<float, SyncPopulation>> steps;
+  if (problem) steps.emplace(pool, population, o, *problem, false);
   SimulationResult result;
   result.setup_time_s = seconds_since(setup_start);
-  result.state_bytes = population.bytes();
+  result.state_bytes = state_bytes(schedule, o);
   const auto start = Clock::now();
   Progress progress(o.rounds);
-  changes.apply_due(0, population, recorder, problem.get());
+  changes.apply_due(0, population, recorder, problem);
+  if (steps) steps->start(recorder.live());
   recorder.measure(pool, 0, population.data(), population.weights());
-  std::vector<std::vector<float>> scratch(static_cast<std::size_t>(o.threads),
-                                          std::vector<float>(problem ? o.dim : 0));
   for (std::int64_t r = 0; r < o.rounds; ++r) {
-    if (problem) {
-      // The SGP step: gradient at z = x / w, applied to x.
-      pool.for_ranges(static_cast<std::size_t>(population.peers()),
-                      [&](int worker, std::size_t begin, std::size_t end) {
-                        float* g = scratch[static_cast<std::size_t>(worker)].data();
-                        const auto lr = static_cast<float>(o.lr);
-                        for (std::size_t i = begin; i < end; ++i) {
-                          if (!recorder.live()[i]) continue;
-                          const int rank = static_cast<int>(i);
-                          population.debias(rank, g);
-                          problem->gradient(rank, r, o.noise, g);
-                          auto x = population.x(rank);
-                          for (std::size_t k = 0; k < o.dim; ++k) x[k] -= lr * g[k];
-                        }
-                      });
+    // SGP's round: the step (gradient at z = x / w, applied to x), then the mixing.
+    if (steps) steps->step(r, recorder.live());
+    if (o.optimizer.exact_round(r)) {
+      const auto& live = recorder.live();
+      population.restart_at(live, steps->optimizer().outer_step(population.mean_z(live)));
+    } else {
+      population.mix(r);
     }
-    population.mix(r);
-    changes.apply_due(r + 1, population, recorder, problem.get());
+    if (steps) steps->after_mixing(r, recorder.live());
+    changes.apply_due(r + 1, population, recorder, problem);
     if (recorder.wanted(r + 1)) {
       recorder.measure(pool, r + 1, population.data(), population.weights());
     }
+    if (recorder.diverged()) break;
     progress.after(r + 1);
   }
   result.wall_time_s = seconds_since(start);
   result.final_record = recorder.last();
   result.target = recorder.target();
   result.contraction = recorder.contraction();
+  result.diverged_at = recorder.diverged();
   return result;
 }
 
@@ -313,68 +391,125 @@ SimulationResult run_async(const topology::Schedule& schedule, const SimulationO
                            const std::function<void(const RoundRecord&)>& on_record) {
   const auto setup_start = Clock::now();
   PeerPool pool(o.threads);
-  AsyncPopulation population(schedule, o.dim, o.running_sums, o.faults, pool);
-  std::unique_ptr<QuadraticProblem> problem;
-  if (o.workload == Workload::quadratic) {
-    problem = std::make_unique<QuadraticProblem>(o.seed, population.peers(), o.dim, o.spread);
-  }
-  auto target = initialise<double>(
-      pool, population.peers(), o, [&](int r) { return population.x(r); }, problem.get());
-  Recorder recorder(schedule, o, std::move(target), problem ? problem->mean_curvature() : 0.0,
+  AsyncPopulation population(schedule, row_width(o), o.running_sums, o.faults, pool);
+  Setup setup = set_up<double>(pool, population, o);
+  QuadraticProblem* problem = setup.problem.get();
+  Recorder recorder(schedule, o, std::move(setup.target), problem ? problem->mean_curvature() : 0.0,
                     on_record);
   MembershipChanges changes(schedule, o);
+  std::optional<Steps<double, AsyncPopulation>> steps;
+  if (problem) steps.emplace(pool, population, o, *problem, true);
   SimulationResult result;
   result.setup_time_s = seconds_since(setup_start);
-  result.state_bytes = AsyncPopulation::bytes_needed(schedule, o.dim);
+  result.state_bytes = state_bytes(schedule, o);
   const auto start = Clock::now();
   Progress progress(o.rounds);
-  changes.apply_due(0, population, recorder, problem.get());  // nothing is in flight yet
+  changes.apply_due(0, population, recorder, problem);  // nothing is in flight yet
+  if (steps) steps->start(recorder.live());
   recorder.measure(pool, 0, population.data(), population.weights());
-  std::vector<std::vector<double>> scratch(static_cast<std::size_t>(o.threads),
-                                           std::vector<double>(problem ? o.dim : 0));
-  // Round r applies what has arrived (and a record of round r is taken then: the mass still
-  // in flight is not in any peer's w), steps, and pushes.
+  // Round r applies what has arrived (the end of round r - 1's mixing: a record of round r is
+  // taken then, the mass still in flight is not in any peer's w), steps (asgp's step: taken at
+  // z = x / w and added to x scaled by w), and pushes.
   for (std::int64_t r = 0; r < o.rounds; ++r) {
     population.deliver(r);
-    if (r > 0) changes.apply_due(r, population, recorder, problem.get());
-    if (r > 0 && recorder.wanted(r))
-      recorder.measure(pool, r, population.data(), population.weights());
-    if (problem) {
-      // asgp's step: taken at z = x / w and added to x scaled by w.
-      pool.for_ranges(static_cast<std::size_t>(population.peers()),
-                      [&](int worker, std::size_t begin, std::size_t end) {
-                        double* g = scratch[static_cast<std::size_t>(worker)].data();
-                        for (std::size_t i = begin; i < end; ++i) {
-                          if (!recorder.live()[i]) continue;
-                          const int rank = static_cast<int>(i);
-                          const double w = population.weights()[i];
-                          auto x = population.x(rank);
-                          for (std::size_t k = 0; k < o.dim; ++k) g[k] = x[k] / w;
-                          problem->gradient(rank, r, o.noise, g);
-                          for (std::size_t k = 0; k < o.dim; ++k) x[k] -= w * o.lr * g[k];
-                        }
-                      });
+    if (r > 0) {
+      if (steps) steps->after_mixing(r - 1, recorder.live());
+      changes.apply_due(r, population, recorder, problem);
+      if (recorder.wanted(r)) recorder.measure(pool, r, population.data(), population.weights());
+      if (recorder.diverged()) break;
     }
+    if (steps) steps->step(r, recorder.live());
     population.push(r);
     progress.after(r + 1);
   }
-  population.deliver(o.rounds);
-  recorder.measure(pool, o.rounds, population.data(), population.weights());
+  if (!recorder.diverged()) {
+    population.deliver(o.rounds);
+    if (steps) steps->after_mixing(o.rounds - 1, recorder.live());
+    recorder.measure(pool, o.rounds, population.data(), population.weights());
+  }
   result.wall_time_s = seconds_since(start);
   result.final_record = recorder.last();
   result.target = recorder.target();
   result.contraction = recorder.contraction();
   result.messages = population.counts();
+  result.diverged_at = recorder.diverged();
   return result;
 }
 
 }  // namespace
 
-std::size_t state_bytes(const topology::Schedule& schedule, const SimulationOptions& options) {
-  if (options.mode == MixingMode::async) {
-    return AsyncPopulation::bytes_needed(schedule, options.dim);
+const char* algorithm_name(const SimulationOptions& o) {
+  if (o.mode == MixingMode::sync) return o.optimizer.gradient_tracking ? "gt" : "sgp";
+  return o.optimizer.gradient_tracking ? "agt" : "asgp";
+}
+
+void require_valid_optimizer(const SimulationOptions& o) {
+  const auto& p = o.optimizer;
+  const auto refuse = [](const std::string& what) {
+    throw InputError(fmt::format("sgp simulate: {}", what));
+  };
+  std::vector<std::string> used;  // the optimizer's flags given
+  if (p.gradient_tracking) used.push_back(fmt::format("--algo {}", algorithm_name(o)));
+  if (p.momentum > 0.0) used.emplace_back("--momentum");
+  if (p.global_average_every > 0) used.emplace_back("--global-average-every");
+  if (p.slow_momentum) used.emplace_back("--slow-momentum");
+  if (used.empty()) {
+    if (p.momentum_kind == MomentumKind::quasi_global) {
+      refuse("--momentum-kind quasi-global needs --momentum B (0 < B < 1)");
+    }
+    return;
   }
-  return 2 * static_cast<std::size_t>(schedule.num_peers()) * options.dim * sizeof(float);
+  if (o.workload != Workload::quadratic) {
+    refuse(fmt::format("{} is for --workload quadratic (consensus has no steps)", used.front()));
+  }
+  if (!o.changes.empty()) {
+    refuse(
+        fmt::format("{} with --fail / --join is not supported (what a failure does to the "
+                    "optimizer's state is not defined)",
+                    used.front()));
+  }
+  if (p.momentum_kind == MomentumKind::quasi_global && !(p.momentum > 0.0)) {
+    refuse("--momentum-kind quasi-global needs --momentum B (0 < B < 1)");
+  }
+  if (p.gradient_tracking && p.momentum > 0.0) {
+    refuse(
+        fmt::format("--momentum with --algo {}: momentum on the tracked direction is not "
+                    "defined (use sgp or asgp)",
+                    algorithm_name(o)));
+  }
+  if (p.global_average_every > 0 && o.mode == MixingMode::async) {
+    refuse(
+        fmt::format("--global-average-every with --algo {}: an exact average needs a "
+                    "synchronous round (use --algo sgp)",
+                    algorithm_name(o)));
+  }
+  if (p.global_average_every > 0 && p.gradient_tracking) {
+    refuse("--global-average-every with --algo gt is not defined (use --algo sgp)");
+  }
+  if (p.slow_momentum && p.global_average_every == 0) {
+    refuse("--slow-momentum needs --global-average-every H (it steps at the exact averages)");
+  }
+  if (!(o.lr > 0.0) && (p.slow_momentum || p.momentum_kind == MomentumKind::quasi_global)) {
+    refuse(fmt::format("{} needs --lr > 0 (its rule divides by lr)",
+                       p.slow_momentum ? "--slow-momentum" : "--momentum-kind quasi-global"));
+  }
+}
+
+std::size_t row_width(const SimulationOptions& options) {
+  return options.optimizer.gradient_tracking ? 2 * options.dim : options.dim;
+}
+
+std::size_t state_bytes(const topology::Schedule& schedule, const SimulationOptions& options) {
+  const bool async = options.mode == MixingMode::async;
+  const std::size_t value = async ? sizeof(double) : sizeof(float);
+  const std::size_t mixing =
+      async ? AsyncPopulation::bytes_needed(schedule, row_width(options))
+            : 2 * static_cast<std::size_t>(schedule.num_peers()) * row_width(options) * value;
+  // The optimizer's per-peer vectors: the tracked gradient, the momentum buffer, z_before.
+  const auto& p = options.optimizer;
+  std::size_t vectors = p.gradient_tracking ? 1 : 0;
+  if (p.momentum > 0.0) vectors += p.momentum_kind == MomentumKind::quasi_global ? 2 : 1;
+  return mixing + vectors * static_cast<std::size_t>(schedule.num_peers()) * options.dim * value;
 }
 
 void require_fits_in_memory(const topology::Schedule& schedule, const SimulationOptions& options) {
@@ -398,6 +533,7 @@ SimulationResult simulate(const topology::Schedule& schedule, const SimulationOp
       "bad simulation options");
   SGP_ENFORCE(options.mode == MixingMode::async || !options.faults.any(),
               "link faults need the async mode");
+  require_valid_optimizer(options);
   require_fits_in_memory(schedule, options);
   return options.mode == MixingMode::sync ? run_sync(schedule, options, on_record)
                                           : run_async(schedule, options, on_record);

@@ -96,4 +96,27 @@ void SyncPopulation::share(int sponsor, int joiner) {
   w_[static_cast<std::size_t>(joiner)] = w_[static_cast<std::size_t>(sponsor)] *= 0.5;
 }
 
+std::vector<double> SyncPopulation::mean_z(const std::vector<bool>& live) {
+  std::vector<double> sum(dim_, 0.0);
+  std::vector<float> z(dim_);
+  int count = 0;
+  for (int r = 0; r < peers(); ++r) {
+    if (!live[static_cast<std::size_t>(r)]) continue;
+    debias(r, z.data());
+    for (std::size_t k = 0; k < dim_; ++k) sum[k] += static_cast<double>(z[k]);
+    ++count;
+  }
+  for (double& v : sum) v /= count;
+  return sum;
+}
+
+void SyncPopulation::restart_at(const std::vector<bool>& live, const std::vector<double>& z) {
+  for (int r = 0; r < peers(); ++r) {
+    if (!live[static_cast<std::size_t>(r)]) continue;
+    std::transform(z.begin(), z.end(), x(r).begin(),
+                   [](double v) { return static_cast<float>(v); });
+    w_[static_cast<std::size_t>(r)] = 1.0;
+  }
+}
+
 }  // namespace sgp::simulate

@@ -4,6 +4,9 @@
 //   sync  (SGP): SyncPopulation, float32, lossless, exactly PushSumEngine's rounds;
 //   async (asgp): AsyncPopulation, double, running sums on or off, seeded per-link loss,
 //                 duplication and delay (in rounds).
+// On the quadratic workload the peers step between mixings with the optimizer.hpp rules: plain,
+// gradient tracking (gt on sync, agt on async: the tracker mixed with x as one row), local or
+// quasi-global momentum, and (sync) periodic global averaging with optional slow momentum.
 // Each logged round yields a RoundRecord; the run ends with the measured per-period contraction
 // of the distance to consensus, to set against topology::analyze_topology's sigma and rho.
 #include <cstddef>
@@ -15,6 +18,7 @@
 
 #include "sgp/simulate/async_population.hpp"
 #include "sgp/simulate/link_faults.hpp"
+#include "sgp/simulate/optimizer.hpp"
 #include "sgp/simulate/peer_changes.hpp"
 #include "sgp/simulate/workload.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -30,9 +34,10 @@ struct SimulationOptions {
   bool running_sums = true;  // async only
   LinkFaults faults;         // async only
   Workload workload = Workload::consensus;
-  double lr = 0.1;      // quadratic: step size
-  double noise = 0.0;   // quadratic: gradient noise (standard deviation per coordinate)
-  double spread = 1.0;  // quadratic: heterogeneity of the peers' own optima
+  double lr = 0.1;             // quadratic: step size
+  double noise = 0.0;          // quadratic: gradient noise (standard deviation per coordinate)
+  double spread = 1.0;         // quadratic: heterogeneity of the peers' own optima
+  OptimizerOptions optimizer;  // quadratic: tracking, momentum, global averaging (optimizer.hpp)
   std::uint64_t seed = 0;
   int threads = 2;
   std::int64_t log_every = 1;       // a RoundRecord every this many rounds (and after the last)
@@ -68,13 +73,29 @@ struct SimulationResult {
   RoundRecord final_record;
   std::vector<double> target;  // t at the end
   ContractionFit contraction;
-  MessageCounts messages;     // async only
+  MessageCounts messages;  // async only
+  // The round at which z stopped being finite (a diverging optimizer); the run stopped there.
+  std::optional<std::int64_t> diverged_at;
   double wall_time_s = 0.0;   // the rounds (and their measurements), not the set-up
   double setup_time_s = 0.0;  // initial vectors, edges
   std::size_t state_bytes = 0;
 };
 
-// Bytes the mixing state takes (x, edges, buffers) for these options.
+// The mixing algorithm these options run, as `--algo` names it: sgp (sync), asgp (async), gt
+// (sync, gradient tracking) or agt (async, gradient tracking).
+const char* algorithm_name(const SimulationOptions& options);
+
+// InputError naming the flags for optimizer options that do not go together (docs/simulation.md):
+// gradient tracking, momentum and global averaging need --workload quadratic; quasi-global
+// momentum needs --momentum; momentum with tracking, global averaging with an asynchronous
+// algorithm or with tracking, and any of them with --fail / --join are not defined; slow momentum
+// needs global averaging; rules that divide by lr need lr > 0.
+void require_valid_optimizer(const SimulationOptions& options);
+
+// Values per peer in the mixed vector: x, and a tracker after it with gradient tracking.
+std::size_t row_width(const SimulationOptions& options);
+
+// Bytes the mixing state takes (x, edges, buffers, the optimizer's) for these options.
 std::size_t state_bytes(const topology::Schedule& schedule, const SimulationOptions& options);
 
 // InputError naming the figures when the state would not fit in this machine's memory.

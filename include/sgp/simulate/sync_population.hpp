@@ -46,6 +46,11 @@ class SyncPopulation {
   // The joiner gets half of the sponsor's x and w, the sponsor keeps the other half.
   void share(int sponsor, int joiner);
 
+  // Periodic global averaging: the arithmetic mean of the live peers' z (as debias computes
+  // them), summed in double in rank order; then every live peer restarts at `z` (x = z, w = 1).
+  std::vector<double> mean_z(const std::vector<bool>& live);
+  void restart_at(const std::vector<bool>& live, const std::vector<double>& z);
+
  private:
   std::size_t offset(int rank) const { return static_cast<std::size_t>(rank) * dim_; }
 

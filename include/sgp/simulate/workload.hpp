@@ -28,6 +28,11 @@ class QuadraticProblem {
   void set_live(const std::vector<bool>& live);
   const std::vector<double>& optimum() const { return optimum_; }
   double mean_curvature() const { return mean_h_; }
+  // Peer i's own f_i: its curvature h_i and the k-th coordinate of its optimum a + b_i v.
+  double curvature(int rank) const { return h_[static_cast<std::size_t>(rank)]; }
+  double own_optimum(int rank, std::size_t k) const {
+    return a_[k] + b_[static_cast<std::size_t>(rank)] * v_[k];
+  }
   // f(theta) - f* for theta = the given vector.
   double gap(const double* theta) const;
   // g = grad f_i(z) + noise, written over z (z: the peer's de-biased parameters, dim values).
