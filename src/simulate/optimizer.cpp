@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-
 namespace sgp::simulate {
 
 template <typename T>
