@@ -268,18 +268,28 @@ TEST_CASE("a resumed run ends in the state of an uninterrupted one") {
   // The reference trains 50 iterations; the other stops after 30 (a checkpoint every 10) and
   // resumes to 50. Their final checkpoints must hold the same x, velocity, w, and sampler
   // position: bit for bit where every peer hears one in-neighbour per round, within float
-  // rounding on the star (its hub adds three messages in arrival order).
+  // rounding on the star (its hub adds three messages in arrival order). The state of issue
+  // 35's rules too: gt's tracker and last gradient, the quasi-global buffer, SlowMo's anchor and
+  // buffer (an exact average every 4 iterations; 30 is not a multiple of it).
   struct Case {
     const char* name;
     peer::Algorithm algo;
     int gossip_every;
     bool star;
+    peer::MomentumKind momentum_kind = peer::MomentumKind::local;
+    int global_average_every = 0;
+    double slow_momentum = 0.0;
   };
   const Case cases[] = {
       {"sgp", peer::Algorithm::sgp, 1, false},
       {"sgp, gossip every 2", peer::Algorithm::sgp, 2, false},
       {"osgp tau 0, gossip every 3", peer::Algorithm::osgp, 3, false},
       {"sgp on a star", peer::Algorithm::sgp, 1, true},
+      {"gt", peer::Algorithm::gt, 1, false},
+      {"sgp, quasi-global momentum", peer::Algorithm::sgp, 1, false,
+       peer::MomentumKind::quasi_global},
+      {"sgp, PGA every 4, slow momentum", peer::Algorithm::sgp, 1, false, peer::MomentumKind::local,
+       4, 0.5},
   };
   const int n = 4;
   for (const auto& c : cases) {
@@ -292,6 +302,9 @@ TEST_CASE("a resumed run ends in the state of an uninterrupted one") {
     const auto schedule = peer::mixing_schedule(c.algo, file_schedule, std::nullopt, c.name);
     auto config = small_config(c.algo);
     config.gossip_every = c.gossip_every;
+    config.momentum_kind = c.momentum_kind;
+    config.global_average_every = c.global_average_every;
+    config.slow_momentum = c.slow_momentum;
     config.tau = 0;  // OSGP applies round k's messages in round k: the same sums every run
     config.momentum = 0.9f;
     config.nesterov = true;
