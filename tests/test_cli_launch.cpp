@@ -167,6 +167,7 @@ TEST_CASE("--global-average-every 1 over ZeroMQ ends with allreduce's models, bi
   INFO(pga.output);
   REQUIRE(pga.exit_code == 0);
   CHECK(read_json(dir / "pga" / "config.json")["global_average_every"] == 1);
+  CHECK(read_json(dir / "pga" / "summary.json")["update_rule"] == "PGA H=1");
   for (int rank = 0; rank < 3; ++rank) {
     const std::string model = "peer-" + std::to_string(rank) + "-model.bin";
     CHECK(slurp(dir / "pga" / model) == slurp(dir / "allreduce" / model));

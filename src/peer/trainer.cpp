@@ -453,6 +453,7 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
   summary.rank = s.rank;
   summary.peers = s.num_peers;
   summary.algo = name_of(s.config.algo);
+  summary.update_rule = describe_update_rule(s.config);
   summary.device = s.backend.describe();
   summary.model = s.config.model;
   summary.parameters = static_cast<std::int64_t>(s.net.parameter_count());

@@ -1,5 +1,10 @@
 #include "sgp/peer/update_rule.hpp"
 
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "sgp/error.hpp"
 #include "sgp/gossip/mixer.hpp"
 #include "sgp/gossip/periodic_average.hpp"
@@ -20,6 +25,15 @@ StateLayout state_layout(const TrainConfig& config, std::size_t parameters) {
     l.total += 2 * parameters;
   }
   return l;
+}
+
+std::optional<std::string> describe_update_rule(const TrainConfig& c) {
+  std::vector<std::string> parts;
+  if (c.momentum_kind == MomentumKind::quasi_global) parts.emplace_back("quasi-global momentum");
+  if (c.global_average_every > 0) parts.push_back(fmt::format("PGA H={}", c.global_average_every));
+  if (c.slow_momentum > 0.0) parts.push_back(fmt::format("SlowMo {}", c.slow_momentum));
+  if (parts.empty()) return std::nullopt;
+  return fmt::format("{}", fmt::join(parts, " + "));
 }
 
 UpdateRule::UpdateRule(const TrainConfig& config, compute::Backend& backend,

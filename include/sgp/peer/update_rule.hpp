@@ -13,6 +13,8 @@
 // keeps model::Sgd's wd x). Every operation is the backend's, so the CUDA backend runs them too.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "sgp/compute/backend.hpp"
 #include "sgp/compute/device_buffer.hpp"
@@ -38,6 +40,10 @@ struct StateLayout {
   std::size_t slow_anchor = 0;    // slow momentum: offset of z_prev (u follows it; 0: none)
 };
 StateLayout state_layout(const TrainConfig& config, std::size_t parameters);
+
+// What --momentum-kind, --global-average-every and --slow-momentum add to the algorithm, e.g.
+// "quasi-global momentum + PGA H=8 + SlowMo 0.5" (summaries); nullopt when nothing.
+std::optional<std::string> describe_update_rule(const TrainConfig& config);
 
 class UpdateRule {
  public:
