@@ -480,7 +480,6 @@ void validate_update_rules(const TrainConfig& c) {
 }  // namespace
 
 void validate(const TrainConfig& c) {
-  validate_update_rules(c);
   for (const Setting* s : training_settings()) {
     if (auto problem = s->problem(c); !problem.empty()) {
       throw InputError(fmt::format("{}: {}", s->flag(), problem));
@@ -518,6 +517,7 @@ void validate(const TrainConfig& c) {
     throw InputError(fmt::format("--lr-milestones: only step decay uses them, but --lr-decay is {}",
                                  name_of(c.lr_decay)));
   }
+  validate_update_rules(c);
 }
 
 void to_json(nlohmann::json& j, const TrainConfig& c) {
