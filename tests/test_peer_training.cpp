@@ -177,6 +177,30 @@ TEST_CASE("overlap SGP, D-PSGD, exact averaging and allreduce train in the same 
   }
 }
 
+TEST_CASE("gt, quasi-global momentum and PGA with SlowMo train in the same code path") {
+  // A star: its weights move w, so each rule's de-biasing is exercised.
+  topology::GeneratorOptions options;
+  options.num_peers = 4;
+  const auto star = topology::generate_topology(topology::TopologyKind::kStar, options);
+  for (int variant = 0; variant < 3; ++variant) {
+    CAPTURE(variant);
+    auto config = small_config(variant == 0 ? peer::Algorithm::gt : peer::Algorithm::sgp);
+    if (variant == 1) config.momentum_kind = peer::MomentumKind::quasi_global;
+    if (variant == 2) {
+      config.global_average_every = 4;
+      config.slow_momentum = 0.5;
+    }
+    const auto schedule = peer::mixing_schedule(config.algo, star, std::nullopt, "star");
+    sgp::testing::TempDir dir;
+    std::vector<std::vector<float>> z;
+    for (const auto& r : run_trainers(config, 4, &schedule, dir.path())) {
+      CHECK(r.summary.final_test_accuracy.value_or(0.0) > 0.9);
+      z.push_back(r.z);
+    }
+    CHECK(monitor::relative_consensus_error(z) < 1e-2);
+  }
+}
+
 TEST_CASE("dpsgd keeps weights that are symmetric already (base) and else takes Metropolis's") {
   topology::GeneratorOptions options;
   options.num_peers = 6;
