@@ -119,7 +119,7 @@ TEST_CASE("every header field is validated: a crafted file is 'damaged checkpoin
   // Consistent, but not this model's size.
   store.save(sample_state(300));
   CHECK(contains(input_error_of([&] { store.load(300, 4); }),
-                 name + "holds 3 parameters and 3 velocities, this model has 4"));
+                 name + "holds 3 state values and 3 velocities, this run keeps 4 and 4"));
   CHECK(contains(refusal([](auto p) { patch_sealed(p, kRank, std::uint32_t{7}); }),
                  "damaged checkpoint "));
 }

@@ -41,6 +41,9 @@ TrainConfig unusual() {
   c.momentum = 0.8f;
   c.nesterov = false;
   c.weight_decay = 5e-4f;
+  c.momentum_kind = sgp::peer::MomentumKind::quasi_global;
+  c.global_average_every = 5;
+  c.slow_momentum = 0.5;
   c.device = "cpu";
   c.blas_threads = 2;
   c.tf32 = true;
@@ -112,6 +115,11 @@ TEST_CASE("the test configuration differs from the defaults in every setting") {
                          "synchronous push-sum"));
   resumed.algo = sgp::peer::Algorithm::sgp;
   resumed.compress = sgp::gossip::Compression::none;
+  // --global-average-every replaces rounds of gossip every iteration.
+  CHECK(sgp::testing::input_error_of([&] {
+          sgp::peer::validate(resumed);
+        }).starts_with("--global-average-every 5 with --gossip-every 2"));
+  resumed.gossip_every = 1;
   CHECK_NOTHROW(sgp::peer::validate(resumed));
 }
 
@@ -225,7 +233,7 @@ TEST_CASE("bad values are refused naming the flag and what was expected") {
   CHECK(flag_error({"--warmup-epochs", "inf"}) ==
         "--warmup-epochs: expected a number in [0, 10000], got inf");
   CHECK(flag_error({"--algo", "sgd"}) ==
-        "--algo: 'sgd' is not one of sgp, osgp, asgp, local, dpsgd, exact, allreduce");
+        "--algo: 'sgd' is not one of sgp, osgp, asgp, local, dpsgd, exact, allreduce, gt");
   CHECK(flag_error({"--compress", "fp8"}) == "--compress: 'fp8' is not one of none, fp16, bf16");
   for (const char* algo : {"allreduce", "asgp", "local"}) {
     CHECK(flag_error({"--compress", "fp16", "--algo", algo})

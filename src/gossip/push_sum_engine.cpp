@@ -123,6 +123,11 @@ PushSumMetrics PushSumEngine::metrics() const {
 
 void PushSumEngine::debias(float* z) { backend_.debias(x_, w_, z, n_); }
 
+void PushSumEngine::reset_weight_after_average() {
+  SGP_ENFORCE(config_.mode == Mode::sync, "an exact average needs sync mode");
+  w_ = 1.0;
+}
+
 void PushSumEngine::reject(RejectCause cause, const std::string& detail, int sender,
                            std::int64_t round) {
   bool first = false;

@@ -110,13 +110,19 @@ transport::ReceiveLimits push_sum_receive_limits(const Chunking& chunking, Mode 
 namespace {
 
 // Whom `rank` sends to (`hop` 1) or receives from (`hop` -1): its neighbours over the period,
-// (async) everyone, or (allreduce) its ring neighbour rank + hop.
+// (async) everyone, or (allreduce) its ring neighbour rank + hop; with `ring_too`, the ring
+// neighbour besides the neighbours (periodic exact averages).
 std::vector<int> ranks_or_all(const topology::Schedule& schedule, int rank, Mode mode,
-                              std::vector<int> neighbours, int hop) {
+                              std::vector<int> neighbours, int hop, bool ring_too) {
   const int n = schedule.num_peers();
+  const int ring_neighbour = ((rank + hop) % n + n) % n;
   if (mode == Mode::allreduce) {
     if (n == 1) return {};
-    return {((rank + hop) % n + n) % n};
+    return {ring_neighbour};
+  }
+  if (ring_too && n > 1 &&
+      std::find(neighbours.begin(), neighbours.end(), ring_neighbour) == neighbours.end()) {
+    neighbours.push_back(ring_neighbour);
   }
   if (mode != Mode::async) return neighbours;
   std::vector<int> all;
@@ -131,7 +137,7 @@ std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Sche
                                                             int rank, const Chunking& chunking,
                                                             const Security& security,
                                                             transport::ZmqOptions options,
-                                                            Mode mode) {
+                                                            Mode mode, bool ring_too) {
   if (!schedule.has_endpoints()) {
     throw InputError(
         "the topology gives no endpoints: every node needs an endpoint attribute "
@@ -140,10 +146,12 @@ std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Sche
   SGP_ENFORCE(rank >= 0 && rank < schedule.num_peers(), "rank {} outside the {}-peer topology",
               rank, schedule.num_peers());
   check_keys_flag(schedule, security);
-  const auto out = ranks_or_all(schedule, rank, mode, schedule.all_out_neighbors(rank), 1);
+  const auto out =
+      ranks_or_all(schedule, rank, mode, schedule.all_out_neighbors(rank), 1, ring_too);
   if (schedule.has_public_keys()) {
     transport::ZmqCurve curve{own_keys(schedule, rank, security), {}, {}};
-    for (int sender : ranks_or_all(schedule, rank, mode, schedule.all_in_neighbors(rank), -1))
+    for (int sender :
+         ranks_or_all(schedule, rank, mode, schedule.all_in_neighbors(rank), -1, ring_too))
       curve.admitted.emplace(schedule.public_key(sender), sender);
     for (int dest : out) curve.server_keys.emplace(dest, schedule.public_key(dest));
     options.curve = std::move(curve);
@@ -154,7 +162,7 @@ std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Sche
     if (security.credentials) {
       options.plain = plain_options(
           *security.credentials, rank,
-          ranks_or_all(schedule, rank, mode, schedule.all_in_neighbors(rank), -1), out);
+          ranks_or_all(schedule, rank, mode, schedule.all_in_neighbors(rank), -1, ring_too), out);
     }
   }
   auto t = std::make_unique<transport::ZmqTransport>(

@@ -14,7 +14,7 @@ namespace {
 
 using gossip::Mode;
 
-constexpr std::array<AlgorithmInfo, 7> kAlgorithms = {{
+constexpr std::array<AlgorithmInfo, 8> kAlgorithms = {{
     {Algorithm::sgp, "sgp", "Stochastic Gradient Push: synchronous push-sum every H iterations",
      true, Mode::sync, true, MixingRule::as_given, true},
     {Algorithm::osgp, "osgp",
@@ -38,6 +38,11 @@ constexpr std::array<AlgorithmInfo, 7> kAlgorithms = {{
      "0..N-1 in order: every peer has the exact average every round; uses only the topology "
      "file's endpoints",
      true, Mode::allreduce, false, MixingRule::ring, false},
+    {Algorithm::gt, "gt",
+     "gradient tracking over synchronous push-sum (Push-DIGing / ADD-OPT): each peer mixes its "
+     "tracker y of the average gradient with x in one message and steps along y; no "
+     "heterogeneity floor with a constant step",
+     true, Mode::sync, true, MixingRule::as_given, true, true},
 }};
 
 // Whether every phase's weights are symmetric already (p_ij == p_ji on every edge, so doubly

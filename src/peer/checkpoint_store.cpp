@@ -220,8 +220,8 @@ void check_fields(const std::filesystem::path& path, const Header& h, int rank,
 
 }  // namespace
 
-CheckpointState CheckpointStore::load(std::int64_t iteration,
-                                      std::optional<std::size_t> parameters) const {
+CheckpointState CheckpointStore::load(std::int64_t iteration, std::optional<std::size_t> parameters,
+                                      std::optional<std::size_t> state_values) const {
   const auto path = file(iteration);
   Header h{};
   const std::string bytes = read_checkpoint_bytes(path, h);
@@ -234,9 +234,10 @@ CheckpointState CheckpointStore::load(std::int64_t iteration,
   const auto settings = nlohmann::json::parse(at, at + h.settings_bytes, nullptr, false);
   if (!settings.is_object()) damaged(path, "its settings are not a JSON object");
   require_same_resume_settings(settings, settings_, "checkpoint " + path.string());
-  if (parameters && (h.n_x != *parameters || h.n_velocity != *parameters)) {
-    damaged(path, fmt::format("holds {} parameters and {} velocities, this model has {}", h.n_x,
-                              h.n_velocity, *parameters));
+  const auto n_x = state_values ? state_values : parameters;
+  if (parameters && (h.n_x != *n_x || h.n_velocity != *parameters)) {
+    damaged(path, fmt::format("holds {} state values and {} velocities, this run keeps {} and {}",
+                              h.n_x, h.n_velocity, *n_x, *parameters));
   }
   at += h.settings_bytes;
   CheckpointState s;

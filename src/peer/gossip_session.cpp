@@ -120,6 +120,14 @@ struct GossipSession::State {
 GossipSession::GossipSession(TrainConfig config, int rank, std::size_t numel)
     : config_(std::move(config)), rank_(rank), numel_(numel) {
   validate(config_);
+  // The update rules of issue 35 are the trainer's (update_rule.hpp); a session only mixes.
+  if (info(config_.algo).tracks_gradient || config_.momentum_kind != MomentumKind::local ||
+      config_.slow_momentum > 0.0) {
+    throw InputError(
+        "--algo gt, --momentum-kind quasi-global and --slow-momentum change sgp's own training "
+        "step; a gossip session only mixes the caller's buffer (--global-average-every "
+        "applies): docs/optimizers.md");
+  }
   if (numel_ == 0) throw InputError("numel: the buffer to mix must hold at least one element");
   const topology::Schedule file_schedule = load_topology(config_);
   check_rank(config_, file_schedule, rank_);

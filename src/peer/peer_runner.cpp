@@ -26,6 +26,7 @@
 #include "sgp/peer/run_files.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/peer/update_rule.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
@@ -124,9 +125,11 @@ PeerTransport open_peer_transport(const TrainConfig& config, const topology::Sch
     zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));
   }
   PeerTransport out;
+  // gt mixes [x; y]: twice the parameters per round.
+  const std::size_t mixed = state_layout(config, parameters).mixed;
   out.zmq = gossip::open_zmq_transport(
-      mixing, rank, gossip::Chunking(parameters, gossip::PushSumConfig{}.chunk_elements), secure,
-      zmq, mode);
+      mixing, rank, gossip::Chunking(mixed, gossip::PushSumConfig{}.chunk_elements), secure, zmq,
+      mode, config.global_average_every > 0);
   if (const auto faults = transport::parse_fault_spec(config.inject); faults.any()) {
     out.faulty =
         std::make_unique<transport::FaultyTransport>(*out.zmq, faults, gossip::is_control_header);

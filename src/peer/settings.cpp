@@ -126,6 +126,15 @@ std::span<const NamedValue<PeerFailure>> names(PeerFailure) {
   return table;
 }
 
+std::span<const NamedValue<MomentumKind>> names(MomentumKind) {
+  static constexpr std::array<NamedValue<MomentumKind>, 2> table = {{
+      {MomentumKind::local, "local", "the buffer follows the local stochastic gradient"},
+      {MomentumKind::quasi_global, "quasi-global",
+       "the buffer follows the change of the de-biased mixed model (Lin et al. 2021)"},
+  }};
+  return table;
+}
+
 namespace {
 
 std::string check_inject(const std::string& spec) {
@@ -222,6 +231,12 @@ void add_optimiser_rows(std::vector<std::unique_ptr<Setting>>& r) {
   add<bool>(r, "nesterov", kOptim, "Nesterov momentum", S::every_run, true, &C::nesterov);
   add<float>(r, "weight_decay", kOptim, "L2 weight decay", S::every_run, true, &C::weight_decay,
              between(0, 1));
+  add<MomentumKind>(r, "momentum_kind", kOptim,
+                    "local (the buffer follows the stochastic gradient) or quasi-global (it "
+                    "follows the change of the de-biased mixed model: Lin et al. 2021); "
+                    "docs/optimizers.md",
+                    S::every_run, true, &C::momentum_kind)
+      .fix_across_resume();
 }
 
 // Where it runs.
@@ -247,7 +262,8 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
                  "nobody waits; survives failed, joining and leaving peers), local (no "
                  "communication), dpsgd (symmetric gossip, undirected topology), exact (complete "
                  "topology: exact averaging, for comparison), allreduce (ring AllReduce over "
-                 "ranks 0..N-1: the exact average every round, the baseline)",
+                 "ranks 0..N-1: the exact average every round, the baseline), gt (gradient "
+                 "tracking over synchronous push-sum)",
                  S::peers, true, &C::algo)
       .fix_across_resume();
   add<gossip::Compression>(
@@ -272,6 +288,15 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
       S::peers, true, &C::comm_thread, Range{}, check_comm_thread);
   add<int>(r, "gossip_every", kPeers, "gossip once every H iterations", S::peers, true,
            &C::gossip_every, between(1, 1000000))
+      .fix_across_resume();
+  add<int>(r, "global_average_every", kPeers,
+           "Gossip-PGA: every H iterations the round is the ring allreduce's exact average "
+           "instead of gossip (0: never; sgp, dpsgd, exact with --gossip-every 1)",
+           S::peers, true, &C::global_average_every, between(0, 1000000))
+      .fix_across_resume();
+  add<double>(r, "slow_momentum", kPeers,
+              "SlowMo: outer momentum at each exact average of --global-average-every (0: off)",
+              S::peers, true, &C::slow_momentum, Range{0, 1, false, true})
       .fix_across_resume();
   add<double>(r, "self_weight", kPeers,
               "mixing rate a in (0, 1): keep a, push (1 - a) spread over the out-neighbours "
@@ -418,6 +443,42 @@ std::vector<std::string> setting_arguments(const TrainConfig& config,
   return args;
 }
 
+namespace {
+
+// The combinations of issue 35's update rules that are refused, and why.
+void validate_update_rules(const TrainConfig& c) {
+  const AlgorithmInfo& row = info(c.algo);
+  if (c.slow_momentum > 0.0 && c.global_average_every == 0) {
+    throw InputError(
+        "--slow-momentum: SlowMo steps at the exact averages of --global-average-every H; give "
+        "an H > 0 too");
+  }
+  if (c.global_average_every > 0) {
+    if (!row.communicates || row.mode != gossip::Mode::sync || row.tracks_gradient) {
+      throw InputError(fmt::format(
+          "--global-average-every: exact averages replace synchronous gossip rounds of sgp, "
+          "dpsgd or exact; {} does not have them{}",
+          name_of(c.algo),
+          row.mode == gossip::Mode::allreduce ? " (allreduce averages exactly every round)"
+          : row.tracks_gradient ? " (gt: an average of z would not keep the tracker's sum)"
+                                : ""));
+    }
+    if (c.gossip_every != 1) {
+      throw InputError(fmt::format(
+          "--global-average-every {} with --gossip-every {}: periodic exact averages replace "
+          "rounds of gossip every iteration; use --gossip-every 1",
+          c.global_average_every, c.gossip_every));
+    }
+  }
+  if (row.tracks_gradient && c.momentum_kind == MomentumKind::quasi_global) {
+    throw InputError(
+        "--momentum-kind quasi-global with --algo gt: gradient tracking filters the tracker "
+        "with local momentum (docs/optimizers.md); use --momentum-kind local");
+  }
+}
+
+}  // namespace
+
 void validate(const TrainConfig& c) {
   for (const Setting* s : training_settings()) {
     if (auto problem = s->problem(c); !problem.empty()) {
@@ -439,13 +500,16 @@ void validate(const TrainConfig& c) {
   if (c.resume && c.overwrite) {
     throw InputError("--resume and --overwrite: give one (continue the run, or replace it)");
   }
-  const bool synchronous_push_sum =
-      info(c.algo).communicates && info(c.algo).mode == gossip::Mode::sync;
+  // (gt: clipping a neighbour's [x; y] would take tracker mass the invariant needs)
+  const bool synchronous_push_sum = info(c.algo).communicates &&
+                                    info(c.algo).mode == gossip::Mode::sync &&
+                                    !info(c.algo).tracks_gradient;
   if ((c.robust != gossip::Robust::none || c.sign_flip_rank >= 0) &&
       (!synchronous_push_sum || c.compress != gossip::Compression::none)) {
     throw InputError(fmt::format(
         "{}: measuring and clipping neighbours' models needs synchronous push-sum of float32 "
-        "payloads (sgp, dpsgd, exact with --compress none); {} with --compress {} does not have it",
+        "payloads (sgp, dpsgd, exact with --compress none); {} with --compress {} does not have "
+        "it",
         c.robust != gossip::Robust::none ? "--robust clip" : "--sign-flip-rank", name_of(c.algo),
         name_of(c.compress)));
   }
@@ -453,6 +517,7 @@ void validate(const TrainConfig& c) {
     throw InputError(fmt::format("--lr-milestones: only step decay uses them, but --lr-decay is {}",
                                  name_of(c.lr_decay)));
   }
+  validate_update_rules(c);
 }
 
 void to_json(nlohmann::json& j, const TrainConfig& c) {

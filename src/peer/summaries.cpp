@@ -63,6 +63,7 @@ void fields(S& s, V& v) {
   v("rank", s.rank);
   v("peers", s.peers);
   v("algo", s.algo);
+  v("update_rule", s.update_rule);
   v("device", s.device);
   v("model", s.model);
   v("parameters", s.parameters);
@@ -113,6 +114,7 @@ requires std::same_as<std::remove_const_t<S>, RunSummary>
 void fields(S& s, V& v) {
   v("peers", s.peers);
   v("algo", s.algo);
+  v("update_rule", s.update_rule);
   v("iterations", s.iterations);
   v("device", s.device);
   v("missing_peers", s.missing_peers);
@@ -239,6 +241,7 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
     }
     const auto& last = peers.back();
     out.algo = last.algo;
+    out.update_rule = last.update_rule;
     out.iterations = last.iterations;
     out.device = last.device;
     if (!accuracy.empty()) {

@@ -31,6 +31,7 @@
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/settings.hpp"
 #include "sgp/peer/straggler.hpp"
+#include "sgp/peer/update_rule.hpp"
 
 namespace sgp::peer {
 
@@ -139,6 +140,7 @@ gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
   gc.compression = config.compress;
   gc.robust = config.robust;
   gc.sign_flip = config.sign_flip_rank == rank;
+  gc.global_average_every = config.global_average_every;
   if ((gc.robust != gossip::Robust::none || gc.sign_flip) && device != compute::DeviceKind::cpu) {
     throw InputError(fmt::format(
         "--{}: models are measured on the CPU backend only; with --device {} use --device cpu",
@@ -166,9 +168,11 @@ struct Trainer::State {
   RunDirectory& run;
   Communication comm;
   model::Network net;
+  StateLayout layout;                        // what x holds besides the parameters
   std::vector<std::int64_t> label_counts;    // of this peer's shard
-  compute::DeviceBuffer<float> x, z, grads;  // push-sum numerator, de-biased copy, gradient
+  compute::DeviceBuffer<float> x, z, grads;  // push-sum numerator (and more state), z, gradient
   model::Sgd sgd;
+  UpdateRule rule;
   data::BatchSampler sampler;
   BatchLoader loader;
   Evaluator evaluator;
@@ -192,10 +196,12 @@ struct Trainer::State {
         run(rd),
         comm(std::move(cm)),
         net(b, model::parse_model_spec(c.model), input_shape(tr), tr.num_classes, c.batch_size),
-        x(b, net.parameter_count()),
-        z(b, comm.schedule ? net.parameter_count() : 0),
+        layout(state_layout(c, net.parameter_count())),
+        x(b, layout.total),
+        z(b, comm.schedule ? layout.mixed : 0),
         grads(b, net.parameter_count()),
         sgd(b, net.parameter_count(), {c.momentum, c.weight_decay, c.nesterov}),
+        rule(c, b, layout, x.data(), sgd),
         sampler(std::move(partition(c, r, n, tr, rd)[r]), c.batch_size, c.seed + 1 + r),
         loader(b, tr, c.batch_size),
         evaluator(b, model::parse_model_spec(c.model), te),
@@ -212,6 +218,7 @@ struct Trainer::State {
                                    c.straggler, straggler.rank, n));
     }
     x.upload(net.initial_parameters(c.seed));
+    rule.start();
     label_counts = data::label_histogram(tr.labels, tr.num_classes, sampler.shard());
     if (c.checkpoint_every > 0 || c.resume) {
       checkpoints.emplace(rd.path() / "checkpoints", r, rd.run_id(),
@@ -232,8 +239,10 @@ struct Trainer::State {
   void start_engine() {
     const gossip::PushSumConfig gc = push_sum_config(
         config, rank, backend.kind(), overlap_comm_thread(config, *comm.schedule, rank));
-    engine = gossip::make_mixer(backend, *comm.schedule, *comm.transport, x.data(), x.size(), gc);
+    engine =
+        gossip::make_mixer(backend, *comm.schedule, *comm.transport, x.data(), layout.mixed, gc);
     async = dynamic_cast<gossip::AsyncPushSum*>(engine.get());
+    rule.set_engine(engine.get());
   }
 
   // z = x / w, the de-biased parameters that are evaluated and saved: x itself without gossip.
@@ -302,7 +311,7 @@ struct Trainer::State {
                    checkpoints->dir().string());
       return 0;
     }
-    const CheckpointState s = checkpoints->load(*newest, x.size());
+    const CheckpointState s = checkpoints->load(*newest, net.parameter_count(), x.size());
     if (s.epoch > std::numeric_limits<int>::max() || s.position > sampler.shard().size()) {
       throw InputError(fmt::format(
           "damaged checkpoint {}: data position epoch {} sample {} is beyond this peer's {} "
@@ -311,6 +320,7 @@ struct Trainer::State {
     }
     x.upload(s.x);
     sgd.velocity().upload(s.velocity);
+    rule.resumed();
     sampler.seek(static_cast<int>(s.epoch), s.position);
     if (engine) engine->restore(s.iteration / config.gossip_every, s.weight);
     spdlog::info("resumed from iteration {} (push-sum weight {})", s.iteration, s.weight);
@@ -349,7 +359,7 @@ double Trainer::step(std::int64_t it, Tally& t) {
   s.net.queue_forward_backward(params, s.loader.images(), s.loader.labels(), batch, s.grads.data(),
                                scale);
   const double lr = s.lr.at(it);
-  s.sgd.step(s.x.data(), s.grads.data(), static_cast<float>(lr));
+  s.rule.local_step(s.grads.data(), scale, static_cast<float>(lr));
   // Read after the whole step is queued (GPU: one wait per step). A non-finite loss stops the run
   // before x, now stepped with a non-finite gradient, is mixed, logged or saved.
   const double loss = s.backend.queued_loss();
@@ -363,7 +373,7 @@ double Trainer::step(std::int64_t it, Tally& t) {
   }
   const auto computed = Clock::now();
   t.compute_seconds += std::chrono::duration<double>(computed - step_start).count();
-  if (s.engine) s.engine->step(it);
+  s.rule.mix(it);
   t.comm_seconds += seconds_since(computed);
   t.iteration_seconds.push_back(seconds_since(step_start));
   t.samples += batch;
@@ -428,7 +438,7 @@ void Trainer::add_evaluation(nlohmann::json& record, std::int64_t it, bool last,
   record["test_accuracy"] = t.last_eval.accuracy;
   record["test_loss"] = t.last_eval.loss;
   if (s.comm.snapshot) {
-    std::vector<float> host(s.x.size());
+    std::vector<float> host(s.net.parameter_count());
     s.backend.download(host.data(), z, host.size() * sizeof(float));
     s.comm.snapshot(it + 1, last, host, s.engine ? s.engine->weight() : 1.0);
   }
@@ -443,6 +453,7 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
   summary.rank = s.rank;
   summary.peers = s.num_peers;
   summary.algo = name_of(s.config.algo);
+  summary.update_rule = describe_update_rule(s.config);
   summary.device = s.backend.describe();
   summary.model = s.config.model;
   summary.parameters = static_cast<std::int64_t>(s.net.parameter_count());
@@ -490,7 +501,7 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
 
 ModelFile Trainer::trained_model() {
   State& s = *state_;
-  ModelFile out{s.config.model, std::vector<float>(s.x.size())};
+  ModelFile out{s.config.model, std::vector<float>(s.net.parameter_count())};
   s.backend.download(out.parameters.data(), s.debiased(), out.parameters.size() * sizeof(float));
   return out;
 }

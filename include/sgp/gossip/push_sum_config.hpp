@@ -84,6 +84,9 @@ struct PushSumConfig {
   Compression compression = Compression::none;
   // Sync mode on the CPU: clip each in-neighbour's contribution (ClippedGossip, NeighbourWatch).
   Robust robust = Robust::none;
+  // > 0: every this many iterations the round is the ring allreduce's exact average of z instead
+  // of gossip (PeriodicAverage, Gossip-PGA). Sync mode, gossip_every 1.
+  int global_average_every = 0;
   // Attack simulation for robustness experiments (sync mode, CPU): push -x, the sign-flipped
   // parameters, instead of x (the weight is honest). Never for real training.
   bool sign_flip = false;

@@ -91,6 +91,10 @@ class PushSumEngine final : public Mixer {
   // mix(); every peer must resume from the same round (sync) or from a finish()ed state.
   void restore(std::int64_t round, double weight) override;
 
+  // After an exact average done outside this engine (PeriodicAverage), which left x = z: w = 1.
+  // Sync mode, between rounds.
+  void reset_weight_after_average();
+
   // z = x / w (z: n floats in backend memory).
   void debias(float* z) override;
   std::optional<double> z_scale() const override { return 1.0 / w_; }

@@ -46,12 +46,14 @@ transport::ReceiveLimits push_sum_receive_limits(const Chunking& chunking, Mode 
 // topology (keys without --keys, a key file that does not match, non-loopback endpoints without
 // keys or --insecure), IoError when binding fails. Allreduce mode connects to rank + 1 and
 // admits rank - 1 (mod N) only, whatever the edges. Async mode connects to (and admits) every
-// rank: membership notices go to all, and a repaired schedule may push anywhere.
+// rank: membership notices go to all, and a repaired schedule may push anywhere. `ring_too`
+// (--global-average-every): rank + 1 and rank - 1 besides the schedule's neighbours.
 std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Schedule& schedule,
                                                             int rank, const Chunking& chunking,
                                                             const Security& security,
                                                             transport::ZmqOptions options = {},
-                                                            Mode mode = Mode::sync);
+                                                            Mode mode = Mode::sync,
+                                                            bool ring_too = false);
 
 // The monitor's CURVE server (admitting every peer), or nothing for a plain one bound at
 // `bind_endpoint` (allowed on loopback, or with --insecure). InputError as above.

@@ -12,7 +12,7 @@
 
 namespace sgp::peer {
 
-enum class Algorithm { sgp, osgp, asgp, local, dpsgd, exact, allreduce };
+enum class Algorithm { sgp, osgp, asgp, local, dpsgd, exact, allreduce, gt };
 
 // How an algorithm derives the weights it mixes with from the topology file's schedule.
 enum class MixingRule {
@@ -33,6 +33,9 @@ struct AlgorithmInfo {
   bool uses_self_weight;  // --self-weight changes its weights (sweeps vary it only then)
   MixingRule mixing;
   bool compressible;  // --compress applies (push-sum rounds of float32 x)
+  // Gradient tracking: the engine mixes [x; y], y the tracker of the average gradient, and the
+  // step follows y (sgp/peer/update_rule.hpp).
+  bool tracks_gradient = false;
 };
 
 // One row per algorithm, in the order help and sweeps list them.

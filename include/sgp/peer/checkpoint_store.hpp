@@ -27,7 +27,7 @@ struct CheckpointState {
   std::int64_t epoch = 0;      // data sampler position
   std::uint64_t position = 0;
   double weight = 1.0;          // push-sum weight w
-  std::vector<float> x;         // push-sum numerator
+  std::vector<float> x;         // push-sum numerator, then further state (update_rule.hpp)
   std::vector<float> velocity;  // optimizer momentum buffer
 };
 
@@ -53,11 +53,11 @@ class CheckpointStore {
   // they belong to another run (files too damaged to tell are listed, so that load names them).
   std::vector<std::int64_t> available() const;
   // Reads and validates one: InputError "damaged checkpoint FILE: what" for any field out of
-  // place (with `parameters`, x and velocity must have that many values); InputError naming the
-  // file when it belongs to another run, was written with other settings (naming each) or by an
-  // older sgp.
-  CheckpointState load(std::int64_t iteration,
-                       std::optional<std::size_t> parameters = std::nullopt) const;
+  // place (with `parameters`, the velocity must have that many values and x `state_values`, or
+  // `parameters` too without it); InputError naming the file when it belongs to another run, was
+  // written with other settings (naming each) or by an older sgp.
+  CheckpointState load(std::int64_t iteration, std::optional<std::size_t> parameters = std::nullopt,
+                       std::optional<std::size_t> state_values = std::nullopt) const;
 
   std::filesystem::path file(std::int64_t iteration) const;
   const std::filesystem::path& dir() const { return dir_; }

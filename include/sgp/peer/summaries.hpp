@@ -31,6 +31,9 @@ struct PeerSummary {
   int rank = 0;
   int peers = 1;
   std::string algo;
+  // What issue 35's settings add to algo's rule, e.g. "quasi-global momentum + PGA H=8 + SlowMo
+  // 0.5" (describe_update_rule); none when they add nothing.
+  std::optional<std::string> update_rule;
   std::string device;
   std::string model;  // the --model value
   std::int64_t parameters = 0;
@@ -86,6 +89,7 @@ struct MonitorSummary {
 struct RunSummary {
   int peers = 0;
   std::optional<std::string> algo;
+  std::optional<std::string> update_rule;  // PeerSummary::update_rule
   std::optional<std::int64_t> iterations;
   std::optional<std::string> device;
   std::vector<int> missing_peers;      // ranks whose summary is not there

@@ -22,6 +22,11 @@ enum class PeerFailure {
 };
 std::span<const NamedValue<PeerFailure>> names(PeerFailure);
 
+// What the momentum buffer follows (--momentum-kind; sgp/peer/update_rule.hpp): the local
+// stochastic gradient, or the change of the de-biased mixed model (Lin et al., ICML 2021).
+enum class MomentumKind { local, quasi_global };
+std::span<const NamedValue<MomentumKind>> names(MomentumKind);
+
 struct TrainConfig {
   // model and data
   std::string model = "mlp:512,512";  // sgp/model/model_spec.hpp; input and classes from the data
@@ -43,6 +48,7 @@ struct TrainConfig {
   float momentum = 0.9f;
   bool nesterov = true;
   float weight_decay = 1e-4f;
+  MomentumKind momentum_kind = MomentumKind::local;
   // compute
   std::string device = "auto";
   int blas_threads = 1;
@@ -55,8 +61,10 @@ struct TrainConfig {
   gossip::Compression compress = gossip::Compression::none;  // push-sum payloads as 16 bits
   gossip::Robust robust = gossip::Robust::none;  // clip in-neighbours' models (ClippedGossip)
   int gossip_every = 1;                          // H: gossip once every H iterations
-  double self_weight = 0.0;                      // > 0: mixing rate a overriding the file's weights
-  int timeout_ms = 30000;             // a missing peer's message fails the run after this
+  int global_average_every = 0;  // > 0: every this many iterations an exact average (Gossip-PGA)
+  double slow_momentum = 0.0;    // > 0: SlowMo's outer momentum at each exact average
+  double self_weight = 0.0;      // > 0: mixing rate a overriding the file's weights
+  int timeout_ms = 30000;        // a missing peer's message fails the run after this
   std::int64_t checkpoint_every = 0;  // iterations; 0: no checkpoints
   bool resume = false;                // continue from the newest complete checkpoint set
   std::string monitor;                // endpoint of the consensus monitor; empty: none

@@ -1,0 +1,154 @@
+#include "sgp/peer/update_rule.hpp"
+
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "sgp/error.hpp"
+#include "sgp/gossip/mixer.hpp"
+#include "sgp/gossip/periodic_average.hpp"
+
+namespace sgp::peer {
+
+StateLayout state_layout(const TrainConfig& config, std::size_t parameters) {
+  StateLayout l;
+  l.parameters = parameters;
+  l.mixed = info(config.algo).tracks_gradient ? 2 * parameters : parameters;
+  l.total = l.mixed;
+  if (info(config.algo).tracks_gradient) {
+    l.last_gradient = l.total;
+    l.total += parameters;
+  }
+  if (config.slow_momentum > 0.0) {
+    l.slow_anchor = l.total;
+    l.total += 2 * parameters;
+  }
+  return l;
+}
+
+std::optional<std::string> describe_update_rule(const TrainConfig& c) {
+  std::vector<std::string> parts;
+  if (c.momentum_kind == MomentumKind::quasi_global) parts.emplace_back("quasi-global momentum");
+  if (c.global_average_every > 0) parts.push_back(fmt::format("PGA H={}", c.global_average_every));
+  if (c.slow_momentum > 0.0) parts.push_back(fmt::format("SlowMo {}", c.slow_momentum));
+  if (parts.empty()) return std::nullopt;
+  return fmt::format("{}", fmt::join(parts, " + "));
+}
+
+UpdateRule::UpdateRule(const TrainConfig& config, compute::Backend& backend,
+                       const StateLayout& layout, float* state, model::Sgd& sgd)
+    : config_(config),
+      backend_(backend),
+      layout_(layout),
+      x_(state),
+      sgd_(sgd),
+      z_before_(backend,
+                config.momentum_kind == MomentumKind::quasi_global ? layout.parameters : 0) {}
+
+void UpdateRule::start() {
+  const std::size_t n = layout_.parameters;
+  if (layout_.total > n) backend_.fill(x_ + n, layout_.total - n, 0.0f);
+  if (layout_.slow_anchor > 0) {
+    backend_.copy(x_ + layout_.slow_anchor, x_, n * sizeof(float));
+  }
+  tracking_started_ = false;
+}
+
+void UpdateRule::local_step(float* grads, float scale, float lr) {
+  lr_ = lr;
+  if (info(config_.algo).tracks_gradient) {
+    tracking_step(grads, scale, lr);
+  } else if (config_.momentum_kind == MomentumKind::quasi_global) {
+    quasi_global_step(grads, scale, lr);
+  } else {
+    sgd_.step(x_, grads, lr);
+  }
+}
+
+// y <- y + g(t) - g(t-1) (y(0) = g(0)): the sum of the trackers over the peers stays the sum of
+// their current gradients (mixing is column stochastic). Then x <- x - lr d, d = y filtered by
+// local (Nesterov) momentum: y -> 0 at the optimum, so the filter keeps the fixed point exact,
+// and y itself is left alone, so the invariant holds whatever the momentum.
+void UpdateRule::tracking_step(float* g, float scale, float lr) {
+  const std::size_t n = layout_.parameters;
+  float* y = x_ + n;
+  float* last = x_ + layout_.last_gradient;
+  const float wd = sgd_.options().weight_decay;
+  if (wd > 0.0f) backend_.axpy(wd * scale, x_, g, n);  // wd z, z = scale x
+  if (tracking_started_) {
+    backend_.axpy(1.0f, g, y, n);
+    backend_.axpy(-1.0f, last, y, n);
+  } else {
+    backend_.copy(y, g, n * sizeof(float));
+    tracking_started_ = true;
+  }
+  backend_.copy(last, g, n * sizeof(float));
+  const model::SgdOptions& o = sgd_.options();
+  backend_.sgd_update(x_, y, sgd_.velocity().data(), n, {lr, o.momentum, 0.0f, o.nesterov});
+}
+
+// z_half = z - lr d with d = g + beta m (Nesterov: d = g + beta (beta m + g)), written back as
+// x = w z_half, i.e. x <- x - (lr / scale) d. z_before keeps z for the buffer's update.
+void UpdateRule::quasi_global_step(float* g, float scale, float lr) {
+  const std::size_t n = layout_.parameters;
+  const float beta = sgd_.options().momentum, wd = sgd_.options().weight_decay;
+  float* m = sgd_.velocity().data();
+  float* z = z_before_.data();
+  backend_.copy(z, x_, n * sizeof(float));
+  if (scale != 1.0f) backend_.scale(z, n, scale);
+  if (wd > 0.0f) backend_.axpy(wd, z, g, n);
+  if (sgd_.options().nesterov) {
+    backend_.scale(g, n, 1.0f + beta);
+    backend_.axpy(beta * beta, m, g, n);
+  } else {
+    backend_.axpy(beta, m, g, n);
+  }
+  backend_.axpy(-lr / scale, g, x_, n);
+}
+
+// m <- beta m + (1 - beta) (z_before - z_after) / lr (the (1 - beta) damping is the paper's).
+// A step with lr 0 moved nothing of its own: the buffer is kept.
+void UpdateRule::update_quasi_global_buffer() {
+  if (lr_ == 0.0f) return;
+  const std::size_t n = layout_.parameters;
+  const float beta = sgd_.options().momentum;
+  // asgp's caller x is z after every round (no scale): z_after = scale * x.
+  const auto after = engine_ ? engine_->z_scale().value_or(1.0) : 1.0;
+  float* change = z_before_.data();
+  backend_.axpy(-static_cast<float>(after), x_, change, n);
+  float* m = sgd_.velocity().data();
+  backend_.scale(m, n, beta);
+  backend_.axpy((1.0f - beta) / lr_, change, m, n);
+}
+
+bool UpdateRule::mix(std::int64_t iteration) {
+  const bool mixed = engine_ && engine_->step(iteration);
+  if (config_.momentum_kind == MomentumKind::quasi_global) update_quasi_global_buffer();
+  if (layout_.slow_anchor > 0 &&
+      gossip::exact_average_round(iteration, config_.global_average_every)) {
+    slow_momentum_step();
+  }
+  return mixed;
+}
+
+// After an exact average z_avg (x, w = 1): u <- beta_s u + (z_prev - z_avg) / lr, then every
+// peer takes z_new = z_prev - lr u, and z_prev <- z_new. Every peer computes the same bits.
+void UpdateRule::slow_momentum_step() {
+  const std::size_t n = layout_.parameters;
+  float* anchor = x_ + layout_.slow_anchor;
+  float* u = anchor + n;
+  if (lr_ == 0.0f) {  // nothing moved: the average is the new anchor
+    backend_.copy(anchor, x_, n * sizeof(float));
+    return;
+  }
+  const auto beta = static_cast<float>(config_.slow_momentum);
+  backend_.axpy(-1.0f, x_, anchor, n);  // anchor = z_prev - z_avg
+  backend_.scale(u, n, beta);
+  backend_.axpy(1.0f / lr_, anchor, u, n);
+  backend_.axpy(-lr_, u, anchor, n);   // z_prev - z_avg - lr u
+  backend_.axpy(1.0f, x_, anchor, n);  // z_new
+  backend_.copy(x_, anchor, n * sizeof(float));
+}
+
+}  // namespace sgp::peer

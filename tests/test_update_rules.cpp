@@ -1,0 +1,411 @@
+// Issue 35's update rules (peer/update_rule.hpp, gossip/periodic_average.hpp) on inputs whose
+// right answer is known: quadratics f_i(z) = a_i / 2 |z - b_i|^2, whose sum is minimised at
+// sum a_i b_i / sum a_i; one peer (the rules reduce to known recurrences, computed here in
+// double); several peers in threads over the in-process transport on a time-varying digraph
+// whose weights move w.
+#include <cmath>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "sgp/compute/cpu_backend.hpp"
+#include "sgp/error.hpp"
+#include "sgp/gossip/mixer.hpp"
+#include "sgp/gossip/periodic_average.hpp"
+#include "sgp/gossip/ring_allreduce.hpp"
+#include "sgp/model/sgd.hpp"
+#include "sgp/peer/settings.hpp"
+#include "sgp/peer/update_rule.hpp"
+#include "sgp/topology/dot_file.hpp"
+#include "sgp/transport/inproc_network.hpp"
+#include "sgp/transport/inproc_transport.hpp"
+#include "support/text.hpp"
+
+using namespace sgp;
+
+namespace {
+
+constexpr std::size_t kDim = 3;
+
+// Period 2, directed, column stochastic but not row stochastic: w moves.
+constexpr const char* kMovingWeights = R"(digraph topology {
+  period = 2;
+  0 -> 1 [weight=0.3, phase=0]; 1 -> 2 [weight=0.5, phase=0];
+  2 -> 3 [weight=0.6, phase=0]; 3 -> 0 [weight=0.4, phase=0];
+  0 -> 2 [weight=0.3, phase=1]; 1 -> 3 [weight=0.5, phase=1];
+  2 -> 0 [weight=0.6, phase=1]; 3 -> 1 [weight=0.4, phase=1];
+})";
+
+struct Quadratic {
+  double a;
+  std::vector<double> b;
+};
+
+// Peer i's f_i: curvatures and centres far apart (strong heterogeneity).
+Quadratic quadratic(int rank) {
+  const double a[] = {1.0, 2.0, 0.5, 1.5};
+  return {a[rank % 4], {3.0 * rank, -2.0 + rank, rank % 2 == 0 ? 5.0 : -5.0}};
+}
+
+std::vector<double> optimum(int n) {
+  std::vector<double> num(kDim, 0.0);
+  double den = 0.0;
+  for (int i = 0; i < n; ++i) {
+    const auto q = quadratic(i);
+    for (std::size_t j = 0; j < kDim; ++j) num[j] += q.a * q.b[j];
+    den += q.a;
+  }
+  for (auto& v : num) v /= den;
+  return num;
+}
+
+peer::TrainConfig rule_config(peer::Algorithm algo, float momentum = 0.0f, bool nesterov = false,
+                              float weight_decay = 0.0f) {
+  peer::TrainConfig c;
+  c.algo = algo;
+  c.momentum = momentum;
+  c.nesterov = nesterov;
+  c.weight_decay = weight_decay;
+  return c;
+}
+
+// One peer's state buffer, optimizer and rule, starting from x0 (kDim values).
+struct PeerState {
+  compute::CpuBackend backend;
+  peer::StateLayout layout;
+  compute::DeviceBuffer<float> x;
+  model::Sgd sgd;
+  peer::UpdateRule rule;
+
+  PeerState(const peer::TrainConfig& c, const std::vector<float>& x0)
+      : layout(peer::state_layout(c, kDim)),
+        x(backend, layout.total),
+        sgd(backend, kDim, {c.momentum, c.weight_decay, c.nesterov}),
+        rule(c, backend, layout, x.data(), sgd) {
+    x.upload(x0);
+    rule.start();
+  }
+
+  // One iteration with f = q at z = scale x; returns the gradient the rule used (with weight
+  // decay).
+  std::vector<float> iterate(const Quadratic& q, float lr, float scale) {
+    std::vector<float> g(kDim);
+    for (std::size_t j = 0; j < kDim; ++j)
+      g[j] = static_cast<float>(q.a * (scale * x.data()[j] - q.b[j]));
+    rule.local_step(g.data(), scale, lr);
+    return g;
+  }
+};
+
+// Runs body(rank) for ranks 0..n-1 on threads; rethrows the first failure.
+void on_threads(int n, const std::function<void(int)>& body) {
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        body(rank);
+      } catch (...) {
+        errors[rank] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// What each peer saw at each iteration, after its local step: its tracker and its gradient.
+struct Trace {
+  std::vector<std::vector<std::vector<float>>> tracker, gradient;  // [iteration][rank]
+};
+
+// Runs `iterations` iterations of `config` at the schedule's peers in threads (peer i with
+// quadratic(i), from x = 0); returns each peer's final z.
+std::vector<std::vector<float>> run_peers(const peer::TrainConfig& config,
+                                          const topology::Schedule& schedule, int iterations,
+                                          float lr, Trace* trace = nullptr) {
+  const int n = schedule.num_peers();
+  transport::InProcNetwork network(n);
+  std::vector<std::vector<float>> z(n);
+  if (trace) {
+    trace->tracker.assign(iterations, std::vector<std::vector<float>>(n));
+    trace->gradient = trace->tracker;
+  }
+  on_threads(n, [&](int rank) {
+    transport::InProcTransport transport(network, rank);
+    PeerState p(config, std::vector<float>(kDim, 0.0f));
+    gossip::PushSumConfig gc;
+    gc.global_average_every = config.global_average_every;
+    gc.timeout = std::chrono::milliseconds(20000);
+    auto engine =
+        gossip::make_mixer(p.backend, schedule, transport, p.x.data(), p.layout.mixed, gc);
+    p.rule.set_engine(engine.get());
+    for (int it = 0; it < iterations; ++it) {
+      const auto scale = static_cast<float>(*engine->z_scale());
+      const auto g = p.iterate(quadratic(rank), lr, scale);
+      if (trace) {
+        trace->gradient[it][rank] = g;
+        trace->tracker[it][rank].assign(p.rule.tracker(), p.rule.tracker() + kDim);
+      }
+      p.rule.mix(it);
+    }
+    engine->finish();
+    const auto scale = *engine->z_scale();
+    for (std::size_t j = 0; j < kDim; ++j)
+      z[rank].push_back(static_cast<float>(scale * p.x.data()[j]));
+  });
+  return z;
+}
+
+double max_distance(const std::vector<std::vector<float>>& z, const std::vector<double>& target) {
+  double d = 0.0;
+  for (const auto& zi : z)
+    for (std::size_t j = 0; j < kDim; ++j) d = std::max(d, std::abs(zi[j] - target[j]));
+  return d;
+}
+
+// Heavy-ball / Nesterov SGD in double on quadratic q with weight decay: the plain optimizer
+// (sgd_update's arithmetic).
+std::vector<double> plain_optimizer(const Quadratic& q, int iterations, double lr, double mu,
+                                    bool nesterov, double wd) {
+  std::vector<double> z(kDim, 0.5), v(kDim, 0.0);
+  for (int it = 0; it < iterations; ++it)
+    for (std::size_t j = 0; j < kDim; ++j) {
+      const double g = q.a * (z[j] - q.b[j]) + wd * z[j];
+      v[j] = mu * v[j] + g;
+      z[j] -= lr * (nesterov ? g + mu * v[j] : v[j]);
+    }
+  return z;
+}
+
+}  // namespace
+
+TEST_CASE("one peer: gt is the plain optimizer (y is the local gradient)") {
+  for (bool nesterov : {false, true}) {
+    CAPTURE(nesterov);
+    PeerState p(rule_config(peer::Algorithm::gt, 0.8f, nesterov, 0.05f),
+                std::vector<float>(kDim, 0.5f));
+    const auto q = quadratic(1);
+    for (int it = 0; it < 30; ++it) {
+      const auto g = p.iterate(q, 0.1f, 1.0f);
+      for (std::size_t j = 0; j < kDim; ++j) CHECK(p.rule.tracker()[j] == doctest::Approx(g[j]));
+      p.rule.mix(it);
+    }
+    const auto expected = plain_optimizer(q, 30, 0.1, 0.8, nesterov, 0.05);
+    for (std::size_t j = 0; j < kDim; ++j)
+      CHECK(p.x.data()[j] == doctest::Approx(expected[j]).epsilon(1e-5));
+  }
+}
+
+// With one peer z_after = z_half, so d = (z_before - z_after) / lr is the step's own direction:
+// heavy ball d = g + beta m, Nesterov d = g + beta (beta m + g); then m <- beta m + (1 - beta) d.
+TEST_CASE("one peer: quasi-global momentum is the recurrence m <- beta m + (1 - beta) d") {
+  for (bool nesterov : {false, true}) {
+    CAPTURE(nesterov);
+    const double beta = 0.9, lr = 0.05, wd = 0.01;
+    auto config = rule_config(peer::Algorithm::sgp, 0.9f, nesterov, 0.01f);
+    config.momentum_kind = peer::MomentumKind::quasi_global;
+    PeerState qg(config, std::vector<float>(kDim, 0.5f));
+    const auto q = quadratic(2);
+    std::vector<double> z(kDim, 0.5), m(kDim, 0.0);
+    for (int it = 0; it < 40; ++it) {
+      qg.iterate(q, static_cast<float>(lr), 1.0f);
+      qg.rule.mix(it);
+      for (std::size_t j = 0; j < kDim; ++j) {
+        const double g = q.a * (z[j] - q.b[j]) + wd * z[j];
+        const double d = nesterov ? g + beta * (beta * m[j] + g) : g + beta * m[j];
+        z[j] -= lr * d;
+        m[j] = beta * m[j] + (1.0 - beta) * d;
+      }
+    }
+    for (std::size_t j = 0; j < kDim; ++j) {
+      CHECK(qg.x.data()[j] == doctest::Approx(z[j]).epsilon(1e-5));
+      CHECK(qg.sgd.velocity().data()[j] == doctest::Approx(m[j]).epsilon(1e-4));
+    }
+  }
+}
+
+// One peer's exact average is its own z: every H steps u <- beta_s u + (z_prev - z) / lr,
+// z <- z_prev - lr u, z_prev <- z.
+TEST_CASE("one peer: slow momentum is SlowMo's outer step at every H-th iteration") {
+  auto config = rule_config(peer::Algorithm::sgp);
+  config.global_average_every = 3;
+  config.slow_momentum = 0.6;
+  PeerState p(config, std::vector<float>(kDim, 0.5f));
+  const auto q = quadratic(3);
+  const double lr = 0.1, beta = 0.6;
+  std::vector<double> z(kDim, 0.5), anchor = z, u(kDim, 0.0);
+  for (int it = 0; it < 15; ++it) {
+    p.iterate(q, static_cast<float>(lr), 1.0f);
+    p.rule.mix(it);
+    for (std::size_t j = 0; j < kDim; ++j) z[j] -= lr * q.a * (z[j] - q.b[j]);
+    if ((it + 1) % 3 == 0) {
+      for (std::size_t j = 0; j < kDim; ++j) {
+        u[j] = beta * u[j] + (anchor[j] - z[j]) / lr;
+        z[j] = anchor[j] = anchor[j] - lr * u[j];
+      }
+    }
+  }
+  for (std::size_t j = 0; j < kDim; ++j)
+    CHECK(p.x.data()[j] == doctest::Approx(z[j]).epsilon(1e-5));
+}
+
+TEST_CASE("gt over push-sum: the trackers sum to the current gradients after every round") {
+  const auto schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
+  Trace trace;
+  run_peers(rule_config(peer::Algorithm::gt, 0.9f, true, 0.01f), schedule, 40, 0.02f, &trace);
+  for (int it = 0; it < 40; ++it) {
+    CAPTURE(it);
+    for (std::size_t j = 0; j < kDim; ++j) {
+      double y = 0.0, g = 0.0;
+      for (int rank = 0; rank < 4; ++rank) {
+        y += trace.tracker[it][rank][j];
+        g += trace.gradient[it][rank][j];
+      }
+      CHECK(std::abs(y - g) <= 1e-5 * (1.0 + std::abs(g)));
+    }
+  }
+}
+
+// With a constant step, plain push-sum SGD stalls at a floor set by the heterogeneity; gradient
+// tracking reaches the minimiser of the sum (to float rounding).
+TEST_CASE("gt reaches the exact optimum with a constant step, where sgp stalls") {
+  const auto schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
+  const auto target = optimum(4);
+  const double gt =
+      max_distance(run_peers(rule_config(peer::Algorithm::gt), schedule, 400, 0.1f), target);
+  const double sgp =
+      max_distance(run_peers(rule_config(peer::Algorithm::sgp), schedule, 400, 0.1f), target);
+  MESSAGE("largest |z_i - theta*|: gt " << gt << ", sgp " << sgp);
+  CHECK(gt < 1e-4);
+  CHECK(sgp > 1e-2);
+}
+
+namespace {
+
+// Each peer's x after `rounds` steps of a Mixer made by `make` over the in-process transport,
+// from x_i = distinct values (n elements); `z_before` gets each peer's z before every step.
+std::vector<std::vector<float>> mix_rounds(
+    const topology::Schedule& schedule, std::size_t n, int rounds,
+    const std::function<std::unique_ptr<gossip::Mixer>(compute::Backend&, transport::Transport&,
+                                                       float*)>& make,
+    std::vector<std::vector<std::vector<float>>>* z_before = nullptr) {
+  const int peers = schedule.num_peers();
+  transport::InProcNetwork network(peers);
+  std::vector<std::vector<float>> out(peers);
+  if (z_before) z_before->assign(rounds, std::vector<std::vector<float>>(peers));
+  on_threads(peers, [&](int rank) {
+    compute::CpuBackend backend;
+    transport::InProcTransport transport(network, rank);
+    std::vector<float> x(n);
+    for (std::size_t j = 0; j < n; ++j) x[j] = std::sin(0.37f * (rank + 1) * (j + 1)) * (rank + 1);
+    auto engine = make(backend, transport, x.data());
+    for (int it = 0; it < rounds; ++it) {
+      if (z_before) {
+        (*z_before)[it][rank].resize(n);
+        engine->debias((*z_before)[it][rank].data());
+      }
+      engine->step(it);
+      // a local change between rounds, as a training step makes
+      for (auto& v : x) v *= 0.99f;
+    }
+    engine->finish();
+    out[rank] = x;
+  });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("PGA: an exact round leaves every peer w = 1 and x = the arithmetic mean of z") {
+  const auto schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
+  // Several chunks, so that the lanes hold back messages of either engine.
+  const std::size_t n = 1000;
+  gossip::PushSumConfig gc;
+  gc.chunk_elements = 128;
+  gc.timeout = std::chrono::milliseconds(20000);
+  // H = 3 with fp16 gossip: the exact rounds stay float32.
+  for (int every : {2, 3}) {
+    CAPTURE(every);
+    gc.global_average_every = every;
+    gc.compression = every == 3 ? gossip::Compression::fp16 : gossip::Compression::none;
+    const int rounds = 2 * every;  // the last round is exact
+    std::vector<std::vector<std::vector<float>>> z;
+    const auto x = mix_rounds(
+        schedule, n, rounds,
+        [&](compute::Backend& b, transport::Transport& t, float* x) {
+          return gossip::make_mixer(b, schedule, t, x, n, gc);
+        },
+        &z);
+    for (std::size_t j = 0; j < n; ++j) {
+      double mean = 0.0;
+      for (int rank = 0; rank < 4; ++rank) mean += z[rounds - 1][rank][j];
+      mean /= 4.0;
+      // x was scaled by 0.99 after the last round.
+      for (int rank = 0; rank < 4; ++rank) {
+        CHECK(x[rank][j] == x[0][j]);
+        CHECK(x[rank][j] == doctest::Approx(0.99 * mean).epsilon(1e-5));
+      }
+    }
+    // The gossip rounds in between moved w: the z's averaged were not x's.
+    bool weight_moved = false;
+    for (int rank = 0; rank < 4; ++rank)
+      for (std::size_t j = 0; j < n; ++j) {
+        weight_moved |=
+            std::abs(z[rounds - 1][rank][j] - z[0][rank][j] * std::pow(0.99f, rounds - 1)) > 1e-3;
+      }
+    CHECK(weight_moved);
+  }
+}
+
+TEST_CASE("PGA with H = 1 is the ring allreduce, bit for bit") {
+  const auto schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
+  const std::size_t n = 1001;
+  gossip::PushSumConfig gc;
+  gc.chunk_elements = 100;
+  gc.timeout = std::chrono::milliseconds(20000);
+  const auto ring =
+      mix_rounds(schedule, n, 3, [&](compute::Backend& b, transport::Transport& t, float* x) {
+        return std::make_unique<gossip::RingAllReduce>(b, 4, t, x, n, gc);
+      });
+  gc.global_average_every = 1;
+  const auto pga =
+      mix_rounds(schedule, n, 3, [&](compute::Backend& b, transport::Transport& t, float* x) {
+        return gossip::make_mixer(b, schedule, t, x, n, gc);
+      });
+  CHECK(pga == ring);
+}
+
+TEST_CASE("combinations the rules do not have are refused, naming the flag") {
+  using testing::contains;
+  auto refusal = [](const peer::TrainConfig& c) {
+    try {
+      peer::validate(c);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  auto c = rule_config(peer::Algorithm::sgp);
+  c.slow_momentum = 0.5;
+  CHECK(contains(refusal(c), "--slow-momentum"));
+  c.global_average_every = 4;
+  CHECK(refusal(c) == "accepted");
+  c.gossip_every = 2;
+  CHECK(contains(refusal(c), "--gossip-every 1"));
+  for (auto algo : {peer::Algorithm::osgp, peer::Algorithm::asgp, peer::Algorithm::allreduce,
+                    peer::Algorithm::gt, peer::Algorithm::local}) {
+    auto d = rule_config(algo);
+    d.global_average_every = 2;
+    CHECK(contains(refusal(d), "--global-average-every"));
+  }
+  auto gt = rule_config(peer::Algorithm::gt);
+  gt.momentum_kind = peer::MomentumKind::quasi_global;
+  CHECK(contains(refusal(gt), "--momentum-kind quasi-global"));
+  gt.momentum_kind = peer::MomentumKind::local;
+  gt.robust = gossip::Robust::clip;
+  CHECK(contains(refusal(gt), "--robust clip"));
+}
