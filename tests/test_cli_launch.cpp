@@ -195,9 +195,9 @@ TEST_CASE("--compress fp16 over ZeroMQ: half the payload bytes, mass conserved, 
 TEST_CASE("a sign-flipping insider is named in summary.json and the launch does not exit 0") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
-  // Ranks 0 and 1 hear rank 3 (and one honest in-neighbour each) on the one-peer exponential graph.
-  const auto topology =
-      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  // Ranks 0 and 1 hear rank 3 and one honest in-neighbour each, in the same (only) phase of the
+  // static exponential graph: NeighbourWatch compares neighbours within a phase.
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "exponential", 4);
   const auto run = dir / "run";
   const auto r = run_sgp(short_run(topology, run, 20) + " --sign-flip-rank 3");
   INFO(r.output);

@@ -168,27 +168,32 @@ TEST_CASE("--robust clip refuses a rank with a single in-neighbour") {
                        doctest::Contains("--robust clip: rank 0 has 1 in-neighbour"), InputError);
 }
 
-// NeighbourWatch's rule on the figures of a real run: honest Base-2 neighbours (W1, N = 25,
-// dirichlet:0.1) were 4.1-4.3x further than the others at 1.4-6.1% of the model's norm, and a
-// sign-flipped model is about twice the norm away.
-TEST_CASE("NeighbourWatch: structured honest distances are not suspected, a flipped model is") {
+// NeighbourWatch compares in-neighbours within a phase. The figures are those of a real honest
+// run (Base-2, W1, N = 25, dirichlet:0.1) whose neighbours, heard in different phases, were 4-6x
+// apart at up to 84% of the model's norm; a sign-flipped model is about twice the norm away.
+TEST_CASE("NeighbourWatch: neighbours are compared within a phase, never across phases") {
   constexpr double kNorm = 19.7;
-  const auto watch_with = [](double far) {
+  // Each of `distances` is a neighbour (rank 4, 7, 9); phases[k] is the phase it is heard in.
+  const auto watch_with = [](std::vector<double> distances, std::vector<int> phases) {
     gossip::NeighbourWatch watch(1, Robust::none);
+    const int ranks[] = {4, 7, 9};
     for (std::int64_t round = 0; round < 8; ++round) {
-      watch.record(4, far);
-      watch.record(7, 0.064);
-      watch.record(9, 0.060);
+      for (std::size_t k = 0; k < distances.size(); ++k) {
+        watch.record(phases[k], ranks[k], distances[k]);
+      }
       watch.end_round(round, kNorm);
     }
     return watch;
   };
-  CHECK(watch_with(0.2725).suspects().empty());  // 4.3x, 1.4% of the norm
-  CHECK(watch_with(1.199).suspects().empty());   // 19x, 6.1% of the norm
-  const auto flipped = watch_with(2 * kNorm);
+  // Across phases, even 5x at 84% of the norm names nobody.
+  CHECK(watch_with({0.84 * kNorm, 0.16 * kNorm, 0.15 * kNorm}, {0, 1, 2}).suspects().empty());
+  // Within a phase, a flipped model is named; the honest ones are not.
+  const auto flipped = watch_with({2 * kNorm, 0.064, 0.060}, {0, 0, 0});
   REQUIRE(flipped.suspects().size() == 1);
   CHECK(flipped.suspects().front().rank == 4);
-  // Both bounds are needed: 4x the others' distance and 10% of the norm.
-  CHECK(watch_with(0.11 * kNorm).suspects().size() == 1);
-  CHECK(watch_with(0.09 * kNorm).suspects().empty());
+  // Its phase-mates only: a flipped model heard alone in its phase is not named.
+  CHECK(watch_with({2 * kNorm, 0.064, 0.060}, {1, 0, 0}).suspects().empty());
+  // Both bounds: 4x the others of the phase and 1% of the norm.
+  CHECK(watch_with({0.5, 0.1, 0.1}, {0, 0, 0}).suspects().size() == 1);
+  CHECK(watch_with({0.18, 0.04, 0.04}, {0, 0, 0}).suspects().empty());
 }

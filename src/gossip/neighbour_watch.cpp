@@ -20,14 +20,14 @@ double lower_median(std::vector<double> values) {
 
 }  // namespace
 
-void NeighbourWatch::record(int sender, double distance) {
-  auto& window = window_[sender];
+void NeighbourWatch::record(int phase, int sender, double distance) {
+  auto& window = window_[{phase, sender}];
   window.push_back(distance);
   if (window.size() > kWindow) window.pop_front();
 }
 
-std::optional<double> NeighbourWatch::typical(int rank, std::size_t min_samples) const {
-  const auto it = window_.find(rank);
+std::optional<double> NeighbourWatch::typical(const Key& key, std::size_t min_samples) const {
+  const auto it = window_.find(key);
   if (it == window_.end() || it->second.size() < min_samples) return std::nullopt;
   return lower_median({it->second.begin(), it->second.end()});
 }
@@ -39,13 +39,14 @@ bool NeighbourWatch::suspected(int rank) const {
 
 bool NeighbourWatch::end_round(std::int64_t round, double own_norm) {
   bool named = false;
-  for (const auto& [rank, window] : window_) {
+  for (const auto& [key, window] : window_) {
+    const auto [phase, rank] = key;
     if (suspected(rank)) continue;
-    const auto mine = typical(rank, kMinSamples);
+    const auto mine = typical(key, kMinSamples);
     if (!mine) continue;
     std::vector<double> others;
     for (const auto& entry : window_) {
-      if (entry.first == rank) continue;
+      if (entry.first.first != phase || entry.first == key) continue;
       if (auto t = typical(entry.first, kMinSamples)) others.push_back(*t);
     }
     if (others.empty()) continue;
@@ -120,10 +121,12 @@ void check_robust(const topology::Schedule& schedule, int rank, Robust robust) {
 }
 
 double NeighbourWatch::clip_radius() const {
-  std::vector<double> typicals;
+  std::map<int, std::vector<double>> by_sender;  // its phases' typical distances
   for (const auto& entry : window_) {
-    if (auto t = typical(entry.first, 1)) typicals.push_back(*t);
+    if (auto t = typical(entry.first, 1)) by_sender[entry.first.second].push_back(*t);
   }
+  std::vector<double> typicals;
+  for (auto& [sender, values] : by_sender) typicals.push_back(lower_median(std::move(values)));
   if (typicals.size() < 2) return 0.0;
   return kClipFactor * lower_median(std::move(typicals));
 }

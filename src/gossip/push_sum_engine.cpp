@@ -619,7 +619,7 @@ void PushSumEngine::apply_round_clipped(std::int64_t round) {
   std::map<int, double> scale;  // s_j by sender
   double self = self_weight_;
   std::uint64_t clipped = 0;
-  const auto distances = record_distances();
+  const auto distances = record_distances(round);
   const double radius = watch_->clip_radius();
   for (const auto& m : messages[0]) {
     const double d = distances.at(m.header.sender);
@@ -681,11 +681,12 @@ void PushSumEngine::measure_chunk(std::uint32_t chunk, const std::vector<Decoded
 }
 
 // Hands the round's distances to the watch; returns them by sender.
-std::map<int, double> PushSumEngine::record_distances() {
+std::map<int, double> PushSumEngine::record_distances(std::int64_t round) {
   std::map<int, double> distances;
+  const int phase = schedule_.phase_of(round);
   for (const auto& [sender, squared] : squared_distance_) {
     distances[sender] = std::sqrt(squared);
-    watch_->record(sender, distances[sender]);
+    watch_->record(phase, sender, distances[sender]);
   }
   squared_distance_.clear();
   return distances;
@@ -696,7 +697,7 @@ std::map<int, double> PushSumEngine::record_distances() {
 void PushSumEngine::end_measured_round(std::int64_t round) {
   const bool measured = measured_;
   measured_ = false;
-  record_distances();
+  record_distances(round);
   const double own_norm = std::sqrt(own_norm_squared_);
   own_norm_squared_ = 0.0;
   if (!measured || !watch_->end_round(round, own_norm)) return;

@@ -5,22 +5,22 @@
 // (ClippedGossip, He, Karimireddy and Jaggi 2022).
 //
 // The distance of in-neighbour j's round-r message is ||z_j - z_i||: the de-biased model it sent
-// (x_j / w_j) against this peer's own before the round (x_i / w_i). Each neighbour's last kWindow
-// distances are kept; its "typical distance" is their median.
+// (x_j / w_j) against this peer's own before the round (x_i / w_i).
 //
-// Detection: once a neighbour has kMinSamples distances, it is suspected when its typical distance
-// exceeds kSuspectFactor times the median of the other in-neighbours' typical distances (those with
-// kMinSamples too) and kMinRelativeDistance times this peer's own model norm. The second bound is
-// what keeps honest structured schedules quiet: on Base-(k+1) an in-neighbour heard early in a
-// period (before the period's exact average) is legitimately several times further than one heard
-// late (measured: 4.1-4.3x at 1.4-6.1% of the model's norm, W1, N = 25, dirichlet:0.1), while a
-// sign-flipped model is about 200% away. Poison subtler than 10% goes unnamed; --robust clip
-// still bounds it. A peer with a single
-// in-neighbour over its schedule has nobody to compare with and suspects nobody. A suspicion
-// stays for the rest of the run; it is logged once, naming the rank and the figures.
+// Detection compares in-neighbours heard in the same phase of the schedule, never across phases:
+// on a time-varying schedule a neighbour heard early in a period is honestly much further than
+// one heard late (Base-(k+1) on skewed data: 4-6x, up to 84% of the model's norm, W1, N = 25,
+// dirichlet:0.1). Each (phase, neighbour) keeps its last kWindow distances; its "typical
+// distance" is their median. Once it has kMinSamples, a neighbour is suspected when its typical
+// distance exceeds kSuspectFactor times the median of the typical distances of the other
+// in-neighbours of that phase (those with kMinSamples too) and kMinRelativeDistance times this
+// peer's own model norm. A phase with a single in-neighbour (every round of a one-peer schedule)
+// has nobody to compare with and suspects nobody. A suspicion stays for the rest of the run; it is
+// logged once, naming the rank and the figures.
 //
 // Clipping radius: kClipFactor times the lower median of the in-neighbours' typical distances
-// (this round's distances included), so that it comes from an honest neighbour while at most
+// (a neighbour heard in several phases: the lower median of its phases'; this round's distances
+// included), so that it comes from an honest neighbour while at most
 // half of them are not; 0 (every contribution clipped to this peer's own model, weights still
 // mixed) until two in-neighbours have been heard, so that an attacker heard first cannot set it.
 // A suspected neighbour's contributions are clipped to radius 0 (PushSumEngine): where it holds
@@ -47,15 +47,15 @@ class NeighbourWatch {
   static constexpr std::size_t kWindow = 16;
   static constexpr std::size_t kMinSamples = 4;
   static constexpr double kSuspectFactor = 4.0;
-  static constexpr double kMinRelativeDistance = 0.1;
+  static constexpr double kMinRelativeDistance = 1e-2;
   static constexpr double kClipFactor = 2.0;
 
   // self: this peer's rank (for the log); robust: whether its contributions are clipped (for the
   // log line's advice).
   NeighbourWatch(int self, Robust robust) : self_(self), robust_(robust) {}
 
-  // The distance of `sender`'s message of the round being mixed.
-  void record(int sender, double distance);
+  // The distance of `sender`'s message of the round being mixed, in the schedule's `phase`.
+  void record(int phase, int sender, double distance);
   // After the round's distances were recorded: this peer's own ||z_i|| before the round; checks
   // every neighbour and logs a new suspect. Returns whether a new one was named.
   bool end_round(std::int64_t round, double own_norm);
@@ -65,11 +65,12 @@ class NeighbourWatch {
   bool suspected(int rank) const;
 
  private:
-  std::optional<double> typical(int rank, std::size_t min_samples) const;
+  using Key = std::pair<int, int>;  // (phase, in-neighbour)
+  std::optional<double> typical(const Key& key, std::size_t min_samples) const;
 
   int self_;
   Robust robust_;
-  std::map<int, std::deque<double>> window_;  // by in-neighbour: its latest distances
+  std::map<Key, std::deque<double>> window_;  // its latest distances
   std::vector<SuspectedNeighbour> suspects_;
 };
 

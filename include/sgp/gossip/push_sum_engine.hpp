@@ -143,7 +143,7 @@ class PushSumEngine final : public Mixer {
                      const ChunkShares& in);
   void apply_chunk_measured(std::int64_t round, std::uint32_t chunk);
   void apply_round_clipped(std::int64_t round);
-  std::map<int, double> record_distances();
+  std::map<int, double> record_distances(std::int64_t round);
   void end_measured_round(std::int64_t round);
   bool readable_in_place(const DecodedMessage& message) const;
   double coefficient_of(const DecodedMessage& message) const;
