@@ -99,6 +99,8 @@ std::vector<std::uint8_t> encode_qsgd(const Compressor& c, std::span<const float
   double sum2 = 0.0;
   for (float x : v) sum2 += static_cast<double>(x) * x;
   const auto norm = static_cast<float>(std::sqrt(sum2));
+  SGP_ENFORCE(std::isfinite(norm), "qsgd: the norm {} of the vector exceeds float32",
+              std::sqrt(sum2));
   out.put(c.levels);
   out.put(norm);
   const int width = level_bits(c.levels);

@@ -71,14 +71,14 @@ std::vector<std::uint32_t> read_gaps(ByteReader& in, std::size_t k, std::size_t 
 }
 
 template <typename T>
-void decode_sparse(const Compressor& c, ByteReader& in, std::span<T> target) {
+void decode_sparse(const Compressor& c, ByteReader& in, std::span<T> target, double scale) {
   const std::uint32_t k = read_count(in, c, target.size());
   const std::uint64_t seed = c.kind == Kind::randk ? in.get<std::uint64_t>() : 0;
   const auto values = read_values(in, k);
   const auto index = c.kind == Kind::topk ? read_gaps(in, k, target.size())
                                           : detail::random_indices(seed, target.size(), k);
   in.finish();
-  for (std::size_t j = 0; j < k; ++j) target[index[j]] += static_cast<T>(values[j]);
+  for (std::size_t j = 0; j < k; ++j) target[index[j]] += static_cast<T>(scale * values[j]);
 }
 
 float read_scale(ByteReader& in, const char* what) {
@@ -90,8 +90,8 @@ float read_scale(ByteReader& in, const char* what) {
 }
 
 template <typename T>
-void decode_sign(ByteReader& in, std::span<T> target) {
-  const float scale = read_scale(in, "scale");
+void decode_sign(ByteReader& in, std::span<T> target, double scale) {
+  const float magnitude = read_scale(in, "scale");
   const auto bits = in.take(detail::packed_bytes(target.size(), 1));
   in.finish();
   BitReader check(bits);
@@ -99,12 +99,12 @@ void decode_sign(ByteReader& in, std::span<T> target) {
   if (!check.padding_is_zero()) refuse(Refusal::bad_padding, "sign bits past the last value");
   BitReader signs(bits);
   for (std::size_t k = 0; k < target.size(); ++k) {
-    target[k] += static_cast<T>(signs.get(1) ? -scale : scale);
+    target[k] += static_cast<T>(scale * (signs.get(1) ? -magnitude : magnitude));
   }
 }
 
 template <typename T>
-void decode_qsgd(const Compressor& c, ByteReader& in, std::span<T> target) {
+void decode_qsgd(const Compressor& c, ByteReader& in, std::span<T> target, double scale) {
   const auto levels = in.get<std::uint32_t>();
   if (levels != c.levels) {
     refuse(Refusal::bad_level, fmt::format("{} levels, expected {}", levels, c.levels));
@@ -125,31 +125,34 @@ void decode_qsgd(const Compressor& c, ByteReader& in, std::span<T> target) {
   BitReader fields(bits);
   for (std::size_t k = 0; k < target.size(); ++k) {
     const bool negative = fields.get(1) != 0;
-    target[k] += static_cast<T>(detail::qsgd_value(norm, fields.get(width), levels, negative));
+    target[k] +=
+        static_cast<T>(scale * detail::qsgd_value(norm, fields.get(width), levels, negative));
   }
 }
 
 }  // namespace
 
 template <typename T>
-void decode_add(const Compressor& c, std::span<const std::uint8_t> payload, std::span<T> target) {
+void decode_add(const Compressor& c, std::span<const std::uint8_t> payload, std::span<T> target,
+                double scale) {
   ByteReader in(payload);
   read_header(in, c, target.size());
   switch (c.kind) {
     case Kind::topk:
     case Kind::randk:
-      return decode_sparse(c, in, target);
+      return decode_sparse(c, in, target, scale);
     case Kind::sign:
-      return decode_sign(in, target);
+      return decode_sign(in, target, scale);
     case Kind::qsgd:
-      return decode_qsgd(c, in, target);
+      return decode_qsgd(c, in, target, scale);
   }
   SGP_ENFORCE(false, "unknown compressor kind {}", static_cast<int>(c.kind));
 }
 
-template void decode_add<float>(const Compressor&, std::span<const std::uint8_t>, std::span<float>);
+template void decode_add<float>(const Compressor&, std::span<const std::uint8_t>, std::span<float>,
+                                double);
 template void decode_add<double>(const Compressor&, std::span<const std::uint8_t>,
-                                 std::span<double>);
+                                 std::span<double>, double);
 
 std::vector<std::uint8_t> encode_with_feedback(const Compressor& c, std::span<const float> v,
                                                std::span<float> residual, std::uint64_t seed) {

@@ -10,18 +10,24 @@
 
 namespace sgp::simulate {
 
+double qsgd_variance(const compress::Compressor& c, std::size_t dim) {
+  const double n = static_cast<double>(dim), levels = c.levels;
+  return std::min(n / (levels * levels), std::sqrt(n) / levels);
+}
+
+double copy_scale(const compress::Compressor& c, std::size_t dim) {
+  return c.kind == compress::Kind::qsgd ? 1.0 / (1.0 + qsgd_variance(c, dim)) : 1.0;
+}
+
 double default_consensus_step(const compress::Compressor& c, std::size_t dim) {
   switch (c.kind) {
     case compress::Kind::topk:
     case compress::Kind::randk:
-      return c.ratio;  // their contraction: ||v - C(v)||^2 <= (1 - R) ||v||^2
+      return c.ratio;
     case compress::Kind::sign:
-      return 0.005;  // measured (docs/simulation.md)
-    case compress::Kind::qsgd: {
-      // Unbiased with variance omega ||v||^2 (Alistarh et al.): CHOCO's scaling 1 / (1 + omega).
-      const double n = static_cast<double>(dim), levels = c.levels;
-      return 1.0 / (1.0 + std::min(n / (levels * levels), std::sqrt(n) / levels));
-    }
+      return 0.005;
+    case compress::Kind::qsgd:
+      return copy_scale(c, dim);
   }
   return c.ratio;
 }
@@ -34,6 +40,7 @@ CompressedPopulation::CompressedPopulation(topology::Schedule schedule, std::siz
       compressor_(c),
       gamma_(gamma),
       seed_(seed),
+      copy_scale_(copy_scale(c, dim)),
       pool_(pool),
       x_(static_cast<std::size_t>(peers()) * dim, 0.0),
       xhat_(x_.size(), 0.0),
@@ -62,19 +69,21 @@ std::uint64_t CompressedPopulation::update_public_copies(std::int64_t round) {
       const int rank = static_cast<int>(i);
       const auto x = std::span<const double>(x_).subspan(offset(rank), dim_);
       auto xhat = std::span<double>(xhat_).subspan(offset(rank), dim_);
-      bool finite = true;
+      double squares = 0.0;
       for (std::size_t k = 0; k < dim_; ++k) {
         d[k] = static_cast<float>(x[k] - xhat[k]);
-        finite = finite && std::isfinite(d[k]);
+        squares += static_cast<double>(d[k]) * d[k];
       }
-      if (!finite) {  // a diverging step size: nothing can be encoded, the run stops
+      // A diverging step size: a difference (or qsgd's norm) past float32, nothing can be
+      // encoded, and the run stops.
+      if (!std::isfinite(static_cast<float>(std::sqrt(squares)))) {
         diverged_ = true;
         continue;
       }
       const std::uint64_t seed =
           data::splitmix64(seed_ ^ data::splitmix64((static_cast<std::uint64_t>(round) << 20) + i));
       const auto payload = compress::encode(compressor_, d, seed);
-      compress::decode_add(compressor_, std::span<const std::uint8_t>(payload), xhat);
+      compress::decode_add(compressor_, std::span<const std::uint8_t>(payload), xhat, copy_scale_);
       sent += payload.size() * recipients_[i];
     }
     bytes += sent;

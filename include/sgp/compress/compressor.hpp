@@ -49,7 +49,8 @@ std::string compressor_name(const Compressor& c);
 // topk, randk: how many coordinates of an n-vector are sent: ceil(R n), at least 1, at most n.
 std::size_t coordinates_sent(const Compressor& c, std::size_t n);
 
-// The payload of v (n = v.size() < 2^32, every value finite: InvariantError otherwise). `seed`
+// The payload of v (n = v.size() < 2^32, every value finite, and for qsgd ||v||_2 within
+// float32: InvariantError otherwise). `seed`
 // draws randk's indices and qsgd's rounding (the sender's: e.g. from the run seed, its rank and
 // the round); topk and sign ignore it.
 std::vector<std::uint8_t> encode(const Compressor& c, std::span<const float> v, std::uint64_t seed);
@@ -78,10 +79,11 @@ class PayloadError : public IoError {
 };
 
 // Checks every field of `payload` against the receiver's compressor and target.size(), then
-// adds the decoded vector to `target`; PayloadError (target untouched) when anything is wrong.
-// Float and double targets (the values are float32; a double target adds them exactly).
+// adds `scale` times the decoded vector to `target` (each value scaled in double, then rounded
+// to T); PayloadError (target untouched) when anything is wrong. Float and double targets.
 template <typename T>
-void decode_add(const Compressor& c, std::span<const std::uint8_t> payload, std::span<T> target);
+void decode_add(const Compressor& c, std::span<const std::uint8_t> payload, std::span<T> target,
+                double scale = 1.0);
 
 // Error feedback: encodes meant = v + residual (float32) and leaves in `residual` what was not
 // sent, meant - decode(payload). topk and randk send a coordinate whole or not at all, so

@@ -3,8 +3,9 @@
 // "Compressed gossip"). CHOCO-style public copies (Koloskova et al. 2019) on a column-stochastic
 // directed, time-varying schedule A (p_ij = the weight j pushes to i):
 //   1. every peer i sends q_i = C(x_i - xhat_i) to each peer it pushes to in any phase of the
-//      period, and it and they add decode(q_i) to their copy xhat_i (the same bytes and the same
-//      additions: the copies stay equal bit for bit, so the simulation keeps one);
+//      period, and it and they add decode(q_i) (times copy_scale) to their copy xhat_i (the same
+//      bytes and the same additions: the copies stay equal bit for bit, so the simulation keeps
+//      one);
 //   2. x_i += gamma (sum_{j -> i} p_ij xhat_j - c_i xhat_i), c_i = sum_{i -> j} p_ji, over the
 //      round's edges, and w_i += gamma (sum_{j -> i} p_ij w_j - c_i w_i) (w is sent whole).
 // Sum_i x_i and sum_i w_i are conserved exactly by step 2 (each xhat_j is added with the weights
@@ -23,9 +24,14 @@
 
 namespace sgp::simulate {
 
-// The consensus step gamma when --consensus-step is not given, for vectors of `dim` values: R
-// for topk and randk, 1 / (1 + omega) for qsgd (omega = min(n / L^2, sqrt(n) / L), its
-// variance), 0.005 for sign (what converged on a directed ring, docs/simulation.md).
+// What decode(q_i) is multiplied by before it is added to the copies: 1, and for qsgd (unbiased,
+// variance omega ||v||^2 with omega = min(n / L^2, sqrt(n) / L), Alistarh et al.) 1 / (1 +
+// omega), which makes it contract as error feedback needs (CHOCO's scaling).
+double copy_scale(const compress::Compressor& c, std::size_t dim);
+
+// The consensus step gamma when --consensus-step is not given: R for topk and randk (their
+// contraction ||v - C(v)||^2 <= (1 - R) ||v||^2), 1 / (1 + omega) for qsgd (the same for its
+// scaled form), and 0.005 for sign (what converged on a directed ring, docs/simulation.md).
 double default_consensus_step(const compress::Compressor& c, std::size_t dim);
 
 class CompressedPopulation {
@@ -64,6 +70,7 @@ class CompressedPopulation {
   compress::Compressor compressor_;
   double gamma_;
   std::uint64_t seed_;
+  double copy_scale_;
   PeerPool& pool_;
   std::vector<std::size_t> recipients_;  // per rank: the peers it pushes to over a period
   std::vector<double> x_;
