@@ -227,3 +227,42 @@ TEST_CASE("sgp simulate: bad flags are input errors naming them") {
     CHECK(contains(r.output, c.says));
   }
 }
+
+TEST_CASE(
+    "sgp simulate --compress: payload bytes in every record and the summary; misuse refused") {
+  sgp::testing::TempDir dir;
+  const std::string common = "simulate --topology ring --peers 4 --dim 100 --rounds 5 --run-dir ";
+  const auto compressed = dir / "topk";
+  auto r = run_sgp(common + compressed.string() + " --compress topk:0.05 --consensus-step 0.5");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // 5 of 100 values: header 5 + count 4 + values 20 + 5 one-byte index gaps, to 1 peer each.
+  const auto records = records_of(compressed);
+  REQUIRE(records.size() == 6);
+  CHECK(records[0]["bytes_sent"] == 0);
+  CHECK(records[1]["bytes_sent"] == 4 * 34);
+  CHECK(records[5]["total_bytes_sent"] == 5 * 4 * 34);
+  auto s = summary_of(compressed);
+  CHECK(s["compress"] == "topk:0.05");
+  CHECK(s["consensus_step"] == 0.5);
+  CHECK(s["bytes_per_round"] == 4 * 34);
+  CHECK(s["final_sum_of_weights"].get<double>() == doctest::Approx(4.0).epsilon(1e-12));
+  CHECK(contains(r.output, "payload bytes sent: 136 per round"));
+
+  const auto plain = dir / "plain";
+  r = run_sgp(common + plain.string());
+  REQUIRE(r.exit_code == 0);
+  CHECK(summary_of(plain)["bytes_per_round"] == 4 * 100 * 4);  // float32 rows, one edge each
+
+  for (const auto& [flags, named] : std::map<std::string, std::string>{
+           {"--compress sign --algo asgp", "--compress sign with --algo asgp"},
+           {"--compress sign --workload quadratic", "--workload consensus only"},
+           {"--compress qsgd:0", "--compress qsgd:0"},
+           {"--consensus-step 0.5", "--consensus-step is for compressed gossip"},
+           {"--compress sign --consensus-step 0", "--consensus-step 0"}}) {
+    r = run_sgp(common + (dir / "bad").string() + " " + flags);
+    INFO(flags, r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, named));
+  }
+}

@@ -26,6 +26,7 @@ struct SimulateArgs {
   std::string join;
   std::string log_level = "info";
   double slow_momentum = 0.0;
+  std::string compress;
 };
 
 // --algo sgp|asgp|gt|agt, or the older --mode sync|async (sgp|asgp); both only if they agree.
@@ -85,6 +86,13 @@ void add_mixing_options(CLI::App* cmd, SimulateArgs& a) {
   cmd->add_option("--drop", o.faults.drop, "async: probability that a message is lost")
       ->check(CLI::Range(0.0, 0.99));
   cmd->add_option("--dup", o.faults.duplicate, "async: probability that a message arrives twice")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--compress", a.compress,
+                  "sgp, consensus: compressed gossip with public copies and error feedback, "
+                  "topk:R | randk:R (fraction R of the coordinates) | sign | qsgd:LEVELS");
+  cmd->add_option("--consensus-step", o.consensus_step,
+                  "with --compress: the consensus step gamma in (0, 1] (default: R for "
+                  "topk/randk, 0.005 for sign, 1 / (1 + omega) for qsgd)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--delay", o.faults.max_delay,
                   "async: each message arrives 0..this many rounds late (uniform)")
@@ -199,6 +207,13 @@ void run_simulate_args(SimulateArgs& a, const CLI::App& cmd) {
     if (cmd.count(flag) == 0) continue;
     auto changes = simulate::parse_peer_changes(text, kind, flag);
     c.options.changes.insert(c.options.changes.end(), changes.begin(), changes.end());
+  }
+  if (cmd.count("--compress") > 0) {
+    c.options.compressor = compress::parse_compressor(a.compress, "--compress");
+  }
+  if (cmd.count("--consensus-step") > 0 && !(c.options.consensus_step > 0.0)) {
+    throw InputError(
+        fmt::format("--consensus-step {}: expected gamma in (0, 1]", c.options.consensus_step));
   }
   check_combinations(a, cmd);
   simulate::require_valid_optimizer(c.options);

@@ -41,6 +41,10 @@ nlohmann::json record_json(const RoundRecord& r, Workload workload) {
                    {"sum_of_weights", r.sum_of_weights},
                    {"consensus_error", r.consensus_error},
                    {"deviation_norm", r.deviation_norm}};
+  if (r.bytes_sent) {
+    j["bytes_sent"] = *r.bytes_sent;
+    j["total_bytes_sent"] = *r.total_bytes_sent;
+  }
   if (workload == Workload::consensus) {
     j["mean_error"] = r.target_error;
   } else {
@@ -103,6 +107,9 @@ nlohmann::json config_json(const SimulateCommand& c, const topology::Schedule& s
           {"seed", o.seed},
           {"threads", o.threads},
           {"log_every", o.log_every},
+          {"compress", o.compressor ? nlohmann::json(compress::compressor_name(*o.compressor))
+                                    : nlohmann::json()},
+          {"consensus_step", o.compressor ? nlohmann::json(consensus_step(o)) : nlohmann::json()},
           {"fail", change_items(o, PeerChange::Kind::fail)},
           {"join", change_items(o, PeerChange::Kind::join)}};
 }
@@ -128,6 +135,10 @@ void add_results(nlohmann::json& summary, const SimulateCommand& c,
   summary["diverged_at_round"] =
       result.diverged_at ? nlohmann::json(*result.diverged_at) : nlohmann::json();
   summary["peak_rss_bytes"] = peak_rss_bytes();
+  if (result.final_record.total_bytes_sent) {
+    summary["bytes_per_round"] = static_cast<double>(*result.final_record.total_bytes_sent) /
+                                 static_cast<double>(result.final_record.round);
+  }
   if (c.options.mode == MixingMode::async) {
     const auto& m = result.messages;
     summary["messages"] = {{"sent", m.sent},       {"lost", m.lost},   {"duplicated", m.duplicated},
@@ -150,6 +161,15 @@ void print_result(const SimulateCommand& c, const SimulationResult& result,
       result.final_record.sum_of_weights, result.wall_time_s,
       1e3 * result.wall_time_s / static_cast<double>(c.options.rounds),
       static_cast<double>(peak_rss_bytes()) / (1 << 20));
+  if (summary.contains("bytes_per_round")) {
+    const double per_round = summary["bytes_per_round"].get<double>();
+    fmt::print("payload bytes sent: {:.0f} per round ({:.1f} per peer){}\n", per_round,
+               per_round / summary["peers"].get<double>(),
+               c.options.compressor ? fmt::format(", --compress {}, gamma {}",
+                                                  compress::compressor_name(*c.options.compressor),
+                                                  consensus_step(c.options))
+                                    : std::string());
+  }
   if (membership_changes > 0) {
     fmt::print("{} of {} peers live at the end ({} membership changes)\n", result.final_record.live,
                summary["peers"].get<int>(), membership_changes);

@@ -16,6 +16,7 @@
 #include "round_metrics.hpp"
 #include "sgp/error.hpp"
 #include "sgp/launch/consensus_run.hpp"
+#include "sgp/simulate/compressed_population.hpp"
 #include "sgp/simulate/sync_population.hpp"
 
 namespace sgp::simulate {
@@ -88,7 +89,15 @@ class Recorder {
         mean_curvature_(mean_curvature),
         on_record_(on_record),
         sample_every_(period_ * std::max<std::int64_t>(1, o.rounds / (period_ * 4000))),
-        live_(static_cast<std::size_t>(schedule.num_peers()), true) {}
+        live_(static_cast<std::size_t>(schedule.num_peers()), true) {
+    if (o.mode == MixingMode::sync) round_bytes_ = 0;
+  }
+
+  // The payload bytes of the round just mixed (sync).
+  void sent(std::uint64_t bytes) {
+    round_bytes_ = bytes;
+    total_bytes_ += bytes;
+  }
 
   // Logged rounds, rounds with membership changes, and contraction samples until the distance
   // has reached the rounding floor (afterwards they would only cost time: a measurement reads
@@ -123,6 +132,10 @@ class Recorder {
     r.consensus_error = s.zbar2 > 0.0 ? s.consensus / n / s.zbar2 : s.consensus / n;
     r.target_error = s.target2 > 0.0 ? s.target / n / s.target2 : s.target / n;
     r.deviation_norm = std::sqrt(s.deviation);
+    if (round_bytes_) {
+      r.bytes_sent = *round_bytes_;
+      r.total_bytes_sent = total_bytes_;
+    }
     if (options_.workload == Workload::quadratic) {
       r.optimality_gap = 0.5 * mean_curvature_ * s.zbar_target;
       r.mean_peer_gap = 0.5 * mean_curvature_ * s.target / n;
@@ -162,6 +175,8 @@ class Recorder {
   bool log_next_ = false;
   RoundRecord last_;
   std::optional<std::int64_t> diverged_;
+  std::optional<std::uint64_t> round_bytes_;
+  std::uint64_t total_bytes_ = 0;
 };
 
 // Sum_i x_i / sum_i w over the live peers: what they converge to when all their mass is in x
@@ -325,6 +340,21 @@ class Steps {
   std::vector<std::vector<T>> scratch_;
 };
 
+// The float32 payloads of a push-sum round: a row of x per edge.
+std::uint64_t push_bytes(const topology::Schedule& schedule, std::int64_t round,
+                         std::size_t width) {
+  std::uint64_t edges = 0;
+  for (int r = 0; r < schedule.num_peers(); ++r) edges += schedule.out_edges(r, round).size();
+  return edges * width * sizeof(float);
+}
+
+// An exact average as a ring allreduce computes it: every live peer sends 2 (n - 1) / n of its
+// row (reduce-scatter, then all-gather).
+std::uint64_t allreduce_bytes(const std::vector<bool>& live, std::size_t width) {
+  const auto n = static_cast<std::uint64_t>(std::count(live.begin(), live.end(), true));
+  return n < 2 ? 0 : 2 * (n - 1) * width * sizeof(float);
+}
+
 // What both modes set up before their rounds.
 struct Setup {
   std::unique_ptr<QuadraticProblem> problem;
@@ -368,8 +398,10 @@ SimulationResult run_sync(const topology::Schedule& schedule, const SimulationOp
     if (o.optimizer.exact_round(r)) {
       const auto& live = recorder.live();
       population.restart_at(live, steps->optimizer().outer_step(population.mean_z(live)));
+      recorder.sent(allreduce_bytes(live, row_width(o)));
     } else {
       population.mix(r);
+      recorder.sent(push_bytes(population.schedule(), r, row_width(o)));
     }
     if (steps) steps->after_mixing(r, recorder.live());
     changes.apply_due(r + 1, population, recorder, problem);
@@ -384,6 +416,38 @@ SimulationResult run_sync(const topology::Schedule& schedule, const SimulationOp
   result.target = recorder.target();
   result.contraction = recorder.contraction();
   result.diverged_at = recorder.diverged();
+  return result;
+}
+
+// sgp with compressed gossip (compressed_population.hpp), consensus workload, fixed membership.
+SimulationResult run_compressed(const topology::Schedule& schedule, const SimulationOptions& o,
+                                const std::function<void(const RoundRecord&)>& on_record) {
+  const auto setup_start = Clock::now();
+  PeerPool pool(o.threads);
+  CompressedPopulation population(schedule, o.dim, *o.compressor, consensus_step(o), o.seed, pool);
+  Setup setup = set_up<double>(pool, population, o);
+  Recorder recorder(schedule, o, std::move(setup.target), 0.0, on_record);
+  SimulationResult result;
+  result.setup_time_s = seconds_since(setup_start);
+  result.state_bytes = state_bytes(schedule, o);
+  const auto start = Clock::now();
+  Progress progress(o.rounds);
+  recorder.measure(pool, 0, population.data(), population.weights());
+  for (std::int64_t r = 0; r < o.rounds; ++r) {
+    recorder.sent(population.mix(r));
+    if (recorder.wanted(r + 1) || population.diverged()) {
+      recorder.measure(pool, r + 1, population.data(), population.weights());
+    }
+    if (population.diverged() || recorder.diverged()) {
+      result.diverged_at = recorder.diverged().value_or(r + 1);
+      break;
+    }
+    progress.after(r + 1);
+  }
+  result.wall_time_s = seconds_since(start);
+  result.final_record = recorder.last();
+  result.target = recorder.target();
+  result.contraction = recorder.contraction();
   return result;
 }
 
@@ -443,7 +507,38 @@ const char* algorithm_name(const SimulationOptions& o) {
   return o.optimizer.gradient_tracking ? "agt" : "asgp";
 }
 
+void require_valid_compression(const SimulationOptions& o) {
+  if (!o.compressor) {
+    if (o.consensus_step != 0.0) {
+      throw InputError("sgp simulate: --consensus-step is for compressed gossip (--compress)");
+    }
+    return;
+  }
+  const auto refuse = [&](const std::string& what) {
+    throw InputError(fmt::format("sgp simulate: --compress {} {}",
+                                 compress::compressor_name(*o.compressor), what));
+  };
+  if (o.mode != MixingMode::sync || o.optimizer.gradient_tracking) {
+    refuse(fmt::format("with --algo {}: compressed gossip is simulated for --algo sgp only",
+                       algorithm_name(o)));
+  }
+  if (o.workload != Workload::consensus) refuse("is simulated on --workload consensus only");
+  if (!o.changes.empty())
+    refuse(
+        "with --fail / --join is not supported (the public copies of a failed peer are not "
+        "defined)");
+  if (!(o.consensus_step >= 0.0 && o.consensus_step <= 1.0)) {
+    refuse(fmt::format("--consensus-step {}: expected gamma in (0, 1]", o.consensus_step));
+  }
+}
+
+double consensus_step(const SimulationOptions& o) {
+  if (o.consensus_step > 0.0) return o.consensus_step;
+  return default_consensus_step(*o.compressor, o.dim);
+}
+
 void require_valid_optimizer(const SimulationOptions& o) {
+  require_valid_compression(o);
   const auto& p = o.optimizer;
   const auto refuse = [](const std::string& what) {
     throw InputError(fmt::format("sgp simulate: {}", what));
@@ -500,6 +595,10 @@ std::size_t row_width(const SimulationOptions& options) {
 }
 
 std::size_t state_bytes(const topology::Schedule& schedule, const SimulationOptions& options) {
+  if (options.compressor) {
+    // x, the public copies and the next x in double.
+    return 3 * static_cast<std::size_t>(schedule.num_peers()) * options.dim * sizeof(double);
+  }
   const bool async = options.mode == MixingMode::async;
   const std::size_t value = async ? sizeof(double) : sizeof(float);
   const std::size_t mixing =
@@ -535,6 +634,7 @@ SimulationResult simulate(const topology::Schedule& schedule, const SimulationOp
               "link faults need the async mode");
   require_valid_optimizer(options);
   require_fits_in_memory(schedule, options);
+  if (options.compressor) return run_compressed(schedule, options, on_record);
   return options.mode == MixingMode::sync ? run_sync(schedule, options, on_record)
                                           : run_async(schedule, options, on_record);
 }

@@ -4,11 +4,12 @@
 //   config.json     every option
 //   simulate.jsonl  one RoundRecord per logged round (round, live, sum_of_weights, consensus_error,
 //                   mean_error (consensus) or optimum_error + optimality_gap + mean_peer_gap
-//                   (quadratic), deviation_norm)
+//                   (quadratic), deviation_norm; sync: bytes_sent and total_bytes_sent, the
+//                   payload bytes of that round and since round 0)
 //   summary.json    the last record, the measured contraction per period against the predicted
 //                   sigma and rho (topology::analyze_topology, up to kMaxSpectralPeers peers),
 //                   time, peak memory, message counts and membership_changes (who failed and
-//                   joined when)
+//                   joined when), bytes_per_round (sync)
 #include <optional>
 #include <string>
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "sgp/compress/compressor.hpp"
 #include "sgp/simulate/async_population.hpp"
 #include "sgp/simulate/link_faults.hpp"
 #include "sgp/simulate/optimizer.hpp"
@@ -42,6 +43,10 @@ struct SimulationOptions {
   int threads = 2;
   std::int64_t log_every = 1;       // a RoundRecord every this many rounds (and after the last)
   std::vector<PeerChange> changes;  // failures and joins (peer_changes.hpp)
+  // sgp on the consensus workload: compressed gossip with public copies
+  // (compressed_population.hpp), consensus step gamma (0: default_consensus_step).
+  std::optional<compress::Compressor> compressor;
+  double consensus_step = 0.0;
 };
 
 // After `round` rounds (0: the initial state) and the membership changes of that round. Over
@@ -57,6 +62,10 @@ struct RoundRecord {
   double deviation_norm = 0.0;   // ||x - t w||_2 over all peers (topology/analysis.hpp's norm)
   std::optional<double> optimality_gap;  // quadratic: f(zbar) - f*
   std::optional<double> mean_peer_gap;   // quadratic: mean_i f(z_i) - f*
+  // sync: payload bytes sent by all peers in the round that ended here, and since round 0 (the
+  // encoded payloads with --compress, else 4 bytes a value per edge; headers not counted).
+  std::optional<std::uint64_t> bytes_sent;
+  std::optional<std::uint64_t> total_bytes_sent;
 };
 
 // Per-period contraction of deviation_norm, (e(t1) / e(t0))^(P / (t1 - t0)), fitted over the
@@ -91,6 +100,14 @@ const char* algorithm_name(const SimulationOptions& options);
 // algorithm or with tracking, and any of them with --fail / --join are not defined; slow momentum
 // needs global averaging; rules that divide by lr need lr > 0.
 void require_valid_optimizer(const SimulationOptions& options);
+
+// InputError naming the flags when --compress is given with anything but --algo sgp on the
+// consensus workload without --fail / --join, or --consensus-step without --compress.
+void require_valid_compression(const SimulationOptions& options);
+
+// The consensus step gamma a run uses: options.consensus_step, or the default for its compressor
+// (docs/simulation.md: what converges on the measured topologies).
+double consensus_step(const SimulationOptions& options);
 
 // Values per peer in the mixed vector: x, and a tracker after it with gradient tracking.
 std::size_t row_width(const SimulationOptions& options);

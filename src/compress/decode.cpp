@@ -1,0 +1,170 @@
+// Decoding: every field is checked before anything is added to the target.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include "payload_bytes.hpp"
+#include "sgp/compress/compressor.hpp"
+
+namespace sgp::compress {
+namespace {
+
+using detail::BitReader;
+using detail::ByteReader;
+using detail::refuse;
+
+const char* kind_name(std::uint8_t kind) {
+  switch (kind) {
+    case 1:
+      return "topk";
+    case 2:
+      return "randk";
+    case 3:
+      return "sign";
+    case 4:
+      return "qsgd";
+    default:
+      return "unknown";
+  }
+}
+
+void read_header(ByteReader& in, const Compressor& c, std::size_t n) {
+  const auto kind = in.get<std::uint8_t>();
+  if (kind != static_cast<std::uint8_t>(c.kind)) {
+    refuse(Refusal::wrong_kind, fmt::format("kind {} ({}), expected {}", kind, kind_name(kind),
+                                            kind_name(static_cast<std::uint8_t>(c.kind))));
+  }
+  const auto length = in.get<std::uint32_t>();
+  if (length != n) {
+    refuse(Refusal::wrong_length, fmt::format("a vector of {} values, expected {}", length, n));
+  }
+}
+
+std::vector<float> read_values(ByteReader& in, std::size_t k) {
+  std::vector<float> values(k);
+  for (float& v : values) {
+    v = in.get<float>();
+    if (!std::isfinite(v)) refuse(Refusal::not_finite, "a value is not finite");
+  }
+  return values;
+}
+
+std::uint32_t read_count(ByteReader& in, const Compressor& c, std::size_t n) {
+  const auto k = in.get<std::uint32_t>();
+  if (k != coordinates_sent(c, n)) {
+    refuse(Refusal::bad_count, fmt::format("{} coordinates, expected {} ({} of {})", k,
+                                           coordinates_sent(c, n), compressor_name(c), n));
+  }
+  return k;
+}
+
+std::vector<std::uint32_t> read_gaps(ByteReader& in, std::size_t k, std::size_t n) {
+  std::vector<std::uint32_t> index(k);
+  std::uint64_t next = 0;  // the smallest index the next gap can give
+  for (std::size_t j = 0; j < k; ++j) {
+    const std::uint64_t i = next + in.varint();
+    if (i >= n) refuse(Refusal::bad_index, fmt::format("index {} of a {}-vector", i, n));
+    index[j] = static_cast<std::uint32_t>(i);
+    next = i + 1;
+  }
+  return index;
+}
+
+template <typename T>
+void decode_sparse(const Compressor& c, ByteReader& in, std::span<T> target, double scale) {
+  const std::uint32_t k = read_count(in, c, target.size());
+  const std::uint64_t seed = c.kind == Kind::randk ? in.get<std::uint64_t>() : 0;
+  const auto values = read_values(in, k);
+  const auto index = c.kind == Kind::topk ? read_gaps(in, k, target.size())
+                                          : detail::random_indices(seed, target.size(), k);
+  in.finish();
+  for (std::size_t j = 0; j < k; ++j) target[index[j]] += static_cast<T>(scale * values[j]);
+}
+
+float read_scale(ByteReader& in, const char* what) {
+  const auto scale = in.get<float>();
+  if (!std::isfinite(scale) || scale < 0.0f) {
+    refuse(Refusal::bad_scale, fmt::format("{} {} (expected finite and >= 0)", what, scale));
+  }
+  return scale;
+}
+
+template <typename T>
+void decode_sign(ByteReader& in, std::span<T> target, double scale) {
+  const float magnitude = read_scale(in, "scale");
+  const auto bits = in.take(detail::packed_bytes(target.size(), 1));
+  in.finish();
+  BitReader check(bits);
+  for (std::size_t k = 0; k < target.size(); ++k) check.get(1);
+  if (!check.padding_is_zero()) refuse(Refusal::bad_padding, "sign bits past the last value");
+  BitReader signs(bits);
+  for (std::size_t k = 0; k < target.size(); ++k) {
+    target[k] += static_cast<T>(scale * (signs.get(1) ? -magnitude : magnitude));
+  }
+}
+
+template <typename T>
+void decode_qsgd(const Compressor& c, ByteReader& in, std::span<T> target, double scale) {
+  const auto levels = in.get<std::uint32_t>();
+  if (levels != c.levels) {
+    refuse(Refusal::bad_level, fmt::format("{} levels, expected {}", levels, c.levels));
+  }
+  const float norm = read_scale(in, "norm");
+  const int width = std::bit_width(levels);
+  const auto bits = in.take(detail::packed_bytes(target.size(), 1 + width));
+  in.finish();
+  BitReader check(bits);
+  for (std::size_t k = 0; k < target.size(); ++k) {
+    check.get(1);
+    const std::uint32_t level = check.get(width);
+    if (level > levels) {
+      refuse(Refusal::bad_level, fmt::format("level {} above {} at value {}", level, levels, k));
+    }
+  }
+  if (!check.padding_is_zero()) refuse(Refusal::bad_padding, "bits past the last value");
+  BitReader fields(bits);
+  for (std::size_t k = 0; k < target.size(); ++k) {
+    const bool negative = fields.get(1) != 0;
+    target[k] +=
+        static_cast<T>(scale * detail::qsgd_value(norm, fields.get(width), levels, negative));
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void decode_add(const Compressor& c, std::span<const std::uint8_t> payload, std::span<T> target,
+                double scale) {
+  ByteReader in(payload);
+  read_header(in, c, target.size());
+  switch (c.kind) {
+    case Kind::topk:
+    case Kind::randk:
+      return decode_sparse(c, in, target, scale);
+    case Kind::sign:
+      return decode_sign(in, target, scale);
+    case Kind::qsgd:
+      return decode_qsgd(c, in, target, scale);
+  }
+  SGP_ENFORCE(false, "unknown compressor kind {}", static_cast<int>(c.kind));
+}
+
+template void decode_add<float>(const Compressor&, std::span<const std::uint8_t>, std::span<float>,
+                                double);
+template void decode_add<double>(const Compressor&, std::span<const std::uint8_t>,
+                                 std::span<double>, double);
+
+std::vector<std::uint8_t> encode_with_feedback(const Compressor& c, std::span<const float> v,
+                                               std::span<float> residual, std::uint64_t seed) {
+  SGP_ENFORCE(residual.size() == v.size(), "residual of {} values for {}", residual.size(),
+              v.size());
+  std::vector<float> meant(v.size());
+  for (std::size_t k = 0; k < v.size(); ++k) meant[k] = v[k] + residual[k];
+  auto payload = encode(c, meant, seed);
+  std::vector<float> sent(v.size(), 0.0f);
+  decode_add(c, std::span<const std::uint8_t>(payload), std::span<float>(sent));
+  for (std::size_t k = 0; k < v.size(); ++k) residual[k] = meant[k] - sent[k];
+  return payload;
+}
+
+}  // namespace sgp::compress
