@@ -173,6 +173,9 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   }
   // A peer joining a run in progress (asgp) continues that run's files, as a resume does.
   run.claim({join ? RunStart::resume : run_start_of(config), {rank}});
+  // Where the rank's previous process stopped, before this one's records follow its own.
+  const auto failed_after =
+      join ? last_logged_iteration(run.path() / fmt::format("peer-{}.jsonl", rank)) : std::nullopt;
   if (rank == 0 && write_config) write_run_config(run, config, "peer", n);
 
   const gossip::Security secure = security(config);  // reads the run's credentials once
@@ -207,6 +210,7 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   PeerSummary summary = trainer.run();
   write_model_file(run.path() / fmt::format("peer-{}-model.bin", rank), trainer.trained_model());
   if (publisher) summary.dropped_snapshots = publisher->dropped();
+  summary.failed_after_iteration = failed_after;
   run.write_json(peer_summary_file(rank), summary);
   return summary;
 }
