@@ -629,3 +629,28 @@ TEST_CASE("a refused launch and a bind conflict leave no run directory; the fixe
     CHECK(run_sgp(short_run(free, run, 10)).exit_code == 0);
   }
 }
+
+// "Train one more epoch": --resume of a finished run with more iterations goes on from its last
+// checkpoint (issue 39, item 5); without checkpoints it says it cannot.
+TEST_CASE("--resume with more --max-iterations extends a finished run from its last checkpoint") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 2);
+  const auto run = dir / "run";
+  REQUIRE(run_sgp(short_run(topology, run, 20) + " --checkpoint-every 10").exit_code == 0);
+  const auto extended =
+      run_sgp("launch --run-dir " + run.string() + " --resume --max-iterations 30");
+  INFO(extended.output);
+  CHECK(extended.exit_code == 0);
+  CHECK(contains(slurp(run / "peer-0.log"), "resumed from iteration 20"));
+  CHECK(read_json(run / "summary.json")["iterations"] == 30);
+  CHECK(read_jsonl(run / "peer-1.jsonl").back()["iteration"] == 30);
+
+  const auto plain = dir / "plain";
+  REQUIRE(run_sgp(short_run(topology, plain, 20)).exit_code == 0);
+  const auto refused =
+      run_sgp("launch --run-dir " + plain.string() + " --resume --max-iterations 30");
+  CHECK(refused.exit_code == 2);
+  CHECK(contains(refused.output, "finished at iteration 20 without a checkpoint there"));
+  CHECK(read_json(plain / "summary.json")["iterations"] == 20);
+}

@@ -32,6 +32,7 @@
 #include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/peer_runner.hpp"
+#include "sgp/peer/resume_settings.hpp"
 #include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/run_files.hpp"
@@ -331,7 +332,8 @@ peer::RunSummary launch_held(LaunchOptions o) {
       o.command.empty() ? std::filesystem::path() : find_program(o.command.front());
   if (c.run_dir.empty()) c.run_dir = peer::create_default_run_dir("launch").string();
   peer::RunDirectory run(c.run_dir, -1);
-  if (c.resume && peer::ranks_finished(run.path(), local)) {
+  if (c.resume && peer::ranks_finished(run.path(), local) &&
+      !peer::extends_finished_run(run.path(), local, c)) {
     spdlog::info(
         "--resume: the run in {} is finished (every peer here wrote its summary); "
         "nothing to do",

@@ -21,6 +21,7 @@
 #include "sgp/model/model_spec.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/evaluator.hpp"
+#include "sgp/peer/resume_settings.hpp"
 #include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/run_files.hpp"
@@ -166,7 +167,8 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   RunDirectory run(config.run_dir.empty() ? create_default_run_dir("peer")
                                           : std::filesystem::path(config.run_dir),
                    rank);
-  if (config.resume && ranks_finished(run.path(), {rank})) {
+  if (config.resume && ranks_finished(run.path(), {rank}) &&
+      !extends_finished_run(run.path(), {rank}, config)) {
     spdlog::info("--resume: rank {} of the run in {} is finished; nothing to do", rank,
                  run.path().string());
     return read_json_file(run.path() / peer_summary_file(rank))->get<PeerSummary>();
