@@ -99,6 +99,7 @@ timeout_ms = 20000
   CHECK(dry.exit_code == 0);
   CHECK(contains(dry.output, "ring_n4_auniform_sgp_h1_s0"));
   CHECK(contains(dry.output, "complete_n4_auniform_sgp_h1_s0"));
+  CHECK(contains(dry.output, "sigma per period"));  // the rate's unit (issue 39, item 8)
   CHECK_FALSE(std::filesystem::exists(results));
 
   const auto first = run_sgp(run);

@@ -56,13 +56,15 @@ void print_dry_run(const SweepSpec& spec, const std::vector<PlannedPoint>& plans
   const auto n = plans.size();
   fmt::print("sweep {}{}: {} points, results would go to {}\n", spec.name,
              quick ? " (--quick)" : "", n, root.string());
+  fmt::print("  {:>{}} {:<48} {:<17} {}\n", "#", 2 * std::to_string(n).size() + 1, "point",
+             "sigma per period", "state");
   for (std::size_t i = 0; i < n; ++i) {
     const auto& plan = plans[i];
     const std::string state = !plan.schedule           ? "cannot run: " + plan.problem
                               : already_finished(plan) ? "finished (would be skipped)"
                                                        : "to run";
-    fmt::print("  {:>3}/{} {:<48} rate {:<10} {}\n", i + 1, n, plan.point->name(),
-               plan.rate ? fmt::format("{:.4g}", *plan.rate) : "-", state);
+    fmt::print("  {:>{}}/{} {:<48} {:<17} {}\n", i + 1, std::to_string(n).size(), n,
+               plan.point->name(), plan.rate ? fmt::format("{:.4g}", *plan.rate) : "-", state);
   }
 }
 
