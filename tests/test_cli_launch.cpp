@@ -606,6 +606,7 @@ TEST_CASE("a refused launch and a bind conflict leave no run directory; the fixe
     const auto fixed = run_sgp(args + " --keys " + (dir / "keys").string());
     INFO(fixed.output);
     CHECK(fixed.exit_code == 0);
+    CHECK(contains(fixed.output, "CURVE: every connection between the peers and to the monitor"));
   }
   SUBCASE("an endpoint another process holds, found once the peers start") {
     const int held = ::socket(AF_INET, SOCK_STREAM, 0);

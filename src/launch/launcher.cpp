@@ -261,6 +261,15 @@ void finish_monitor(LocalMonitor* monitor, const peer::RunDirectory& run, bool p
   }
 }
 
+// A keyed run says so once, as a keyless one says what protects it (ChildCredentials).
+void log_curve(const peer::TrainConfig& c, const topology::Schedule& schedule) {
+  if (!schedule.has_public_keys()) return;
+  spdlog::info(
+      "CURVE: every connection between the peers and to the monitor is authenticated and "
+      "encrypted with the topology's public keys and the secret keys in {}",
+      c.keys_dir);
+}
+
 // One `sgp peer --config <run-dir>/config.json --rank R` per local rank.
 std::vector<ChildSpec> peer_children(const std::filesystem::path& run_dir,
                                      const std::vector<int>& local,
@@ -361,6 +370,7 @@ peer::RunSummary launch_held(LaunchOptions o) {
   std::unique_ptr<ChildCredentials> credentials;
   if (wants_run_credentials(c, schedule, local.size()))
     credentials = std::make_unique<ChildCredentials>(run.path(), n, own_monitor);
+  log_curve(c, schedule);
   // Bound before the peers start, so that they can be told where it is: on their command line,
   // not as config.json's setting, which a resume takes up again (this port will be gone by
   // then); config.json records it apart, for a rank restarted by hand (sgp peer --join).
