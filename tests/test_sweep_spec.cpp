@@ -2,6 +2,7 @@
 // name the file, the position and the key.
 #include <cmath>
 #include <fstream>
+#include <numbers>
 #include <set>
 #include <string>
 #include <utility>
@@ -11,6 +12,7 @@
 
 #include "sgp/error.hpp"
 #include "sgp/experiment/sweep_aggregate.hpp"
+#include "sgp/experiment/sweep_plan.hpp"
 #include "sgp/experiment/sweep_spec.hpp"
 #include "support/input_error.hpp"
 #include "support/temp_dir.hpp"
@@ -380,4 +382,22 @@ TEST_CASE("the sweep's aggregate: mean, sample sd and n per configuration over i
   CHECK(lines[1] ==
         "algo=dpsgd: average-model accuracy 60.00 ± 0.00% (n=2), mean peer accuracy -, consensus "
         "error -, 21.00 ± 1.41 ms/it");
+}
+
+TEST_CASE("an allreduce point has no predicted rate or self weight: it averages exactly") {
+  const auto spec = parse(R"(
+name = "exactness"
+[grid]
+topology = ["ring"]
+peers = [4]
+algo = ["sgp", "allreduce"]
+)");
+  REQUIRE(spec.points.size() == 2);
+  const auto sgp = sgp::experiment::plan_point(spec.points[0], "results");
+  CHECK(*sgp.rate == doctest::Approx(std::cos(std::numbers::pi / 4)));
+  CHECK(*sgp.mixing_self_weight == doctest::Approx(0.5));
+  const auto allreduce = sgp::experiment::plan_point(spec.points[1], "results");
+  REQUIRE(allreduce.schedule);
+  CHECK_FALSE(allreduce.rate);  // not the ring's cos(pi / 4) (issue 39, item 6)
+  CHECK_FALSE(allreduce.mixing_self_weight);
 }

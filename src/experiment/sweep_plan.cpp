@@ -116,8 +116,11 @@ PlannedPoint plan_point(const SweepPoint& p, const std::filesystem::path& root) 
         peer::mixing_schedule(p.config.algo, *plan.schedule,
                               a > 0.0 ? std::optional<double>(a) : std::nullopt, p.topology);
     plan.period = mixing.period();
-    plan.mixing_self_weight = mixing.self_weight(0, 0);
-    if (info(p.config.algo).communicates) {
+    // allreduce holds the exact average after every round: its ring's weights are never mixed
+    // with, so neither a self weight nor a rate describes it.
+    const bool exact_average = info(p.config.algo).mode == gossip::Mode::allreduce;
+    if (!exact_average) plan.mixing_self_weight = mixing.self_weight(0, 0);
+    if (info(p.config.algo).communicates && !exact_average) {
       // Only the traffic figures depend on the parameter count; the rate does not.
       const auto parameters = model::parameter_count(model::parse_model_spec(p.config.model),
                                                      peer::input_shape(data::fashion_mnist_shape()),
