@@ -6,6 +6,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/strong_components.hpp>
@@ -94,18 +95,36 @@ std::optional<int> exact_average_rounds(const Schedule& schedule) {
 }
 
 std::vector<std::vector<int>> union_components(const Schedule& schedule) {
-  const UnionGraph g = union_graph(schedule);
+  std::vector<std::vector<int>> out(schedule.num_peers());
+  for (int i = 0; i < schedule.num_peers(); ++i) out[i] = schedule.all_out_neighbors(i);
+  return strong_components_of(out);
+}
+
+std::vector<std::vector<int>> strong_components_of(const std::vector<std::vector<int>>& out) {
+  UnionGraph g(out.size());
+  for (std::size_t i = 0; i < out.size(); ++i)
+    for (int j : out[i]) boost::add_edge(i, j, g);
   std::vector<int> component(boost::num_vertices(g));
   const int count = boost::strong_components(
       g, boost::make_iterator_property_map(component.begin(), boost::get(boost::vertex_index, g)));
   std::vector<std::vector<int>> groups(count);
-  for (int rank = 0; rank < schedule.num_peers(); ++rank) groups[component[rank]].push_back(rank);
+  for (std::size_t rank = 0; rank < out.size(); ++rank)
+    groups[component[rank]].push_back(static_cast<int>(rank));
   std::sort(groups.begin(), groups.end());
   return groups;
 }
 
 int union_strong_components(const Schedule& schedule) {
   return static_cast<int>(union_components(schedule).size());
+}
+
+std::string not_strongly_connected_text(const std::vector<std::vector<int>>& components) {
+  std::string groups;
+  for (const auto& c : components) groups += fmt::format(" {{{}}}", fmt::join(c, ", "));
+  return fmt::format(
+      "the union of the graphs over one period is not strongly connected, so consensus is "
+      "impossible; its {} strongly connected components are:{}",
+      components.size(), groups);
 }
 
 void require_strongly_connected(const Schedule& schedule, const std::string& source) {

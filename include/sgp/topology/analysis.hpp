@@ -55,6 +55,12 @@ int union_strong_components(const Schedule& schedule);
 void require_strongly_connected(const Schedule& schedule, const std::string& source);
 // The same components as groups of ranks: each group ascending, groups ordered by their first rank.
 std::vector<std::vector<int>> union_components(const Schedule& schedule);
+// The same for the graph whose rank i pushes to out[i] (any weights, e.g. a file still with
+// problems).
+std::vector<std::vector<int>> strong_components_of(const std::vector<std::vector<int>>& out);
+// "the union of the graphs over one period is not strongly connected, so consensus is
+// impossible; its K strongly connected components are: {0, 1} {2, 3}".
+std::string not_strongly_connected_text(const std::vector<std::vector<int>>& components);
 // Longest shortest path (hops) in the union graph, or nullopt when it is not strongly connected.
 std::optional<int> union_diameter(const Schedule& schedule);
 
