@@ -157,12 +157,22 @@ TEST_CASE("asgp: a killed peer restarted with --join finishes with the others, i
   const auto joined = read_json(run / "peer-2-summary.json");
   CHECK(joined["joined_at_iteration"].get<int>() > 0);
   CHECK(joined["iterations"] == 3000);
+  // The run records the failure and the rejoin, each with its iteration, and says so; the
+  // joiner found the launcher's monitor in config.json, which counted it to the end.
+  const auto summary = read_json(run / "summary.json");
+  REQUIRE(summary["failures"].size() == 1);
+  const auto& failure = summary["failures"][0];
+  CHECK(failure["rank"] == 2);
+  CHECK(failure["last_logged_iteration"].get<int>() >= 20);  // it had logged 3 records
+  CHECK(failure["rejoined_at_iteration"] == joined["joined_at_iteration"]);
+  CHECK(contains(slurp(dir / "launch.log"), "rank 2 failed after iteration"));
+  CHECK(contains(slurp(dir / "join.log"), "reporting to the run's monitor"));
+  CHECK(read_json(run / "monitor-summary.json")["final_peers"] == 4);
   for (int r : {0, 1, 3}) {  // nobody excluded it: it was back long before the time-out
     CHECK_FALSE(read_json(run / ("peer-" + std::to_string(r) + "-summary.json"))
                     .contains("excluded_peers"));
   }
   // All four, the joiner included, agree at the end and learnt something.
-  const auto summary = read_json(run / "summary.json");
   CHECK(summary["final_consensus_error"].get<double>() < 1e-6);
   CHECK(summary["final_average_model_accuracy"].get<double>() > 0.6);
   CHECK(sgp::testing::processes_mentioning(run.string()) == 0);

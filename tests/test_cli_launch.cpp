@@ -1,6 +1,9 @@
 // `sgp launch` / `sgp peer`: real peer processes over ZeroMQ on 127.0.0.1 (ports from the OS),
 // training on the real Fashion-MNIST data, as a user runs them.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -603,4 +606,73 @@ TEST_CASE("bad peer input gets clear errors") {
     CHECK(r.exit_code != 0);
     CHECK(contains(r.output, "none.dot"));
   }
+}
+
+// A launch refused or failed before anything trained leaves no run behind, so the corrected
+// command can use the same --run-dir (issue 39, item 4).
+TEST_CASE("a refused launch and a bind conflict leave no run directory; the fixed command runs") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();  // the peers load their data before they bind
+  sgp::testing::TempDir dir;
+  const auto run = dir / "run";
+  SUBCASE("a keyed topology without --keys, then with them") {
+    const auto ring = sgp::testing::write_local_topology(dir / "ring.dot", "ring", 2);
+    const auto keygen = run_sgp("keygen --topology " + ring.string() + " --keys " +
+                                (dir / "keys").string() + " --out " + (dir / "keyed.dot").string());
+    REQUIRE(keygen.exit_code == 0);
+    const std::string args = short_run(dir / "keyed.dot", run, 10);
+    const auto refused = run_sgp(args);
+    CHECK(refused.exit_code == 2);
+    CHECK(contains(refused.output, "give --keys DIR"));
+    CHECK_FALSE(std::filesystem::exists(run));
+    const auto fixed = run_sgp(args + " --keys " + (dir / "keys").string());
+    INFO(fixed.output);
+    CHECK(fixed.exit_code == 0);
+    CHECK(contains(fixed.output, "CURVE: every connection between the peers and to the monitor"));
+  }
+  SUBCASE("an endpoint another process holds, found once the peers start") {
+    const int held = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(held >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    REQUIRE(::bind(held, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::listen(held, 1) == 0);
+    REQUIRE(::getsockname(held, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    const std::string taken = fmt::format("tcp://127.0.0.1:{}", ntohs(address.sin_port));
+    const auto ring = sgp::testing::write_local_topology(dir / "taken.dot", "ring", 2, taken);
+    const auto failed = run_sgp(short_run(ring, run, 10));
+    ::close(held);
+    INFO(failed.output);
+    CHECK(failed.exit_code == 3);
+    CHECK(contains(failed.output, taken.substr(6)));
+    CHECK_FALSE(std::filesystem::exists(run));
+    const auto free = sgp::testing::write_local_topology(dir / "free.dot", "ring", 2);
+    CHECK(run_sgp(short_run(free, run, 10)).exit_code == 0);
+  }
+}
+
+// "Train one more epoch": --resume of a finished run with more iterations goes on from its last
+// checkpoint (issue 39, item 5); without checkpoints it says it cannot.
+TEST_CASE("--resume with more --max-iterations extends a finished run from its last checkpoint") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 2);
+  const auto run = dir / "run";
+  REQUIRE(run_sgp(short_run(topology, run, 20) + " --checkpoint-every 10").exit_code == 0);
+  const auto extended =
+      run_sgp("launch --run-dir " + run.string() + " --resume --max-iterations 30");
+  INFO(extended.output);
+  CHECK(extended.exit_code == 0);
+  CHECK(contains(slurp(run / "peer-0.log"), "resumed from iteration 20"));
+  CHECK(read_json(run / "summary.json")["iterations"] == 30);
+  CHECK(read_jsonl(run / "peer-1.jsonl").back()["iteration"] == 30);
+
+  const auto plain = dir / "plain";
+  REQUIRE(run_sgp(short_run(topology, plain, 20)).exit_code == 0);
+  const auto refused =
+      run_sgp("launch --run-dir " + plain.string() + " --resume --max-iterations 30");
+  CHECK(refused.exit_code == 2);
+  CHECK(contains(refused.output, "finished at iteration 20 without a checkpoint there"));
+  CHECK(read_json(plain / "summary.json")["iterations"] == 20);
 }

@@ -2,6 +2,7 @@
 // summary table, resuming, failures that do not stop the sweep, and `scripts/plot` on the result.
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -98,6 +99,7 @@ timeout_ms = 20000
   CHECK(dry.exit_code == 0);
   CHECK(contains(dry.output, "ring_n4_auniform_sgp_h1_s0"));
   CHECK(contains(dry.output, "complete_n4_auniform_sgp_h1_s0"));
+  CHECK(contains(dry.output, "sigma per period"));  // the rate's unit (issue 39, item 8)
   CHECK_FALSE(std::filesystem::exists(results));
 
   const auto first = run_sgp(run);
@@ -131,6 +133,27 @@ timeout_ms = 20000
   CHECK(std::stod(column(csv, 1, "mixing_self_weight")) == doctest::Approx(0.5));
   CHECK(std::stod(column(csv, 2, "predicted_consensus_rate")) == doctest::Approx(0.0));
   CHECK(std::stod(column(csv, 2, "mixing_self_weight")) == doctest::Approx(0.25));
+  // The aggregate: one configuration per topology, one seed each; printed too, and every figure
+  // the sweep prints is rounded (not 27.856711999999998 ms/it).
+  const auto aggregate = read_csv(root / "aggregate.csv");
+  REQUIRE(aggregate.size() == 3);
+  CHECK(column(aggregate, 1, "topology") == "ring");
+  CHECK(column(aggregate, 1, "n") == "1");
+  CHECK(column(aggregate, 1, "final_average_model_accuracy_mean") ==
+        column(csv, 1, "final_average_model_accuracy"));
+  CHECK(contains(first.output, "per configuration, over its finished seeds"));
+  CHECK(contains(first.output,
+                 "topology=ring mixing_self_weight=0.5 predicted_consensus_rate=0.7071: "));
+  const std::regex figures(R"(: average-model accuracy \d+\.\d\d%.*, \d+\.\d\d ms/it)");
+  int rounded = 0;
+  std::istringstream lines(first.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("ms/it") == std::string::npos) continue;
+    CAPTURE(line);
+    CHECK(std::regex_search(line, figures));
+    ++rounded;
+  }
+  CHECK(rounded == 4);  // two points, two configurations
 
   // Re-running skips both finished points and leaves the table as it was.
   const auto again = run_sgp(run);

@@ -26,7 +26,9 @@ TEST_CASE("sgp train for one epoch reaches 84% test accuracy and writes its run 
   const auto summary = nlohmann::json::parse(std::ifstream(run / "summary.json"));
   CHECK(summary["final_test_accuracy"].get<double>() >= 0.84);
   CHECK(summary["iterations"].get<int>() == 1875);  // 60000 / 32, rounded up
+  CHECK(summary["algo"] == "local");  // one process mixes with nobody (issue 39, item 8)
   const auto config = nlohmann::json::parse(std::ifstream(run / "config.json"));
+  CHECK(config["algo"] == "local");
   CHECK(config["batch_size"] == 32);
   CHECK(config["command"] == "train");
 

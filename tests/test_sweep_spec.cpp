@@ -1,6 +1,8 @@
 // Sweep files (sgp/experiment/sweep_spec.hpp): grid expansion, [train]/[quick], and errors that
 // name the file, the position and the key.
+#include <cmath>
 #include <fstream>
+#include <numbers>
 #include <set>
 #include <string>
 #include <utility>
@@ -9,6 +11,8 @@
 #include <doctest/doctest.h>
 
 #include "sgp/error.hpp"
+#include "sgp/experiment/sweep_aggregate.hpp"
+#include "sgp/experiment/sweep_plan.hpp"
 #include "sgp/experiment/sweep_spec.hpp"
 #include "support/input_error.hpp"
 #include "support/temp_dir.hpp"
@@ -340,4 +344,60 @@ link_rate = ["unlimited", "1gbit", "100mbit"]
   CHECK(error_of("name = \"x\"\n[grid]\nlink_rate = [\"fast\"]\n") ==
         "sweeps/test.toml:3:14: grid.link_rate: 'fast': no unit (bit, kbit, mbit or gbit) "
         "(expected none, unlimited or a rate such as 100mbit, 1gbit)");
+}
+
+TEST_CASE("the sweep's aggregate: mean, sample sd and n per configuration over its seeds") {
+  using Table = std::vector<std::vector<std::string>>;
+  const Table summary = {
+      {"point", "algo", "partition", "seed", "status", "predicted_consensus_rate",
+       "final_average_model_accuracy", "final_consensus_error", "median_iteration_ms", "run_dir"},
+      {"a0", "sgp", "dirichlet:0.1", "0", "finished", "0.5", "0.7", "1e-6", "10", "a0"},
+      {"b0", "dpsgd", "dirichlet:0.1", "0", "finished", "0.5", "0.6", "", "20", "b0"},
+      {"a1", "sgp", "dirichlet:0.1", "1", "finished", "0.5", "0.8", "3e-6", "14", "a1"},
+      {"a2", "sgp", "dirichlet:0.1", "2", "failed", "0.5", "", "", "", "a2"},
+      {"b1", "dpsgd", "dirichlet:0.1", "1", "finished", "0.5", "0.6", "", "22", "b1"}};
+  const Table aggregate = sgp::experiment::aggregate_table(summary);
+  REQUIRE(aggregate.size() == 3);
+  CHECK(aggregate[0] == std::vector<std::string>{
+                            "algo", "partition", "predicted_consensus_rate", "n",
+                            "final_average_model_accuracy_mean", "final_average_model_accuracy_sd",
+                            "final_consensus_error_mean", "final_consensus_error_sd",
+                            "median_iteration_ms_mean", "median_iteration_ms_sd"});
+  const auto& sgp = aggregate[1];  // the failed seed does not count
+  CHECK(sgp[0] == "sgp");
+  CHECK(sgp[3] == "2");
+  CHECK(std::stod(sgp[4]) == doctest::Approx(0.75));
+  CHECK(std::stod(sgp[5]) == doctest::Approx(std::sqrt(0.005)));
+  CHECK(std::stod(sgp[6]) == doctest::Approx(2e-6));
+  CHECK(std::stod(sgp[8]) == doctest::Approx(12.0));
+  const auto& dpsgd = aggregate[2];
+  CHECK(dpsgd[0] == "dpsgd");
+  CHECK(std::stod(dpsgd[5]) == 0.0);  // two equal seeds
+  CHECK(dpsgd[6].empty());            // no consensus error in either
+  const auto lines = sgp::experiment::aggregate_lines(aggregate);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0] ==
+        "algo=sgp: average-model accuracy 75.00 ± 7.07% (n=2), mean peer accuracy -, consensus "
+        "error 2e-06 ± 1.4e-06, 12.00 ± 2.83 ms/it");
+  CHECK(lines[1] ==
+        "algo=dpsgd: average-model accuracy 60.00 ± 0.00% (n=2), mean peer accuracy -, consensus "
+        "error -, 21.00 ± 1.41 ms/it");
+}
+
+TEST_CASE("an allreduce point has no predicted rate or self weight: it averages exactly") {
+  const auto spec = parse(R"(
+name = "exactness"
+[grid]
+topology = ["ring"]
+peers = [4]
+algo = ["sgp", "allreduce"]
+)");
+  REQUIRE(spec.points.size() == 2);
+  const auto sgp = sgp::experiment::plan_point(spec.points[0], "results");
+  CHECK(*sgp.rate == doctest::Approx(std::cos(std::numbers::pi / 4)));
+  CHECK(*sgp.mixing_self_weight == doctest::Approx(0.5));
+  const auto allreduce = sgp::experiment::plan_point(spec.points[1], "results");
+  REQUIRE(allreduce.schedule);
+  CHECK_FALSE(allreduce.rate);  // not the ring's cos(pi / 4) (issue 39, item 6)
+  CHECK_FALSE(allreduce.mixing_self_weight);
 }

@@ -10,6 +10,7 @@
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
+#include "sgp/topology/iterative_rate.hpp"
 #include "support/topology_test_util.hpp"
 
 using namespace sgp::topology;
@@ -253,4 +254,48 @@ TEST_CASE("the report states the formula and the figures") {
   CHECK(text.find("||A (I - 11^T/N)||_2") != std::string::npos);
   CHECK(text.find(fmt::format("{:.6g}", std::cos(std::numbers::pi / 8))) != std::string::npos);
   CHECK(text.find(fmt::format(": {} (", *r.predicted_rounds)) != std::string::npos);
+}
+
+// Issue 39, item 7: sigma without the dense product, so that 1,024 peers cost what simulating
+// them does. The iterative sigma is the dense one on schedules of every kind (static, several
+// phases, exact), and the closed form of the slowest case, the directed ring of 1,024.
+TEST_CASE("iterative sigma (Lanczos on vectors) is the dense sigma, and cos(pi/N) for a ring") {
+  for (TopologyKind kind : {TopologyKind::kRing, TopologyKind::kTorus, TopologyKind::kExponential,
+                            TopologyKind::kOnePeerExponential, TopologyKind::kComplete}) {
+    for (int n : {12, 48}) {
+      const Schedule s = make(kind, n, 0.4);
+      CAPTURE(topology_kind_name(kind));
+      CAPTURE(n);
+      const auto iterative = iterative_consensus_rate(s);
+      CHECK(iterative.sigma ==
+            doctest::Approx(*analyze_topology(s, 1).consensus_rate).epsilon(1e-10));
+      // A x and A^T x are the dense product's.
+      const Matrix a = period_product(s);
+      std::vector<double> x(n);
+      for (int i = 0; i < n; ++i) x[i] = std::sin(1.0 + i);
+      const auto y = apply_period(s, x), yt = apply_period_transposed(s, x);
+      for (int i = 0; i < n; ++i) {
+        double row = 0.0, column = 0.0;
+        for (int j = 0; j < n; ++j) {
+          row += a(i, j) * x[j];
+          column += a(j, i) * x[j];
+        }
+        CHECK(y[i] == doctest::Approx(row).epsilon(1e-12));
+        CHECK(yt[i] == doctest::Approx(column).epsilon(1e-12));
+      }
+    }
+  }
+  const int n = kMaxSpectralPeers;
+  const TopologyReport ring = analyze_topology(make(TopologyKind::kRing, n), 1);
+  const double closed_form = std::cos(std::numbers::pi / n);
+  CHECK(std::abs(*ring.consensus_rate - closed_form) < 1e-12);
+  CHECK(ring.predicted_rounds ==
+        static_cast<std::int64_t>(std::ceil(std::log(1e-6) / std::log(closed_form))));
+  CHECK_FALSE(ring.asymptotic_rate);  // not computed without the dense product
+  CHECK(iterative_consensus_rate(make(TopologyKind::kRing, n)).iterations < n);
+  // An exact schedule of 512 peers: sigma 0, and the exact average is recognised.
+  const TopologyReport exact = analyze_topology(make(TopologyKind::kOnePeerExponential, 512), 1);
+  CHECK(*exact.consensus_rate < 1e-12);
+  CHECK(exact.exact_after_rounds == 9);
+  CHECK(exact_average_rounds(make(TopologyKind::kOnePeerExponential, 512)) == 9);
 }

@@ -125,6 +125,15 @@ TEST_CASE("check rejects broken files with every problem, and disconnected ones"
   CHECK(contains(r.output, "broken.dot: rank 2 has no node"));
   CHECK(contains(r.output, "broken.dot: edge 0 -> 1: weight -1 is negative"));
 
+  // Two problems of different kinds, both listed (issue 39, item 8): a bad weight and two
+  // components.
+  std::ofstream(dir / "two.dot") << "digraph { 0 -> 1; 1 -> 0; 2 -> 3 [weight=-0.5]; 3 -> 2 }\n";
+  r = run_sgp("topology check " + (dir / "two.dot").string());
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "has 2 problems"));
+  CHECK(contains(r.output, "edge 2 -> 3: weight -0.5 is negative"));
+  CHECK(contains(r.output, "2 strongly connected components are: {0, 1} {2, 3}"));
+
   std::ofstream(dir / "oneway.dot") << "digraph { 0 -> 1; 0 -> 2; 1 -> 2 }\n";
   r = run_sgp("topology check " + (dir / "oneway.dot").string());
   CHECK(r.exit_code == 2);

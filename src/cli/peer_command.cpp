@@ -32,6 +32,15 @@ auto with_rank_named(int rank, Fn fn) {
   }
 }
 
+// A rank restarted by hand (--join) without --monitor reports to the monitor its launcher
+// started, as its first process did: config.json's monitor_endpoint.
+void report_to_run_monitor(peer::TrainConfig& config, const std::string& config_file) {
+  if (!config.monitor.empty() || config_file.empty()) return;
+  config.monitor = peer::read_run_config(config_file).monitor_endpoint;
+  if (!config.monitor.empty())
+    spdlog::info("reporting to the run's monitor at {} ({})", config.monitor, config_file);
+}
+
 }  // namespace
 
 void add_peer_command(CLI::App& app) {
@@ -48,7 +57,8 @@ void add_peer_command(CLI::App& app) {
   auto join = std::make_shared<bool>(false);
   cmd->add_flag("--join", *join,
                 "asgp: join a run in progress as this rank (one that died or never started): a "
-                "live peer hands over half of its mass and its iteration");
+                "live peer hands over half of its mass and its iteration. Without --monitor it "
+                "reports to the monitor recorded in --config's config.json (monitor_endpoint)");
   auto credentials = std::make_shared<std::string>();
   cmd->add_option("--run-credentials", *credentials,
                   "set by sgp launch: the file with this peer's per-run passwords (a keyless run "
@@ -66,6 +76,7 @@ void add_peer_command(CLI::App& app) {
       if (std::filesystem::exists(share)) config.run_credentials = share.string();
     }
     configure_logging(r, config.log_level);
+    if (*join) report_to_run_monitor(config, flags->config_file());
     // Peers started by sgp launch read the run's config.json; they do not write it again.
     const bool have_config =
         !flags->config_file().empty() && !config.run_dir.empty() &&

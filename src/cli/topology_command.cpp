@@ -178,16 +178,11 @@ void add_check(CLI::App& topo) {
   cmd->add_flag("--require-endpoints", args->require_endpoints,
                 "every node must have an endpoint (needed to run peers)");
   cmd->callback([args] {
-    const auto schedule = read(*args);
-    const auto components = topology::union_components(schedule);
-    if (components.size() > 1) {
-      std::string groups;
-      for (const auto& c : components) groups += fmt::format(" {{{}}}", fmt::join(c, ", "));
-      throw InputError(fmt::format(
-          "{}: the union of the graphs over one period is not strongly connected, so consensus "
-          "is impossible; its {} strongly connected components are:{}",
-          args->file, components.size(), groups));
-    }
+    // The reader lists connectivity with the file's other problems, all at once.
+    topology::DotReadOptions options;
+    options.require_endpoints = args->require_endpoints;
+    options.require_strongly_connected = true;
+    const auto schedule = topology::read_dot_file(args->file, options);
     const auto exact = topology::exact_average_rounds(schedule);
     std::cout << fmt::format("{}: ok: {} peers, period {}, strongly connected{}{}\n", args->file,
                              schedule.num_peers(), schedule.period(),

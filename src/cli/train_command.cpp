@@ -21,13 +21,16 @@ namespace sgp::cli {
 void add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "Train the MLP on Fashion-MNIST in this one process, with no communication.\n"
+      "Train the --model (default the MLP W1) on Fashion-MNIST in this one process, with no "
+      "communication (algo local).\n"
       "Writes <run-dir>/config.json, peer-0.jsonl (one JSON object per logged step) and "
       "summary.json.");
   auto flags = SettingFlags::add(*cmd, false);
   flags->add_config_option(*cmd);
   cmd->callback([flags] {
     peer::TrainConfig config = flags->configuration();
+    // One process mixes with nobody: its config.json and summary say so (not the default sgp).
+    config.algo = peer::Algorithm::local;
     configure_logging(0, config.log_level);
     const auto dir = config.run_dir.empty() ? peer::create_default_run_dir("train")
                                             : std::filesystem::path(config.run_dir);

@@ -116,8 +116,11 @@ PlannedPoint plan_point(const SweepPoint& p, const std::filesystem::path& root) 
         peer::mixing_schedule(p.config.algo, *plan.schedule,
                               a > 0.0 ? std::optional<double>(a) : std::nullopt, p.topology);
     plan.period = mixing.period();
-    plan.mixing_self_weight = mixing.self_weight(0, 0);
-    if (info(p.config.algo).communicates) {
+    // allreduce holds the exact average after every round: its ring's weights are never mixed
+    // with, so neither a self weight nor a rate describes it.
+    const bool exact_average = info(p.config.algo).mode == gossip::Mode::allreduce;
+    if (!exact_average) plan.mixing_self_weight = mixing.self_weight(0, 0);
+    if (info(p.config.algo).communicates && !exact_average) {
       // Only the traffic figures depend on the parameter count; the rate does not.
       const auto parameters = model::parameter_count(model::parse_model_spec(p.config.model),
                                                      peer::input_shape(data::fashion_mnist_shape()),
@@ -149,21 +152,21 @@ bool already_finished(const PlannedPoint& plan) {
          *record == point_record(*plan.point);
 }
 
-void write_summary_csv(const std::filesystem::path& file, const std::vector<PlannedPoint>& plans) {
-  if (!plans.empty() && !plans.front().point->simulate.is_null()) {
-    return write_simulate_summary_csv(file, plans);
-  }
+std::vector<std::vector<std::string>> summary_table(const std::vector<PlannedPoint>& plans) {
   const auto axes = plans.empty() ? std::vector<std::string>{} : plans.front().point->other_axes;
   std::vector<std::string> header = kGridColumns;
   header.insert(header.end(), axes.begin(), axes.end());
   header.insert(header.end(), kResultColumns.begin(), kResultColumns.end());
-  std::string out = fmt::format("{}\n", fmt::join(header, ","));
-  for (const auto& plan : plans) {
-    std::vector<std::string> fields;
-    for (const auto& f : csv_row(plan, axes)) fields.push_back(csv_field(f));
-    out += fmt::format("{}\n", fmt::join(fields, ","));
+  std::vector<std::vector<std::string>> table = {header};
+  for (const auto& plan : plans) table.push_back(csv_row(plan, axes));
+  return table;
+}
+
+void write_summary_csv(const std::filesystem::path& file, const std::vector<PlannedPoint>& plans) {
+  if (!plans.empty() && !plans.front().point->simulate.is_null()) {
+    return write_simulate_summary_csv(file, plans);
   }
-  peer::write_file_atomically(file, out);
+  peer::write_file_atomically(file, csv_text(summary_table(plans)));
 }
 
 std::string csv_text(const std::vector<std::vector<std::string>>& rows) {

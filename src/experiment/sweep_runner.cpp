@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/error.hpp"
+#include "sgp/experiment/sweep_aggregate.hpp"
 #include "sgp/experiment/sweep_plan.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
@@ -36,8 +37,8 @@ std::string format_duration(double seconds) {
 }
 
 template <class T>
-std::string shown(const std::optional<T>& value) {
-  return value ? fmt::format("{}", *value) : "-";
+std::string shown(const std::optional<T>& value, const char* format, double scale = 1.0) {
+  return value ? fmt::format(fmt::runtime(format), scale * *value) : "-";
 }
 
 // The launcher's latest progress line, prefixed with the point (every 15 s while it runs).
@@ -55,13 +56,15 @@ void print_dry_run(const SweepSpec& spec, const std::vector<PlannedPoint>& plans
   const auto n = plans.size();
   fmt::print("sweep {}{}: {} points, results would go to {}\n", spec.name,
              quick ? " (--quick)" : "", n, root.string());
+  fmt::print("  {:>{}} {:<48} {:<17} {}\n", "#", 2 * std::to_string(n).size() + 1, "point",
+             "sigma per period", "state");
   for (std::size_t i = 0; i < n; ++i) {
     const auto& plan = plans[i];
     const std::string state = !plan.schedule           ? "cannot run: " + plan.problem
                               : already_finished(plan) ? "finished (would be skipped)"
                                                        : "to run";
-    fmt::print("  {:>3}/{} {:<48} rate {:<10} {}\n", i + 1, n, plan.point->name(),
-               plan.rate ? fmt::format("{:.4g}", *plan.rate) : "-", state);
+    fmt::print("  {:>{}}/{} {:<48} {:<17} {}\n", i + 1, std::to_string(n).size(), n,
+               plan.point->name(), plan.rate ? fmt::format("{:.4g}", *plan.rate) : "-", state);
   }
 }
 
@@ -122,8 +125,20 @@ void log_finished(const std::string& prefix, const PlannedPoint& plan, Clock::ti
   peer::RunSummary s;
   if (auto j = peer::read_json_file(plan.dir / "summary.json")) s = j->get<peer::RunSummary>();
   spdlog::info("{}: done in {}: average-model accuracy {}, consensus error {}, {} ms/it", prefix,
-               format_duration(seconds_since(start)), shown(s.final_average_model_accuracy),
-               shown(s.final_consensus_error), shown(s.median_iteration_ms));
+               format_duration(seconds_since(start)),
+               shown(s.final_average_model_accuracy, "{:.2f}%", 100.0),
+               shown(s.final_consensus_error, "{:.2g}"), shown(s.median_iteration_ms, "{:.2f}"));
+}
+
+// aggregate.csv beside summary.csv, and its lines in the log: every configuration's mean, sd
+// and number of finished runs (seeds).
+void write_aggregate(const std::filesystem::path& root, const std::vector<PlannedPoint>& plans) {
+  if (plans.empty() || !plans.front().point->simulate.is_null()) return;
+  const auto aggregate = aggregate_table(summary_table(plans));
+  const auto file = root / "aggregate.csv";
+  peer::write_file_atomically(file, csv_text(aggregate));
+  spdlog::info("per configuration, over its finished seeds (mean ± sd; {}):", file.string());
+  for (const auto& line : aggregate_lines(aggregate)) spdlog::info("  {}", line);
 }
 
 }  // namespace
@@ -184,6 +199,7 @@ void run_sweep(const SweepArgs& args) {
     }
     write_summary_csv(csv, plans);
   }
+  write_aggregate(root, plans);
   spdlog::info("sweep {}: {} of {} points finished in {} ({} run now); summary: {}", spec.name,
                n - static_cast<int>(failures.size()), n, format_duration(seconds_since(start)), ran,
                csv.string());

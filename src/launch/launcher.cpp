@@ -27,10 +27,12 @@
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
 #include "sgp/launch/program_ranks.hpp"
+#include "sgp/launch/refused_run.hpp"
 #include "sgp/launch/run_summary.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/peer_runner.hpp"
+#include "sgp/peer/resume_settings.hpp"
 #include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/run_files.hpp"
@@ -214,9 +216,10 @@ topology::Schedule check_before_start(const peer::TrainConfig& c,
 
 // The run directory is self-contained: the topology as the peers mix on it (the file's graph
 // and endpoints with the weights actually used) goes next to config.json.
+// `monitor_endpoint`: the monitor this launch started, for ranks restarted by hand.
 void write_run_files(const peer::RunDirectory& run, const peer::TrainConfig& c, int n,
-                     const topology::Schedule& mixing) {
-  peer::write_run_config(run, c, "launch", n, &mixing);
+                     const topology::Schedule& mixing, const std::string& monitor_endpoint = {}) {
+  peer::write_run_config(run, c, "launch", n, &mixing, monitor_endpoint);
   peer::write_file_atomically(
       run.path() / peer::kMixingTopologyFile,
       topology::to_dot(mixing, fmt::format("the topology of this run as mixed: {} (--algo {}, "
@@ -256,6 +259,15 @@ void finish_monitor(LocalMonitor* monitor, const peer::RunDirectory& run, bool p
     if (!peers_failed) throw;
     spdlog::warn("monitor: {}", e.what());
   }
+}
+
+// A keyed run says so once, as a keyless one says what protects it (ChildCredentials).
+void log_curve(const peer::TrainConfig& c, const topology::Schedule& schedule) {
+  if (!schedule.has_public_keys()) return;
+  spdlog::info(
+      "CURVE: every connection between the peers and to the monitor is authenticated and "
+      "encrypted with the topology's public keys and the secret keys in {}",
+      c.keys_dir);
 }
 
 // One `sgp peer --config <run-dir>/config.json --rank R` per local rank.
@@ -329,7 +341,8 @@ peer::RunSummary launch_held(LaunchOptions o) {
       o.command.empty() ? std::filesystem::path() : find_program(o.command.front());
   if (c.run_dir.empty()) c.run_dir = peer::create_default_run_dir("launch").string();
   peer::RunDirectory run(c.run_dir, -1);
-  if (c.resume && peer::ranks_finished(run.path(), local)) {
+  if (c.resume && peer::ranks_finished(run.path(), local) &&
+      !peer::extends_finished_run(run.path(), local, c)) {
     spdlog::info(
         "--resume: the run in {} is finished (every peer here wrote its summary); "
         "nothing to do",
@@ -340,6 +353,8 @@ peer::RunSummary launch_held(LaunchOptions o) {
   // for its own ranks' files.
   const std::vector<int> scope = static_cast<int>(local.size()) == n ? std::vector<int>{} : local;
   run.claim({peer::run_start_of(c), scope});
+  // Declared before everything that writes: it runs after their clean-up.
+  RefusedRunCleanup refused(run.path(), scope, peer::run_start_of(c) == peer::RunStart::fresh);
   write_readdressed(c, schedule, o.base_port, run.path());
 
   const peer::LinkRate link_rate = peer::parse_link_rate(c.link_rate);
@@ -355,17 +370,19 @@ peer::RunSummary launch_held(LaunchOptions o) {
   std::unique_ptr<ChildCredentials> credentials;
   if (wants_run_credentials(c, schedule, local.size()))
     credentials = std::make_unique<ChildCredentials>(run.path(), n, own_monitor);
+  log_curve(c, schedule);
   // Bound before the peers start, so that they can be told where it is: on their command line,
-  // not in config.json, whose settings a resume takes up again (this port will be gone by then).
+  // not as config.json's setting, which a resume takes up again (this port will be gone by
+  // then); config.json records it apart, for a rank restarted by hand (sgp peer --join).
   std::unique_ptr<LocalMonitor> monitor;
   if (own_monitor) {
     monitor = std::make_unique<LocalMonitor>(
         c, schedule, run.path(), emulation ? emulation->monitor_bind() : "tcp://127.0.0.1:*",
         !o.command.empty(), credentials ? std::optional(credentials->monitor()) : std::nullopt);
   }
-  write_run_files(run, c, n, mixing);
-
   const std::string monitor_endpoint = monitor ? monitor->endpoint() : std::string();
+  write_run_files(run, c, n, mixing, monitor_endpoint);
+
   std::vector<ChildSpec> children =
       o.command.empty()
           ? peer_children(run.path(), local, monitor_endpoint, emulation.get(), credentials.get())

@@ -16,11 +16,22 @@ namespace sgp::launch {
 
 namespace {
 
-// Ranks that rejoined, or that finished without an evaluation (so are not in the accuracies).
-void log_rejoined_and_unevaluated(const peer::RunSummary& s) {
-  if (!s.rejoined_peers.empty()) {
-    spdlog::info("ranks {} rejoined the run and finished (rejoined_peers)",
-                 fmt::join(s.rejoined_peers, ","));
+std::string iteration_text(const std::optional<std::int64_t>& iteration) {
+  return iteration ? fmt::format("iteration {}", *iteration) : std::string("its start");
+}
+
+// Ranks that failed (and rejoined, or not), or that finished without an evaluation (so are not
+// in the accuracies).
+void log_failures_and_unevaluated(const peer::RunSummary& s) {
+  for (const auto& f : s.failures) {
+    if (f.rejoined_at_iteration) {
+      spdlog::info(
+          "rank {} failed after {} and rejoined at iteration {} (failures, rejoined_peers)", f.rank,
+          iteration_text(f.last_logged_iteration), *f.rejoined_at_iteration);
+    } else {
+      spdlog::warn("rank {} failed after {} and did not rejoin (failures, failed_peers)", f.rank,
+                   iteration_text(f.last_logged_iteration));
+    }
   }
   if (!s.unevaluated_peers.empty()) {
     spdlog::warn(
@@ -53,7 +64,7 @@ void log_results(const peer::RunSummary& s, const std::filesystem::path& dir) {
     spdlog::warn("no summary of ranks {} (listed in missing_peers)",
                  fmt::join(s.missing_peers, ","));
   }
-  log_rejoined_and_unevaluated(s);
+  log_failures_and_unevaluated(s);
   if (s.mean_peer_accuracy && s.median_iteration_ms) {
     spdlog::info("peers: mean test accuracy {:.2f}%, median iteration {:.2f} ms",
                  100.0 * *s.mean_peer_accuracy, *s.median_iteration_ms);
@@ -108,6 +119,18 @@ std::vector<int> still_failed(const std::vector<int>& failed, const peer::RunSum
   return out;
 }
 
+// failed_peers: the failed ranks that did not rejoin, each in failures with the last iteration
+// its process logged (the rejoined ones are there already, from their summaries).
+void add_failed(peer::RunSummary& s, const std::filesystem::path& run_dir,
+                const std::vector<int>& failed) {
+  s.failed_peers = still_failed(failed, s);
+  for (int rank : s.failed_peers) {
+    s.failures.push_back(
+        {rank, peer::last_logged_iteration(run_dir / fmt::format("peer-{}.jsonl", rank)), {}});
+  }
+  std::ranges::sort(s.failures, {}, &peer::FailedPeer::rank);
+}
+
 }  // namespace
 
 peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
@@ -115,7 +138,7 @@ peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
   const auto config = multi_peer_config(run_dir);
   const peer::RunDirectory run(run_dir, -1);
   auto summary = peer::merge_run_summary(run_dir, config.peers);
-  summary.failed_peers = still_failed(failed_peers, summary);
+  add_failed(summary, run_dir, failed_peers);
   run.write_json("summary.json", summary);
   log_results(summary, run_dir);
   return summary;
@@ -154,7 +177,7 @@ peer::RunSummary summarize_launch(const std::filesystem::path& run_dir,
                                   const std::vector<int>& failed_peers) {
   const auto config = multi_peer_config(run_dir);
   auto summary = peer::merge_run_summary(run_dir, config.peers);
-  summary.failed_peers = still_failed(failed_peers, summary);
+  add_failed(summary, run_dir, failed_peers);
   std::vector<int> running_elsewhere;
   for (int rank : summary.missing_peers) {
     const bool here = std::find(local.begin(), local.end(), rank) != local.end();

@@ -21,6 +21,7 @@
 #include "sgp/model/model_spec.hpp"
 #include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/evaluator.hpp"
+#include "sgp/peer/resume_settings.hpp"
 #include "sgp/peer/run_config.hpp"
 #include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/run_files.hpp"
@@ -169,13 +170,17 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   RunDirectory run(config.run_dir.empty() ? create_default_run_dir("peer")
                                           : std::filesystem::path(config.run_dir),
                    rank);
-  if (config.resume && ranks_finished(run.path(), {rank})) {
+  if (config.resume && ranks_finished(run.path(), {rank}) &&
+      !extends_finished_run(run.path(), {rank}, config)) {
     spdlog::info("--resume: rank {} of the run in {} is finished; nothing to do", rank,
                  run.path().string());
     return read_json_file(run.path() / peer_summary_file(rank))->get<PeerSummary>();
   }
   // A peer joining a run in progress (asgp) continues that run's files, as a resume does.
   run.claim({join ? RunStart::resume : run_start_of(config), {rank}});
+  // Where the rank's previous process stopped, before this one's records follow its own.
+  const auto failed_after =
+      join ? last_logged_iteration(run.path() / fmt::format("peer-{}.jsonl", rank)) : std::nullopt;
   if (rank == 0 && write_config) write_run_config(run, config, "peer", n);
 
   const gossip::Security secure = security(config);  // reads the run's credentials once
@@ -210,6 +215,7 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   PeerSummary summary = trainer.run();
   write_model_file(run.path() / fmt::format("peer-{}-model.bin", rank), trainer.trained_model());
   if (publisher) summary.dropped_snapshots = publisher->dropped();
+  summary.failed_after_iteration = failed_after;
   run.write_json(peer_summary_file(rank), summary);
   return summary;
 }

@@ -8,7 +8,10 @@
 
 #include "fnv1a.hpp"
 #include "sgp/error.hpp"
+#include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/settings.hpp"
+#include "sgp/peer/summaries.hpp"
+#include "sgp/peer/trainer.hpp"
 #include "sgp/topology/schedule.hpp"
 
 namespace sgp::peer {
@@ -62,6 +65,32 @@ void require_same_resume_settings(const nlohmann::json& saved, const nlohmann::j
     throw InputError(fmt::format("{} was written with other settings, which a resume must keep: {}",
                                  source, fmt::join(differences, "; ")));
   }
+}
+
+bool extends_finished_run(const std::filesystem::path& dir, const std::vector<int>& ranks,
+                          const TrainConfig& config) {
+  bool extends = false;
+  for (int rank : ranks) {
+    const auto file = dir / peer_summary_file(rank);
+    const auto json = read_json_file(file);
+    if (!json) return false;
+    const auto done = json->get<PeerSummary>();
+    if (done.iterations <= 0 || done.epochs <= 0.0) return false;
+    // The summary's epochs are its iterations over the iterations per epoch.
+    const auto per_epoch = std::llround(static_cast<double>(done.iterations) / done.epochs);
+    const std::int64_t target = total_iterations(config, per_epoch);
+    if (target <= done.iterations) continue;
+    const auto checkpoint =
+        dir / "checkpoints" / fmt::format("checkpoint-{}-{}.bin", rank, done.iterations);
+    if (!std::filesystem::exists(checkpoint)) {
+      throw InputError(fmt::format(
+          "--resume: rank {} finished at iteration {} without a checkpoint there ({}; the run had "
+          "no --checkpoint-every), so it cannot go on to {}: start a new run instead",
+          rank, done.iterations, checkpoint.string(), target));
+    }
+    extends = true;
+  }
+  return extends;
 }
 
 }  // namespace sgp::peer

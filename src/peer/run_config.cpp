@@ -17,8 +17,8 @@
 namespace sgp::peer {
 
 namespace {
-constexpr std::array<std::string_view, 4> kMetadataKeys = {"command", "peers", "run_id",
-                                                           "mixing_self_weights"};
+constexpr std::array<std::string_view, 5> kMetadataKeys = {
+    "command", "peers", "run_id", "mixing_self_weights", "monitor_endpoint"};
 
 // config.json as JSON; InputError naming the file when it is not a JSON object or when an object
 // repeats a key (the parser would silently keep the last value).
@@ -62,9 +62,11 @@ std::vector<double> self_weights(const topology::Schedule& s) {
 }  // namespace
 
 void write_run_config(const RunDirectory& run, const TrainConfig& settings,
-                      std::string_view command, int peers, const topology::Schedule* mixing) {
+                      std::string_view command, int peers, const topology::Schedule* mixing,
+                      std::string_view monitor_endpoint) {
   nlohmann::json j = settings;
   if (mixing) j["mixing_self_weights"] = self_weights(*mixing);
+  if (!monitor_endpoint.empty()) j["monitor_endpoint"] = monitor_endpoint;
   // What this start did, not a setting of the run: a copy of config.json must not delete it.
   j["overwrite"] = false;
   j["run_id"] = run.run_id();
@@ -89,6 +91,10 @@ RunConfig read_run_config(const std::filesystem::path& file) {
   }
   out.command = j.value("command", "");
   out.peers = j.value("peers", 0);
+  if (j.contains("monitor_endpoint") && !j["monitor_endpoint"].is_string()) {
+    throw InputError(fmt::format("{}: monitor_endpoint: expected a string", file.string()));
+  }
+  out.monitor_endpoint = j.value("monitor_endpoint", "");
   return out;
 }
 

@@ -238,6 +238,20 @@ double rewind_jsonl(const std::filesystem::path& path, std::int64_t iteration) {
   return wall_time;
 }
 
+std::optional<std::int64_t> last_logged_iteration(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::optional<std::int64_t> last;
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto record = nlohmann::json::parse(line, nullptr, false);
+    if (record.is_object() && record.contains("iteration") &&
+        record["iteration"].is_number_integer()) {
+      last = std::max(last.value_or(0), record["iteration"].get<std::int64_t>());
+    }
+  }
+  return last;
+}
+
 double RunDirectory::rewind_log(std::int64_t iteration) {
   SGP_ENFORCE(!log_.is_open(), "rewind the log before writing to it");
   return rewind_jsonl(log_path(), iteration);

@@ -58,6 +58,14 @@ void fields(S& s, V& v) {
 }
 
 template <class S, class V>
+requires std::same_as<std::remove_const_t<S>, FailedPeer>
+void fields(S& s, V& v) {
+  v("rank", s.rank);
+  v("last_logged_iteration", s.last_logged_iteration);
+  v("rejoined_at_iteration", s.rejoined_at_iteration);
+}
+
+template <class S, class V>
 requires std::same_as<std::remove_const_t<S>, PeerSummary>
 void fields(S& s, V& v) {
   v("rank", s.rank);
@@ -88,6 +96,7 @@ void fields(S& s, V& v) {
   v("excluded_peers", s.excluded_peers);
   v("excluded_at_round", s.excluded_at_round);
   v("joined_at_iteration", s.joined_at_iteration);
+  v("failed_after_iteration", s.failed_after_iteration);
   v("left_at_iteration", s.left_at_iteration);
 }
 
@@ -121,6 +130,7 @@ void fields(S& s, V& v) {
   v("failed_peers", s.failed_peers);
   v("rejoined_peers", s.rejoined_peers);
   v("unevaluated_peers", s.unevaluated_peers);
+  v("failures", s.failures);
   v("suspected_peers", s.suspected_peers);
   v("monitor_settings_mismatch", s.monitor_settings_mismatch);
   v("mean_peer_accuracy", s.mean_peer_accuracy);
@@ -191,6 +201,8 @@ std::optional<json> only_one_of(const std::vector<std::filesystem::path>& dirs,
 
 void to_json(json& j, const SuspectedPeer& s) { write_fields(j, s); }
 void from_json(const json& j, SuspectedPeer& s) { read_fields(j, s); }
+void to_json(json& j, const FailedPeer& s) { write_fields(j, s); }
+void from_json(const json& j, FailedPeer& s) { read_fields(j, s); }
 void to_json(json& j, const PeerSummary& s) { write_fields(j, s); }
 void from_json(const json& j, PeerSummary& s) { read_fields(j, s); }
 void to_json(json& j, const MonitorSummary& s) { write_fields(j, s); }
@@ -226,7 +238,10 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
     std::vector<double> accuracy, median_ms, mean_ms;
     double bytes = 0.0, weights = 0.0;
     for (const auto& p : peers) {
-      if (p.joined_at_iteration) out.rejoined_peers.push_back(p.rank);
+      if (p.joined_at_iteration) {
+        out.rejoined_peers.push_back(p.rank);
+        out.failures.push_back({p.rank, p.failed_after_iteration, p.joined_at_iteration});
+      }
       if (p.final_test_accuracy) {
         accuracy.push_back(*p.final_test_accuracy);
       } else {

@@ -186,9 +186,9 @@ void print_result(const SimulateCommand& c, const SimulationResult& result,
                fit.from_round, fit.to_round,
                fit.floor_reached ? ", down to the rounding floor" : "");
     if (summary.contains("predicted_consensus_rate")) {
-      fmt::print(", predicted sigma {:.6g}, rho {:.6g}",
-                 summary["predicted_consensus_rate"].get<double>(),
-                 summary["predicted_asymptotic_rate"].get<double>());
+      fmt::print(", predicted sigma {:.6g}", summary["predicted_consensus_rate"].get<double>());
+      if (summary.contains("predicted_asymptotic_rate"))  // not above 256 peers
+        fmt::print(", rho {:.6g}", summary["predicted_asymptotic_rate"].get<double>());
     }
     fmt::print("\n");
   }
@@ -245,12 +245,15 @@ void run_simulate(const SimulateCommand& c) {
   summary.erase("command");
   summary["membership_changes"] = membership_json(membership);
   if (c.predict && schedule.num_peers() <= topology::kMaxSpectralPeers) {
-    spdlog::info("predicting the consensus rate (dense O(N^3) linear algebra, {} peers)",
-                 schedule.num_peers());
     const auto report =
         topology::analyze_topology(schedule, static_cast<std::int64_t>(c.options.dim));
     summary["predicted_consensus_rate"] = *report.consensus_rate;
-    summary["predicted_asymptotic_rate"] = *report.asymptotic_rate;
+    // Above kDenseSpectralPeers sigma is iterative and rho is not computed.
+    if (report.asymptotic_rate) summary["predicted_asymptotic_rate"] = *report.asymptotic_rate;
+    summary["prediction_time_s"] = report.rate_seconds;
+    spdlog::info("predicted the consensus rate of {} peers in {:.3f} s ({})", schedule.num_peers(),
+                 report.rate_seconds,
+                 report.asymptotic_rate ? "dense" : "Lanczos on vectors, no rho");
   }
 
   std::ofstream records(dir / "simulate.jsonl");

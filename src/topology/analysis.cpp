@@ -1,16 +1,19 @@
 #include "sgp/topology/analysis.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/strong_components.hpp>
 #include <boost/graph/visitors.hpp>
 
 #include "sgp/error.hpp"
+#include "sgp/topology/iterative_rate.hpp"
 
 namespace sgp::topology {
 
@@ -67,25 +70,61 @@ bool averages_exactly(const Matrix& a) {
   return true;
 }
 
+namespace {
+
+// averages_exactly without forming A: A = J exactly when A (I - J) = 0 (sigma, from the
+// iterative analysis) and A 1 = 1.
+bool averages_exactly_sparse(const Schedule& schedule, double sigma) {
+  if (sigma > kExactTolerance) return false;
+  const auto ones = apply_period(schedule, std::vector<double>(schedule.num_peers(), 1.0));
+  return std::all_of(ones.begin(), ones.end(),
+                     [](double v) { return std::abs(v - 1.0) <= kExactTolerance; });
+}
+
+}  // namespace
+
 std::optional<int> exact_average_rounds(const Schedule& schedule) {
-  if (schedule.num_peers() > kMaxSpectralPeers) return std::nullopt;
-  if (!averages_exactly(period_product(schedule))) return std::nullopt;
+  const int n = schedule.num_peers();
+  if (n > kMaxSpectralPeers) return std::nullopt;
+  const bool exact =
+      n > kDenseSpectralPeers
+          ? averages_exactly_sparse(schedule, iterative_consensus_rate(schedule).sigma)
+          : averages_exactly(period_product(schedule));
+  if (!exact) return std::nullopt;
   return schedule.period();
 }
 
 std::vector<std::vector<int>> union_components(const Schedule& schedule) {
-  const UnionGraph g = union_graph(schedule);
+  std::vector<std::vector<int>> out(schedule.num_peers());
+  for (int i = 0; i < schedule.num_peers(); ++i) out[i] = schedule.all_out_neighbors(i);
+  return strong_components_of(out);
+}
+
+std::vector<std::vector<int>> strong_components_of(const std::vector<std::vector<int>>& out) {
+  UnionGraph g(out.size());
+  for (std::size_t i = 0; i < out.size(); ++i)
+    for (int j : out[i]) boost::add_edge(i, j, g);
   std::vector<int> component(boost::num_vertices(g));
   const int count = boost::strong_components(
       g, boost::make_iterator_property_map(component.begin(), boost::get(boost::vertex_index, g)));
   std::vector<std::vector<int>> groups(count);
-  for (int rank = 0; rank < schedule.num_peers(); ++rank) groups[component[rank]].push_back(rank);
+  for (std::size_t rank = 0; rank < out.size(); ++rank)
+    groups[component[rank]].push_back(static_cast<int>(rank));
   std::sort(groups.begin(), groups.end());
   return groups;
 }
 
 int union_strong_components(const Schedule& schedule) {
   return static_cast<int>(union_components(schedule).size());
+}
+
+std::string not_strongly_connected_text(const std::vector<std::vector<int>>& components) {
+  std::string groups;
+  for (const auto& c : components) groups += fmt::format(" {{{}}}", fmt::join(c, ", "));
+  return fmt::format(
+      "the union of the graphs over one period is not strongly connected, so consensus is "
+      "impossible; its {} strongly connected components are:{}",
+      components.size(), groups);
 }
 
 void require_strongly_connected(const Schedule& schedule, const std::string& source) {
@@ -128,6 +167,24 @@ std::int64_t message_bytes(std::int64_t parameter_count) {
   return 4 * parameter_count + message_chunks(parameter_count) * kMessageHeaderBytes;
 }
 
+namespace {
+
+// sigma, rho and the rounds they predict.
+void set_rates(TopologyReport& r, double sigma, std::optional<double> rho, double tolerance) {
+  r.consensus_rate = sigma;
+  r.asymptotic_rate = rho;
+  // Entries of A are sums of products of weights, exact to ~1e-16; below that, sigma is 0.
+  constexpr double kZero = 1e-12;
+  if (sigma <= kZero) {
+    r.predicted_rounds = r.period;
+  } else if (sigma < 1.0) {
+    const double periods = std::ceil(std::log(tolerance) / std::log(sigma));
+    r.predicted_rounds = static_cast<std::int64_t>(periods) * r.period;
+  }
+}
+
+}  // namespace
+
 TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter_count,
                                 double tolerance) {
   SGP_ENFORCE(tolerance > 0.0 && tolerance < 1.0, "tolerance {} must be in (0, 1)", tolerance);
@@ -167,6 +224,16 @@ TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter
   r.diameter = union_diameter(schedule);
 
   if (n > kMaxSpectralPeers) return r;
+  if (n > kDenseSpectralPeers) {
+    const auto started = std::chrono::steady_clock::now();
+    const double sigma = iterative_consensus_rate(schedule).sigma;
+    r.rate_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (averages_exactly_sparse(schedule, sigma)) r.exact_after_rounds = r.period;
+    set_rates(r, sigma, std::nullopt, tolerance);
+    return r;
+  }
+  const auto started = std::chrono::steady_clock::now();
   // B = A (I - J), J = 1 1^T / N: subtract each row's mean from that row of A.
   Matrix b = period_product(schedule);
   if (averages_exactly(b)) r.exact_after_rounds = r.period;
@@ -177,16 +244,10 @@ TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter
     for (int col = 0; col < n; ++col) b(row, col) -= mean;
   }
   const double sigma = b.singular_values().front();
-  r.consensus_rate = sigma;
-  r.asymptotic_rate = std::min(b.spectral_radius(), sigma);
-  // Entries of A are sums of products of weights, exact to ~1e-16; below that, sigma is 0.
-  constexpr double kZero = 1e-12;
-  if (sigma <= kZero) {
-    r.predicted_rounds = r.period;
-  } else if (sigma < 1.0) {
-    const double periods = std::ceil(std::log(tolerance) / std::log(sigma));
-    r.predicted_rounds = static_cast<std::int64_t>(periods) * r.period;
-  }
+  const double rho = std::min(b.spectral_radius(), sigma);
+  r.rate_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  set_rates(r, sigma, rho, tolerance);
   return r;
 }
 
@@ -230,8 +291,17 @@ std::string format_report(const TopologyReport& r) {
       "  (A = M_{{P-1}} ... M_0, M_p[j][i] = weight i pushes to j; after t periods "
       "||x - mean(x0) w|| <= sigma^t ||x0 - mean(x0) 1||)\n",
       *r.consensus_rate);
-  s += fmt::format("asymptotic rate per period: rho = spectral radius of A (I - 11^T/N) = {:.6g}\n",
-                   *r.asymptotic_rate);
+  if (r.asymptotic_rate) {
+    s += fmt::format(
+        "asymptotic rate per period: rho = spectral radius of A (I - 11^T/N) = {:.6g}\n",
+        *r.asymptotic_rate);
+  } else {
+    s += fmt::format(
+        "asymptotic rate per period: not computed (more than {} peers: sigma by Lanczos on "
+        "(A (I - 11^T/N))^T A (I - 11^T/N), without forming A)\n",
+        kDenseSpectralPeers);
+  }
+  s += fmt::format("rate computed in {:.3f} s\n", r.rate_seconds);
   if (r.exact_after_rounds)
     s += fmt::format(
         "exact average after {} rounds (the product over one period is 11^T/N to {:g} "

@@ -19,6 +19,7 @@
 #include <boost/graph/graphviz.hpp>
 
 #include "sgp/error.hpp"
+#include "sgp/topology/analysis.hpp"
 
 namespace sgp::topology {
 
@@ -609,6 +610,23 @@ Weights resolve_columns(Columns& columns, const DotReadOptions& options, Problem
   return w;
 }
 
+// The union graph's connectivity from every edge in the file, whatever its weight's or phase's
+// problems (those are listed apart).
+void check_connected(const DotGraph& g, const Ranks& ranks, Problems& problems) {
+  const auto n = ranks.rank_of.size();
+  if (n <= 1) return;
+  std::vector<std::vector<int>> out(n);
+  for (std::size_t v = 0; v < n; ++v) {
+    for (const auto& e : boost::make_iterator_range(boost::out_edges(v, g))) {
+      const auto s = ranks.rank_of[v];
+      const auto t = ranks.rank_of[boost::target(e, g)];
+      if (s && t && *s != *t) out[*s].push_back(*t);
+    }
+  }
+  const auto components = strong_components_of(out);
+  if (components.size() > 1) problems.add("{}", not_strongly_connected_text(components));
+}
+
 }  // namespace
 
 Schedule parse_dot(std::string_view text, const std::string& source_name,
@@ -626,6 +644,7 @@ Schedule parse_dot(std::string_view text, const std::string& source_name,
   auto keys = read_public_keys(g, ranks, problems);
   check_size(g, period, source_name);
   auto columns = read_edges(g, ranks, period, problems);
+  if (options.require_strongly_connected) check_connected(g, ranks, problems);
   problems.throw_if_any();
   auto [out_edges, self_weights] = resolve_columns(columns, options, problems);
   problems.throw_if_any();

@@ -32,7 +32,11 @@ PlannedPoint plan_point(const SweepPoint& p, const std::filesystem::path& root);
 nlohmann::json point_record(const SweepPoint& p);
 bool already_finished(const PlannedPoint& plan);
 
-// One row per point: grid values, status, predicted rate and the run summary's figures.
+// summary.csv of a training sweep as a table: its header, then one row per point: grid values,
+// status, predicted rate and the run summary's figures.
+std::vector<std::vector<std::string>> summary_table(const std::vector<PlannedPoint>& plans);
+
+// summary.csv (summary_table; a simulation sweep's own columns for `sgp simulate` points).
 void write_summary_csv(const std::filesystem::path& file, const std::vector<PlannedPoint>& plans);
 
 // Rows as CSV text (fields with commas or quotes quoted).

@@ -42,6 +42,10 @@ std::filesystem::path create_default_run_dir(const std::string& prefix,
 // of those kept (0 when none, or no file).
 double rewind_jsonl(const std::filesystem::path& path, std::int64_t iteration);
 
+// The largest integer "iteration" of the records in the JSONL file `path`; none when it has none
+// (or there is no file).
+std::optional<std::int64_t> last_logged_iteration(const std::filesystem::path& path);
+
 struct RunClaim;
 
 class RunDirectory {

@@ -27,6 +27,14 @@ struct SuspectedPeer {
   std::string robust;      // the reporter's --robust (clip: its contributions were clipped)
 };
 
+// A rank whose process failed during the run (and, when it rejoined, when): summary.json's
+// "failures", so that a run says what happened to it and when.
+struct FailedPeer {
+  int rank = -1;
+  std::optional<std::int64_t> last_logged_iteration;  // of the process that failed
+  std::optional<std::int64_t> rejoined_at_iteration;  // sgp peer --join; none: it did not
+};
+
 struct PeerSummary {
   int rank = 0;
   int peers = 1;
@@ -65,7 +73,10 @@ struct PeerSummary {
   std::vector<int> excluded_peers;                  // ranks it excluded or learnt were excluded
   std::vector<std::int64_t> excluded_at_round;      // this peer's gossip round when it did, each
   std::optional<std::int64_t> joined_at_iteration;  // sgp peer --join
-  std::optional<std::int64_t> left_at_iteration;    // handed its mass on and stopped early
+  // --join: the last iteration that this rank's previous process logged (it failed after it);
+  // none when it had logged nothing (or never started).
+  std::optional<std::int64_t> failed_after_iteration;
+  std::optional<std::int64_t> left_at_iteration;  // handed its mass on and stopped early
 };
 
 struct MonitorSummary {
@@ -97,6 +108,7 @@ struct RunSummary {
                                        // and that did not finish by rejoining
   std::vector<int> rejoined_peers;     // ranks whose summary a joiner wrote (sgp peer --join)
   std::vector<int> unevaluated_peers;  // finished without an evaluation: not in the accuracies
+  std::vector<FailedPeer> failures;    // failed_peers and rejoined_peers, with their iterations
   std::vector<SuspectedPeer> suspected_peers;            // every peer's, by reporter
   std::optional<std::string> monitor_settings_mismatch;  // MonitorSummary::settings_mismatch
   std::optional<double> mean_peer_accuracy, min_peer_accuracy, max_peer_accuracy;
@@ -118,6 +130,8 @@ struct RunSummary {
 
 void to_json(nlohmann::json& j, const SuspectedPeer& s);
 void from_json(const nlohmann::json& j, SuspectedPeer& s);
+void to_json(nlohmann::json& j, const FailedPeer& s);
+void from_json(const nlohmann::json& j, FailedPeer& s);
 void to_json(nlohmann::json& j, const PeerSummary& s);
 void from_json(const nlohmann::json& j, PeerSummary& s);
 void to_json(nlohmann::json& j, const MonitorSummary& s);

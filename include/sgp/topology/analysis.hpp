@@ -55,6 +55,12 @@ int union_strong_components(const Schedule& schedule);
 void require_strongly_connected(const Schedule& schedule, const std::string& source);
 // The same components as groups of ranks: each group ascending, groups ordered by their first rank.
 std::vector<std::vector<int>> union_components(const Schedule& schedule);
+// The same for the graph whose rank i pushes to out[i] (any weights, e.g. a file still with
+// problems).
+std::vector<std::vector<int>> strong_components_of(const std::vector<std::vector<int>>& out);
+// "the union of the graphs over one period is not strongly connected, so consensus is
+// impossible; its K strongly connected components are: {0, 1} {2, 3}".
+std::string not_strongly_connected_text(const std::vector<std::vector<int>>& components);
 // Longest shortest path (hops) in the union graph, or nullopt when it is not strongly connected.
 std::optional<int> union_diameter(const Schedule& schedule);
 
@@ -86,17 +92,21 @@ struct TopologyReport {
   std::int64_t parameter_count = 0;
   double mean_bytes_per_round = 0.0;     // per peer, averaged over peers and phases
   std::int64_t max_bytes_per_round = 0;  // the busiest peer in the busiest phase
-  // sigma and rho per period; nullopt above kMaxSpectralPeers peers (dense O(N^3) work).
+  // sigma and rho per period; nullopt above kMaxSpectralPeers peers. Above kDenseSpectralPeers
+  // sigma is iterative (iterative_rate.hpp) and rho is not computed.
   std::optional<double> consensus_rate;
   std::optional<double> asymptotic_rate;
+  double rate_seconds = 0.0;  // the time sigma and rho took
   double tolerance = 1e-6;
   std::optional<std::int64_t> predicted_rounds;  // from sigma; nullopt when sigma >= 1 or unknown
   std::optional<int> exact_after_rounds;         // exact_average_rounds
 };
 
-// Above this many peers analyze_topology skips sigma, rho and the predicted rounds (about a
-// minute of dense linear algebra at 1024 peers already).
+// Above this many peers analyze_topology skips sigma, rho and the predicted rounds.
 inline constexpr int kMaxSpectralPeers = 1024;
+// Up to this many peers sigma and rho come from the dense product (exact, O(P N^3): 20+ s at
+// 1024 peers); above, sigma comes from Lanczos on vectors (iterative_rate.hpp) and rho is left out.
+inline constexpr int kDenseSpectralPeers = 256;
 
 TopologyReport analyze_topology(const Schedule& schedule, std::int64_t parameter_count,
                                 double tolerance = 1e-6);

@@ -47,6 +47,9 @@ namespace sgp::topology {
 struct DotReadOptions {
   // Every node must have an `endpoint` (true for anything that will run peers).
   bool require_endpoints = false;
+  // The union of the phases' graphs must be strongly connected: a problem listed with the others
+  // (sgp topology check lists every problem at once).
+  bool require_strongly_connected = false;
   // The mixing rate for columns whose file gives no weights (see above); must be in (0, 1).
   std::optional<double> self_weight;
 };
