@@ -1,5 +1,5 @@
 """Reads an sgp model file (peer-<rank>-model.bin, model-average.bin; the format is in
-include/sgp/peer/model_file.hpp), with Python's standard library only:
+include/sgp/run/model_file.hpp), with Python's standard library only:
 
     import sgp_model
     spec, params = sgp_model.read("runs/x/model-average.bin")   # "mlp:512,512", array('f')

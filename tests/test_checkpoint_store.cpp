@@ -9,11 +9,13 @@
 
 #include "sgp/error.hpp"
 #include "sgp/peer/checkpoint_store.hpp"
+#include "sgp/run/file_names.hpp"
 #include "support/input_error.hpp"
 #include "support/temp_dir.hpp"
 #include "support/text.hpp"
 
 using namespace sgp::peer;
+using namespace sgp::run;
 using sgp::testing::contains;
 using sgp::testing::input_error_of;
 using sgp::testing::slurp;

@@ -10,15 +10,15 @@
 #include <doctest/doctest.h>
 
 #include "sgp/compute/cpu_backend.hpp"
+#include "sgp/config/algorithm.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/gossip/snapshot_publisher.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
-#include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/checkpoint_store.hpp"
 #include "sgp/peer/resume_settings.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/run_files.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
 #include "sgp/transport/inproc_network.hpp"
@@ -52,14 +52,14 @@ data::Dataset clusters(int n, unsigned seed) {
 }
 
 struct PeerResult {
-  peer::PeerSummary summary;
+  run::PeerSummary summary;
   std::vector<float> z;
 };
 
 // Runs one Trainer per rank of `schedule` in threads over the in-process transport, writing to
 // `dir` (dir_per_rank: to dir/rank-<rank>, as on hosts without a shared filesystem); returns
 // each peer's summary and final z. No schedule: peers that train alone.
-std::vector<PeerResult> run_trainers(const peer::TrainConfig& config, int n,
+std::vector<PeerResult> run_trainers(const config::TrainConfig& config, int n,
                                      const topology::Schedule* schedule,
                                      const std::filesystem::path& dir, bool dir_per_rank = false) {
   static const auto train = clusters(2000, 1);
@@ -74,8 +74,8 @@ std::vector<PeerResult> run_trainers(const peer::TrainConfig& config, int n,
       try {
         compute::CpuBackend backend;
         transport::InProcTransport transport(network, rank);
-        peer::RunDirectory run(dir_per_rank ? dir / ("rank-" + std::to_string(rank)) : dir, rank);
-        run.claim({peer::run_start_of(config), {rank}});
+        run::RunDirectory run(dir_per_rank ? dir / ("rank-" + std::to_string(rank)) : dir, rank);
+        run.claim({run::run_start_of(config), {rank}});
         peer::Communication comm;
         if (schedule) {
           comm.schedule = schedule;
@@ -101,8 +101,8 @@ std::vector<PeerResult> run_trainers(const peer::TrainConfig& config, int n,
 }
 
 // A small model, a constant learning rate, two epochs of 32 iterations (4 peers, batch 16).
-peer::TrainConfig small_config(peer::Algorithm algo) {
-  peer::TrainConfig config;
+config::TrainConfig small_config(config::Algorithm algo) {
+  config::TrainConfig config;
   config.model = "mlp:24";
   config.batch_size = 16;
   config.epochs = 2;
@@ -118,14 +118,14 @@ peer::TrainConfig small_config(peer::Algorithm algo) {
 
 // Trains `n` peers on `kind` with `algo`; returns each peer's summary and final z.
 std::vector<PeerResult> train_peers(const std::string& kind, int n, const std::string& algo_name) {
-  const auto algo = sgp::parse_name<peer::Algorithm>(algo_name, "algo");
+  const auto algo = sgp::parse_name<config::Algorithm>(algo_name, "algo");
   topology::GeneratorOptions options;
   options.num_peers = n;
   const auto file_schedule =
       topology::generate_topology(topology::parse_topology_kind(kind), options);
-  const auto schedule = peer::mixing_schedule(algo, file_schedule, std::nullopt, kind);
+  const auto schedule = config::mixing_schedule(algo, file_schedule, std::nullopt, kind);
   sgp::testing::TempDir dir;
-  return run_trainers(small_config(algo), n, peer::info(algo).communicates ? &schedule : nullptr,
+  return run_trainers(small_config(algo), n, config::info(algo).communicates ? &schedule : nullptr,
                       dir.path());
 }
 
@@ -181,10 +181,10 @@ TEST_CASE("dpsgd keeps weights that are symmetric already (base) and else takes 
   topology::GeneratorOptions options;
   options.num_peers = 6;
   const auto base = topology::generate_topology(topology::TopologyKind::kBase, options);
-  CHECK(peer::mixing_schedule(peer::Algorithm::dpsgd, base, std::nullopt, "base") == base);
+  CHECK(config::mixing_schedule(config::Algorithm::dpsgd, base, std::nullopt, "base") == base);
   // The star's uniform weights are not symmetric (a leaf pushes 1/2 to 0, 0 pushes 1/6 back).
   const auto star = topology::generate_topology(topology::TopologyKind::kStar, options);
-  const auto mixed = peer::mixing_schedule(peer::Algorithm::dpsgd, star, std::nullopt, "star");
+  const auto mixed = config::mixing_schedule(config::Algorithm::dpsgd, star, std::nullopt, "star");
   CHECK(mixed.push_weight(1, 0, 0) == doctest::Approx(1.0 / 6.0));
   CHECK(mixed.push_weight(0, 1, 0) == doctest::Approx(1.0 / 6.0));
 }
@@ -193,7 +193,7 @@ TEST_CASE("dpsgd keeps weights that are symmetric already (base) and else takes 
 // is then a local peer's loss on the same batches only if the gradient is taken at z, which is
 // x / w for sgp and osgp (folded into the layers) and asgp's x itself.
 TEST_CASE("gradients are taken at z: with lr 0, gossiping peers' losses are local's") {
-  auto config = small_config(peer::Algorithm::local);
+  auto config = small_config(config::Algorithm::local);
   config.lr = 0.0;
   sgp::testing::TempDir local_dir;
   const auto alone = run_trainers(config, 4, nullptr, local_dir.path());
@@ -201,10 +201,11 @@ TEST_CASE("gradients are taken at z: with lr 0, gossiping peers' losses are loca
   options.num_peers = 4;
   // The star's weights are not doubly stochastic: w moves far from 1.
   const auto star = topology::generate_topology(topology::TopologyKind::kStar, options);
-  for (const auto algo : {peer::Algorithm::sgp, peer::Algorithm::osgp, peer::Algorithm::asgp}) {
+  for (const auto algo :
+       {config::Algorithm::sgp, config::Algorithm::osgp, config::Algorithm::asgp}) {
     CAPTURE(sgp::name_of(algo));
     config.algo = algo;
-    const auto schedule = peer::mixing_schedule(algo, star, std::nullopt, "star");
+    const auto schedule = config::mixing_schedule(algo, star, std::nullopt, "star");
     sgp::testing::TempDir dir;
     const auto gossiping = run_trainers(config, 4, &schedule, dir.path());
     bool some_weight_moved = false;
@@ -271,15 +272,15 @@ TEST_CASE("a resumed run ends in the state of an uninterrupted one") {
   // rounding on the star (its hub adds three messages in arrival order).
   struct Case {
     const char* name;
-    peer::Algorithm algo;
+    config::Algorithm algo;
     int gossip_every;
     bool star;
   };
   const Case cases[] = {
-      {"sgp", peer::Algorithm::sgp, 1, false},
-      {"sgp, gossip every 2", peer::Algorithm::sgp, 2, false},
-      {"osgp tau 0, gossip every 3", peer::Algorithm::osgp, 3, false},
-      {"sgp on a star", peer::Algorithm::sgp, 1, true},
+      {"sgp", config::Algorithm::sgp, 1, false},
+      {"sgp, gossip every 2", config::Algorithm::sgp, 2, false},
+      {"osgp tau 0, gossip every 3", config::Algorithm::osgp, 3, false},
+      {"sgp on a star", config::Algorithm::sgp, 1, true},
   };
   const int n = 4;
   for (const auto& c : cases) {
@@ -289,7 +290,7 @@ TEST_CASE("a resumed run ends in the state of an uninterrupted one") {
     const auto file_schedule =
         c.star ? topology::generate_topology(topology::TopologyKind::kStar, options)
                : topology::parse_dot(kMovingWeights, "<moving weights>");
-    const auto schedule = peer::mixing_schedule(c.algo, file_schedule, std::nullopt, c.name);
+    const auto schedule = config::mixing_schedule(c.algo, file_schedule, std::nullopt, c.name);
     auto config = small_config(c.algo);
     config.gossip_every = c.gossip_every;
     config.tau = 0;  // OSGP applies round k's messages in round k: the same sums every run
@@ -334,8 +335,8 @@ TEST_CASE("a resume with other fixed settings is refused, naming each with both 
   const int n = 4;
   const auto file_schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
   const auto schedule =
-      peer::mixing_schedule(peer::Algorithm::sgp, file_schedule, std::nullopt, "<moving>");
-  auto config = small_config(peer::Algorithm::sgp);
+      config::mixing_schedule(config::Algorithm::sgp, file_schedule, std::nullopt, "<moving>");
+  auto config = small_config(config::Algorithm::sgp);
   config.checkpoint_every = 10;
   config.max_iterations = 20;
   sgp::testing::TempDir run;
@@ -347,7 +348,7 @@ TEST_CASE("a resume with other fixed settings is refused, naming each with both 
   changed.seed = 7;
   changed.batch_size = 8;
   changed.lr = 0.01;  // may change: not named
-  auto refusal = [&](const peer::TrainConfig& c, const topology::Schedule& s) {
+  auto refusal = [&](const config::TrainConfig& c, const topology::Schedule& s) {
     try {
       run_trainers(c, n, &s, run.path());
     } catch (const InputError& e) {
@@ -361,7 +362,7 @@ TEST_CASE("a resume with other fixed settings is refused, naming each with both 
   CHECK_FALSE(sgp::testing::contains(error, "lr"));
   // Other mixing weights: the same topology file with --self-weight.
   const auto reweighted =
-      peer::mixing_schedule(peer::Algorithm::sgp, file_schedule, 0.5, "<moving>");
+      config::mixing_schedule(config::Algorithm::sgp, file_schedule, 0.5, "<moving>");
   changed = config;
   changed.self_weight = 0.5;
   const auto mixing = refusal(changed, reweighted);
@@ -376,10 +377,10 @@ TEST_CASE("peers that each see only their own checkpoints agree where to resume"
   // its newest checkpoint, so every peer must resume from 20 and end where an uninterrupted run
   // ends; with no iteration in common, every peer names what each rank has.
   const int n = 4;
-  const auto schedule = peer::mixing_schedule(
-      peer::Algorithm::sgp, topology::parse_dot(kMovingWeights, "<moving weights>"), std::nullopt,
+  const auto schedule = config::mixing_schedule(
+      config::Algorithm::sgp, topology::parse_dot(kMovingWeights, "<moving weights>"), std::nullopt,
       "<moving>");
-  auto config = small_config(peer::Algorithm::sgp);
+  auto config = small_config(config::Algorithm::sgp);
   config.checkpoint_every = 10;
   config.max_iterations = 50;
   sgp::testing::TempDir reference, hosts;
@@ -566,8 +567,8 @@ TEST_CASE("the monitor flags mass drift where mass is conserved, and takes asgp'
   CHECK(record->sum_of_weights == doctest::Approx(7.501));
   CHECK_FALSE(record->mass_drift);
   CHECK(async.rejected() == 0);
-  CHECK(monitor::mass_model_of(sgp::peer::Algorithm::sgp) == monitor::MassModel::conserved);
-  CHECK(monitor::mass_model_of(sgp::peer::Algorithm::local) == monitor::MassModel::conserved);
-  CHECK(monitor::mass_model_of(sgp::peer::Algorithm::asgp) == monitor::MassModel::in_flight);
-  CHECK(monitor::mass_model_of(sgp::peer::Algorithm::osgp) == monitor::MassModel::in_flight);
+  CHECK(monitor::mass_model_of(sgp::config::Algorithm::sgp) == monitor::MassModel::conserved);
+  CHECK(monitor::mass_model_of(sgp::config::Algorithm::local) == monitor::MassModel::conserved);
+  CHECK(monitor::mass_model_of(sgp::config::Algorithm::asgp) == monitor::MassModel::in_flight);
+  CHECK(monitor::mass_model_of(sgp::config::Algorithm::osgp) == monitor::MassModel::in_flight);
 }

@@ -19,9 +19,9 @@
 #include "sgp/log.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
-#include "sgp/peer/run_config.hpp"
-#include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/run/run_config.hpp"
+#include "sgp/run/run_directory.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
@@ -69,14 +69,14 @@ void add_monitor_command(CLI::App& app) {
   flags->add_config_option(*cmd);
   cmd->callback([o, flags] {
     configure_logging(-1, LogLevel::info);
-    peer::TrainConfig config = flags->configuration();
+    config::TrainConfig config = flags->configuration();
     if (!o->topology.empty()) config.topology = o->topology;
     if (!o->run_dir.empty()) config.run_dir = o->run_dir;
     if (config.run_dir.empty()) throw InputError("--run-dir: give the directory for monitor.jsonl");
     const auto schedule = peer::load_topology(config);
     const int n = schedule.num_peers();
     const auto curve = gossip::monitor_curve(schedule, peer::security(config), o->bind);
-    peer::RunDirectory run(config.run_dir, -1);
+    run::RunDirectory run(config.run_dir, -1);
     const auto monitor_ptr =
         monitor::make_monitor(config, n, run.path() / "monitor.jsonl", o->consensus_only);
     monitor::ConsensusMonitor& monitor = *monitor_ptr;
@@ -102,7 +102,7 @@ void add_monitor_command(CLI::App& app) {
     monitor.write_average_model(run.path() / "model-average.bin");
     // In a run's directory (a run's config.json there), the monitor may finish after every
     // launcher: then it is the one that merges summary.json with every peer.
-    if (std::filesystem::exists(run.path() / peer::kRunConfigFile)) {
+    if (std::filesystem::exists(run.path() / run::kRunConfigFile)) {
       launch::summarize_launch(run.path(), {}, {});
     }
     if (summary.evaluations == 0 && summary.settings_mismatch) {

@@ -13,7 +13,7 @@
 #include "sgp/gossip/run_credentials.hpp"
 #include "sgp/log.hpp"
 #include "sgp/peer/peer_runner.hpp"
-#include "sgp/peer/run_config.hpp"
+#include "sgp/run/run_config.hpp"
 
 namespace sgp::cli {
 
@@ -57,7 +57,7 @@ void add_peer_command(CLI::App& app) {
   auto flags = SettingFlags::add(*cmd, true);
   flags->add_config_option(*cmd);
   cmd->callback([flags, rank, join, credentials] {
-    peer::TrainConfig config = flags->configuration();
+    config::TrainConfig config = flags->configuration();
     config.run_credentials = *credentials;
     const int r = peer::resolve_rank(*rank);
     // A rank of a launched run restarted by hand takes its share of the run's credentials.
@@ -69,10 +69,10 @@ void add_peer_command(CLI::App& app) {
     // Peers started by sgp launch read the run's config.json; they do not write it again.
     const bool have_config =
         !flags->config_file().empty() && !config.run_dir.empty() &&
-        std::filesystem::exists(std::filesystem::path(config.run_dir) / peer::kRunConfigFile);
+        std::filesystem::exists(std::filesystem::path(config.run_dir) / run::kRunConfigFile);
     const auto summary = with_rank_named(
         r, [&] { return peer::run_peer(config, r, !have_config && !*join, *join); });
-    spdlog::info("done: test accuracy of this peer's model {}", peer::accuracy_text(summary));
+    spdlog::info("done: test accuracy of this peer's model {}", run::accuracy_text(summary));
   });
 }
 

@@ -3,14 +3,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "sgp/config/algorithm.hpp"
+#include "sgp/config/settings.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
+#include "sgp/model/evaluator.hpp"
 #include "sgp/model/model_spec.hpp"
-#include "sgp/peer/algorithm.hpp"
-#include "sgp/peer/evaluator.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/settings.hpp"
-#include "sgp/peer/summaries.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/summaries.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
@@ -69,9 +69,9 @@ const std::vector<std::string> kResultColumns = {"status",
 
 std::vector<std::string> csv_row(const PlannedPoint& plan, const std::vector<std::string>& axes) {
   const SweepPoint& p = *plan.point;
-  peer::RunSummary s;
+  run::RunSummary s;
   if (plan.status == "finished") {
-    if (auto j = peer::read_json_file(plan.dir / "summary.json")) s = j->get<peer::RunSummary>();
+    if (auto j = run::read_json_file(plan.dir / "summary.json")) s = j->get<run::RunSummary>();
   }
   std::vector<std::string> row = {p.name(),
                                   p.topology,
@@ -80,7 +80,7 @@ std::vector<std::string> csv_row(const PlannedPoint& plan, const std::vector<std
                                   std::string(name_of(p.config.algo)),
                                   std::to_string(p.config.gossip_every),
                                   std::to_string(p.config.seed)};
-  for (const auto& key : axes) row.push_back(peer::find_setting(key)->text(p.config));
+  for (const auto& key : axes) row.push_back(config::find_setting(key)->text(p.config));
   const std::vector<std::string> results = {plan.status,
                                             cell(plan.mixing_self_weight),
                                             cell(plan.rate),
@@ -113,15 +113,15 @@ PlannedPoint plan_point(const SweepPoint& p, const std::filesystem::path& root) 
     plan.peers = plan.schedule->num_peers();
     const double a = p.config.self_weight;
     const auto mixing =
-        peer::mixing_schedule(p.config.algo, *plan.schedule,
-                              a > 0.0 ? std::optional<double>(a) : std::nullopt, p.topology);
+        config::mixing_schedule(p.config.algo, *plan.schedule,
+                                a > 0.0 ? std::optional<double>(a) : std::nullopt, p.topology);
     plan.period = mixing.period();
     plan.mixing_self_weight = mixing.self_weight(0, 0);
     if (info(p.config.algo).communicates) {
       // Only the traffic figures depend on the parameter count; the rate does not.
-      const auto parameters = model::parameter_count(model::parse_model_spec(p.config.model),
-                                                     peer::input_shape(data::fashion_mnist_shape()),
-                                                     data::kFashionMnistClasses);
+      const auto parameters = model::parameter_count(
+          model::parse_model_spec(p.config.model), model::input_shape(data::fashion_mnist_shape()),
+          data::kFashionMnistClasses);
       plan.rate =
           topology::analyze_topology(mixing, static_cast<std::int64_t>(parameters)).consensus_rate;
     }
@@ -144,7 +144,7 @@ nlohmann::json point_record(const SweepPoint& p) {
 }
 
 bool already_finished(const PlannedPoint& plan) {
-  const auto record = peer::read_json_file(plan.dir / "sweep-point.json");
+  const auto record = run::read_json_file(plan.dir / "sweep-point.json");
   return std::filesystem::exists(plan.dir / "summary.json") && record &&
          *record == point_record(*plan.point);
 }
@@ -163,7 +163,7 @@ void write_summary_csv(const std::filesystem::path& file, const std::vector<Plan
     for (const auto& f : csv_row(plan, axes)) fields.push_back(csv_field(f));
     out += fmt::format("{}\n", fmt::join(fields, ","));
   }
-  peer::write_file_atomically(file, out);
+  run::write_file_atomically(file, out);
 }
 
 std::string csv_text(const std::vector<std::vector<std::string>>& rows) {

@@ -13,8 +13,8 @@
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
 #include "sgp/log.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/summaries.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/summaries.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
 #include "simulate_sweep.hpp"
@@ -77,7 +77,7 @@ std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, 
                  plan.dir.string());
     std::filesystem::remove_all(plan.dir);
   }
-  peer::RunDirectory dir(plan.dir, -1);
+  run::RunDirectory dir(plan.dir, -1);
   dir.write_json("sweep-point.json", point_record(*plan.point));
   if (!plan.point->simulate.is_null()) return run_simulate_point(plan, index, prefix);
   topology::Schedule schedule = *plan.schedule;
@@ -85,7 +85,7 @@ std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, 
   const auto topology_file = plan.dir / "topology.dot";
   topology::write_dot_file(schedule, topology_file,
                            fmt::format("sweep {}, point {}", spec.name, name));
-  peer::TrainConfig config = plan.point->config;
+  config::TrainConfig config = plan.point->config;
   config.topology = topology_file.string();
   config.run_dir = plan.dir.string();
   dir.write_json("sweep-settings.json", config);
@@ -119,8 +119,8 @@ std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, 
 
 void log_finished(const std::string& prefix, const PlannedPoint& plan, Clock::time_point start) {
   if (!plan.point->simulate.is_null()) return;  // run_simulate_point said it
-  peer::RunSummary s;
-  if (auto j = peer::read_json_file(plan.dir / "summary.json")) s = j->get<peer::RunSummary>();
+  run::RunSummary s;
+  if (auto j = run::read_json_file(plan.dir / "summary.json")) s = j->get<run::RunSummary>();
   spdlog::info("{}: done in {}: average-model accuracy {}, consensus error {}, {} ms/it", prefix,
                format_duration(seconds_since(start)), shown(s.final_average_model_accuracy),
                shown(s.final_consensus_error), shown(s.median_iteration_ms));

@@ -1,7 +1,5 @@
 #include "sgp/launch/consensus_run.hpp"
 
-#include "sgp/data/seeded_random.hpp"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -17,8 +15,10 @@
 
 #include "sgp/compute/device.hpp"
 #include "sgp/compute/device_buffer.hpp"
+#include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/async_push_sum.hpp"
+#include "sgp/gossip/consensus_vectors.hpp"
 #include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/mixer.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
@@ -27,9 +27,8 @@
 #include "sgp/log.hpp"
 #include "sgp/named_values.hpp"
 #include "sgp/peer/peer_runner.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
-#include "sgp/peer/settings.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/run_files.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/transport/faulty_transport.hpp"
 
@@ -37,36 +36,6 @@ namespace sgp::launch {
 namespace {
 
 constexpr std::chrono::milliseconds kAsyncPace{5};
-
-using data::splitmix64;
-
-// m[d]: an integer in [-100, 100]; every peer's own vector is m plus an integer deviation in
-// [-15, 15], and the last rank's deviation is minus the sum of the others', so the mean is m.
-double exact_mean(std::uint64_t seed, std::size_t d) {
-  return static_cast<double>(splitmix64(seed * 0x100000001b3ull + d) % 201) - 100.0;
-}
-double deviation(std::uint64_t seed, int rank, std::size_t d) {
-  return static_cast<double>(splitmix64(splitmix64(seed + 0x51ed27ull * (rank + 1)) + d) % 31) -
-         15.0;
-}
-}  // namespace
-
-std::vector<float> consensus_initial_vector(std::uint64_t seed, int rank, int num_peers,
-                                            std::size_t dim) {
-  std::vector<float> x(dim);
-  for (std::size_t d = 0; d < dim; ++d) {
-    double v = exact_mean(seed, d);
-    if (rank < num_peers - 1) {
-      v += deviation(seed, rank, d);
-    } else {
-      for (int r = 0; r < num_peers - 1; ++r) v -= deviation(seed, r, d);
-    }
-    x[d] = static_cast<float>(v);
-  }
-  return x;
-}
-
-namespace {
 
 void log_rejects(const gossip::PushSumMetrics& m) {
   for (int c = 0; c < gossip::kNumRejectCauses; ++c) {
@@ -78,7 +47,7 @@ void log_rejects(const gossip::PushSumMetrics& m) {
 }
 
 std::filesystem::path run_dir_of(const ConsensusOptions& o) {
-  return o.shared.run_dir.empty() ? peer::create_default_run_dir("consensus")
+  return o.shared.run_dir.empty() ? run::create_default_run_dir("consensus")
                                   : std::filesystem::path(o.shared.run_dir);
 }
 
@@ -135,15 +104,14 @@ nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int 
 }  // namespace
 
 void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& schedule, int rank) {
-  const peer::TrainConfig& c = o.shared;
+  const config::TrainConfig& c = o.shared;
   auto backend = compute::make_backend({c.device, 1, false});
-  peer::RunDirectory run(run_dir_of(o), rank);
-  run.claim({peer::run_start_of(c), {rank}, false});
+  run::RunDirectory run(run_dir_of(o), rank);
+  run.claim({run::run_start_of(c), {rank}, false});
   const int n = schedule.num_peers();
-  std::vector<float> mean_host(o.dim);
-  for (std::size_t d = 0; d < o.dim; ++d) mean_host[d] = static_cast<float>(exact_mean(c.seed, d));
+  const std::vector<float> mean_host = gossip::consensus_mean_vector(c.seed, o.dim);
   compute::DeviceBuffer<float> x(
-      *backend, std::span<const float>(consensus_initial_vector(c.seed, rank, n, o.dim)));
+      *backend, std::span<const float>(gossip::consensus_initial_vector(c.seed, rank, n, o.dim)));
   compute::DeviceBuffer<float> mean(*backend, std::span<const float>(mean_host));
   compute::DeviceBuffer<float> z(*backend, o.dim);
   const double mean_norm2 = backend->squared_norm(mean.data(), o.dim);
@@ -222,8 +190,8 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
 void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& schedule) {
   const int n = schedule.num_peers();
   const std::filesystem::path dir = run_dir_of(o);
-  peer::RunDirectory run(dir, -1);
-  run.claim({peer::run_start_of(o.shared), {}, false});
+  run::RunDirectory run(dir, -1);
+  run.claim({run::run_start_of(o.shared), {}, false});
   ConsensusOptions child = o;
   child.shared.overwrite = false;  // done here
   child.shared.run_dir = dir.string();
@@ -249,7 +217,7 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
                                      std::string(name_of(o.mode)),
                                      "--dim",
                                      std::to_string(o.dim)};
-    const auto flags = peer::setting_arguments(child.shared, kConsensusSettings);
+    const auto flags = config::setting_arguments(child.shared, kConsensusSettings);
     args.insert(args.end(), flags.begin(), flags.end());
     if (credentials) std::ranges::copy(credentials->arguments(r), std::back_inserter(args));
     children.push_back(ChildSpec{r, std::move(args), dir / fmt::format("peer-{}.log", r)});

@@ -18,6 +18,8 @@
 #include <fmt/std.h>
 #include <spdlog/spdlog.h>
 
+#include "sgp/config/algorithm.hpp"
+#include "sgp/config/settings.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/neighbour_watch.hpp"
@@ -29,12 +31,10 @@
 #include "sgp/launch/program_ranks.hpp"
 #include "sgp/launch/run_summary.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
-#include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/peer_runner.hpp"
-#include "sgp/peer/run_config.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
-#include "sgp/peer/settings.hpp"
+#include "sgp/run/run_config.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/run_files.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -103,7 +103,7 @@ class LocalMonitor {
   // `bind`: tcp://ADDRESS:* on an address every peer reaches. `consensus_only`: the peers' model
   // is not sgp's (sgp launch -- COMMAND), and their evaluation points are their own. `plain`:
   // the run's credentials, for a keyless run (ChildCredentials).
-  LocalMonitor(const peer::TrainConfig& c, const topology::Schedule& schedule,
+  LocalMonitor(const config::TrainConfig& c, const topology::Schedule& schedule,
                const std::filesystem::path& run_dir, const std::string& bind, bool consensus_only,
                const std::optional<transport::PlainServer>& plain)
       : monitor_(monitor::make_monitor(c, schedule.num_peers(), run_dir / "monitor.jsonl",
@@ -116,7 +116,7 @@ class LocalMonitor {
   void start() {
     thread_ = std::thread([this] { monitor::serve_monitor(*monitor_, receiver_, stop_); });
   }
-  peer::MonitorSummary stop(const std::filesystem::path& run_dir) {
+  run::MonitorSummary stop(const std::filesystem::path& run_dir) {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
     monitor_->write_average_model(run_dir / "model-average.bin");
@@ -141,8 +141,8 @@ class LocalMonitor {
 // host's namespace with `ip netns exec`.
 class Emulation {
  public:
-  Emulation(peer::TrainConfig& c, const peer::LinkRate& rate, const std::vector<int>& local, int n,
-            const std::filesystem::path& run_dir)
+  Emulation(config::TrainConfig& c, const config::LinkRate& rate, const std::vector<int>& local,
+            int n, const std::filesystem::path& run_dir)
       : hosts_(fmt::format("sgpe{}", ::getpid()), n, rate) {
     if (static_cast<int>(local.size()) != n) {
       throw InputError(
@@ -194,11 +194,11 @@ namespace {
 // topology the algorithm cannot mix on, a data directory that is not there.
 // Returns the schedule the peers will mix with.
 // A program (sgp launch -- COMMAND) reads its own data: only `sgp peer` needs the data directory.
-topology::Schedule check_before_start(const peer::TrainConfig& c,
+topology::Schedule check_before_start(const config::TrainConfig& c,
                                       const topology::Schedule& schedule, bool needs_data = true) {
   const std::optional<double> self_weight =
       c.self_weight > 0.0 ? std::optional<double>(c.self_weight) : std::nullopt;
-  auto mixing = peer::mixing_schedule(c.algo, schedule, self_weight, c.topology);
+  auto mixing = config::mixing_schedule(c.algo, schedule, self_weight, c.topology);
   for (int rank = 0; rank < mixing.num_peers(); ++rank)
     gossip::check_robust(mixing, rank, c.robust);
   if (!needs_data) return mixing;
@@ -214,11 +214,11 @@ topology::Schedule check_before_start(const peer::TrainConfig& c,
 
 // The run directory is self-contained: the topology as the peers mix on it (the file's graph
 // and endpoints with the weights actually used) goes next to config.json.
-void write_run_files(const peer::RunDirectory& run, const peer::TrainConfig& c, int n,
+void write_run_files(const run::RunDirectory& run, const config::TrainConfig& c, int n,
                      const topology::Schedule& mixing) {
-  peer::write_run_config(run, c, "launch", n, &mixing);
-  peer::write_file_atomically(
-      run.path() / peer::kMixingTopologyFile,
+  run::write_run_config(run, c, "launch", n, &mixing);
+  run::write_file_atomically(
+      run.path() / run::kMixingTopologyFile,
       topology::to_dot(mixing, fmt::format("the topology of this run as mixed: {} (--algo {}, "
                                            "--self-weight {})",
                                            c.topology, name_of(c.algo), c.self_weight)));
@@ -233,11 +233,11 @@ void readdress_ports(topology::Schedule& schedule, std::optional<int> base_port)
 
 // ... and, once the run directory is claimed, written there for the peers to read:
 // <run-dir>/topology-readdressed.dot becomes the run's --topology (config.json says so).
-void write_readdressed(peer::TrainConfig& c, const topology::Schedule& schedule,
+void write_readdressed(config::TrainConfig& c, const topology::Schedule& schedule,
                        std::optional<int> base_port, const std::filesystem::path& run_dir) {
   if (!base_port) return;
   const auto file = run_dir / "topology-readdressed.dot";
-  peer::write_file_atomically(
+  run::write_file_atomically(
       file, topology::to_dot(schedule, fmt::format("{} with its ports numbered from {}", c.topology,
                                                    *base_port)));
   c.topology = file.string();
@@ -245,7 +245,7 @@ void write_readdressed(peer::TrainConfig& c, const topology::Schedule& schedule,
 
 // Stops the monitor and writes its results. When a peer failed, that failure is what the run
 // reports: the monitor failing to write too (the same full disk) is logged, not thrown over it.
-void finish_monitor(LocalMonitor* monitor, const peer::RunDirectory& run, bool program,
+void finish_monitor(LocalMonitor* monitor, const run::RunDirectory& run, bool program,
                     bool peers_failed) {
   if (!monitor) return;
   try {
@@ -265,7 +265,7 @@ std::vector<ChildSpec> peer_children(const std::filesystem::path& run_dir,
                                      const Emulation* emulation,
                                      const ChildCredentials* credentials) {
   std::vector<ChildSpec> children;
-  const auto config_file = (run_dir / peer::kRunConfigFile).string();
+  const auto config_file = (run_dir / run::kRunConfigFile).string();
   for (int r : local) {
     std::vector<std::string> args = {"peer", "--config", config_file, "--rank", std::to_string(r)};
     if (!monitor_endpoint.empty()) args.insert(args.end(), {"--monitor", monitor_endpoint});
@@ -299,27 +299,27 @@ std::vector<ChildSpec> program_children(const LaunchOptions& o,
 
 }  // namespace
 
-std::filesystem::path prepare_run(peer::TrainConfig config, std::optional<int> base_port) {
-  peer::validate(config);
+std::filesystem::path prepare_run(config::TrainConfig config, std::optional<int> base_port) {
+  config::validate(config);
   auto schedule = peer::load_topology(config);
   readdress_ports(schedule, base_port);
   const auto mixing = check_before_start(config, schedule);
   const int n = schedule.num_peers();
-  if (config.run_dir.empty()) config.run_dir = peer::create_default_run_dir("launch").string();
-  peer::RunDirectory run(config.run_dir, -1);
-  run.claim({peer::run_start_of(config), {}});  // the whole run, as a launcher of every rank
+  if (config.run_dir.empty()) config.run_dir = run::create_default_run_dir("launch").string();
+  run::RunDirectory run(config.run_dir, -1);
+  run.claim({run::run_start_of(config), {}});  // the whole run, as a launcher of every rank
   write_readdressed(config, schedule, base_port, run.path());
   write_run_files(run, config, n, mixing);
-  spdlog::info("wrote {} for {} peers", run.path() / peer::kRunConfigFile, n);
+  spdlog::info("wrote {} for {} peers", run.path() / run::kRunConfigFile, n);
   return run.path();
 }
 
 namespace {
 
 // launch_peers with SIGINT/SIGTERM held (see there).
-peer::RunSummary launch_held(LaunchOptions o) {
-  peer::TrainConfig& c = o.config;
-  peer::validate(c);
+run::RunSummary launch_held(LaunchOptions o) {
+  config::TrainConfig& c = o.config;
+  config::validate(c);
   topology::Schedule schedule = peer::load_topology(c);
   readdress_ports(schedule, o.base_port);
   const int n = schedule.num_peers();
@@ -327,22 +327,22 @@ peer::RunSummary launch_held(LaunchOptions o) {
   const auto mixing = check_before_start(c, schedule, o.command.empty());
   const std::filesystem::path program =
       o.command.empty() ? std::filesystem::path() : find_program(o.command.front());
-  if (c.run_dir.empty()) c.run_dir = peer::create_default_run_dir("launch").string();
-  peer::RunDirectory run(c.run_dir, -1);
-  if (c.resume && peer::ranks_finished(run.path(), local)) {
+  if (c.run_dir.empty()) c.run_dir = run::create_default_run_dir("launch").string();
+  run::RunDirectory run(c.run_dir, -1);
+  if (c.resume && run::ranks_finished(run.path(), local)) {
     spdlog::info(
         "--resume: the run in {} is finished (every peer here wrote its summary); "
         "nothing to do",
         run.path());
-    return peer::merge_run_summary(run.path(), n);
+    return run::merge_run_summary(run.path(), n);
   }
   // A launcher of every rank answers for the whole directory; one of several (a host's ranks)
   // for its own ranks' files.
   const std::vector<int> scope = static_cast<int>(local.size()) == n ? std::vector<int>{} : local;
-  run.claim({peer::run_start_of(c), scope});
+  run.claim({run::run_start_of(c), scope});
   write_readdressed(c, schedule, o.base_port, run.path());
 
-  const peer::LinkRate link_rate = peer::parse_link_rate(c.link_rate);
+  const config::LinkRate link_rate = config::parse_link_rate(c.link_rate);
   std::unique_ptr<Emulation> emulation;
   if (link_rate.emulated && !o.command.empty())
     throw InputError("--link-rate: emulated hosts run sgp's own peers only, not -- COMMAND");
@@ -376,8 +376,8 @@ peer::RunSummary launch_held(LaunchOptions o) {
                                      : emulation      ? std::filesystem::path(ip_program())
                                                       : self_executable());
   if (monitor) monitor->start();
-  const bool go_on = c.on_peer_failure == peer::PeerFailure::go_on ||
-                     (c.on_peer_failure == peer::PeerFailure::automatic &&
+  const bool go_on = c.on_peer_failure == config::PeerFailure::go_on ||
+                     (c.on_peer_failure == config::PeerFailure::automatic &&
                       info(c.algo).mode == gossip::Mode::async);
   std::vector<ChildFailure> failures;
   {
@@ -391,7 +391,7 @@ peer::RunSummary launch_held(LaunchOptions o) {
   }
   finish_monitor(monitor.get(), run, !o.command.empty(), !failures.empty());
   // A peer stopped while it wrote a file (SIGTERM after another failed) leaves its temporary file.
-  peer::remove_temporary_files(run.path(), scope);
+  run::remove_temporary_files(run.path(), scope);
 
   if (processes.interrupted()) {
     throw Interrupted(
@@ -414,7 +414,7 @@ peer::RunSummary launch_held(LaunchOptions o) {
 
 }  // namespace
 
-peer::RunSummary launch_peers(LaunchOptions o) {
+run::RunSummary launch_peers(LaunchOptions o) {
   // Ctrl-C at any moment ends in Interrupted (exit 130) after the clean-up (the credentials, the
   // temporary files): SIGINT/SIGTERM are held from here on, by every thread started below too (a
   // handler thread left to take one would die of it, and the process with it). One that comes

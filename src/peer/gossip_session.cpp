@@ -10,16 +10,16 @@
 
 #include "sgp/compute/device.hpp"
 #include "sgp/compute/device_buffer.hpp"
+#include "sgp/config/algorithm.hpp"
+#include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/mixer.hpp"
 #include "sgp/gossip/snapshot_publisher.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
-#include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/peer_runner.hpp"
-#include "sgp/peer/run_config.hpp"
-#include "sgp/peer/settings.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/run/run_config.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/faulty_transport.hpp"
 
@@ -57,7 +57,7 @@ std::string describe(const BufferPlace& place) {
 SessionStart session_start_from_environment() {
   SessionStart start;
   if (const auto file = environment("SGP_CONFIG")) {
-    start.config = read_run_config(*file).settings;
+    start.config = run::read_run_config(*file).settings;
   }
   if (const auto topology = environment("SGP_TOPOLOGY")) start.config.topology = *topology;
   if (start.config.topology.empty()) {
@@ -117,9 +117,9 @@ struct GossipSession::State {
   }
 };
 
-GossipSession::GossipSession(TrainConfig config, int rank, std::size_t numel)
+GossipSession::GossipSession(config::TrainConfig config, int rank, std::size_t numel)
     : config_(std::move(config)), rank_(rank), numel_(numel) {
-  validate(config_);
+  config::validate(config_);
   if (numel_ == 0) throw InputError("numel: the buffer to mix must hold at least one element");
   const topology::Schedule file_schedule = load_topology(config_);
   check_rank(config_, file_schedule, rank_);

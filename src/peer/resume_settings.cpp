@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "fnv1a.hpp"
+#include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
-#include "sgp/peer/settings.hpp"
+#include "sgp/fnv1a.hpp"
 #include "sgp/topology/schedule.hpp"
 
 namespace sgp::peer {
@@ -34,10 +34,10 @@ std::string shown(const nlohmann::json* value) { return value ? value->dump() : 
 
 }  // namespace
 
-nlohmann::json resume_settings(const TrainConfig& config, int num_peers,
+nlohmann::json resume_settings(const config::TrainConfig& config, int num_peers,
                                const topology::Schedule* mixing) {
   nlohmann::json out = nlohmann::json::object();
-  for (const Setting* s : training_settings()) {
+  for (const config::Setting* s : config::training_settings()) {
     if (s->fixed_across_resume()) out[std::string(s->key())] = s->get(config);
   }
   out["peers"] = num_peers;

@@ -13,24 +13,26 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/compute/device_buffer.hpp"
+#include "sgp/config/algorithm.hpp"
+#include "sgp/config/run_length.hpp"
+#include "sgp/config/settings.hpp"
+#include "sgp/config/straggler.hpp"
 #include "sgp/data/partition.hpp"
 #include "sgp/data/sharding.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/mixer.hpp"
+#include "sgp/model/evaluator.hpp"
 #include "sgp/model/lr_schedule.hpp"
 #include "sgp/model/network.hpp"
 #include "sgp/model/sgd.hpp"
-#include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/batch_loader.hpp"
 #include "sgp/peer/checkpoint_store.hpp"
-#include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/progress.hpp"
 #include "sgp/peer/resume_agreement.hpp"
 #include "sgp/peer/resume_settings.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/settings.hpp"
-#include "sgp/peer/straggler.hpp"
+#include "sgp/run/percentiles.hpp"
+#include "sgp/run/run_directory.hpp"
 
 namespace sgp::peer {
 
@@ -42,8 +44,8 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-model::LrScheduleOptions lr_options(const TrainConfig& c, int num_peers, std::int64_t per_epoch,
-                                    std::int64_t total) {
+model::LrScheduleOptions lr_options(const config::TrainConfig& c, int num_peers,
+                                    std::int64_t per_epoch, std::int64_t total) {
   model::LrScheduleOptions o;
   o.base_lr = c.lr_scaling == model::LrScaling::linear
                   ? model::linearly_scaled_lr(c.lr, std::int64_t{c.batch_size} * num_peers)
@@ -60,8 +62,9 @@ model::LrScheduleOptions lr_options(const TrainConfig& c, int num_peers, std::in
 
 // Every peer's shard (the same split on every peer); rank 0 records their label histograms in
 // partition.json.
-std::vector<std::vector<std::size_t>> partition(const TrainConfig& c, int rank, int num_peers,
-                                                const data::Dataset& train, RunDirectory& run) {
+std::vector<std::vector<std::size_t>> partition(const config::TrainConfig& c, int rank,
+                                                int num_peers, const data::Dataset& train,
+                                                run::RunDirectory& run) {
   auto parts = data::make_partition(train.labels, train.num_classes, num_peers,
                                     data::parse_partition_spec(c.partition), c.seed);
   if (rank == 0) {
@@ -80,34 +83,7 @@ std::vector<std::vector<std::size_t>> partition(const TrainConfig& c, int rank, 
 
 }  // namespace
 
-std::int64_t total_iterations(const TrainConfig& c, std::int64_t per_epoch) {
-  auto total = std::max<std::int64_t>(1, std::llround(c.epochs * static_cast<double>(per_epoch)));
-  return c.max_iterations > 0 ? std::min(total, c.max_iterations) : total;
-}
-
-std::int64_t evaluation_interval(const TrainConfig& c, std::int64_t per_epoch) {
-  return std::max<std::int64_t>(1, std::llround(c.eval_every * static_cast<double>(per_epoch)));
-}
-
-std::int64_t iterations_per_epoch(std::size_t train_size, int num_peers, int batch_size) {
-  const auto global_batch = static_cast<std::size_t>(num_peers) * batch_size;
-  return static_cast<std::int64_t>((train_size + global_batch - 1) / global_batch);
-}
-
-Percentiles percentiles(std::vector<double> values, std::size_t skip) {
-  if (values.size() > skip) values.erase(values.begin(), values.begin() + skip);
-  if (values.empty()) return {};
-  auto at = [&values](double q) {
-    const auto k = static_cast<std::size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
-    std::nth_element(values.begin(), values.begin() + k, values.end());
-    return values[k];
-  };
-  const double mean =
-      std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
-  return {at(0.5), at(0.9), mean};
-}
-
-bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& s, int rank) {
+bool overlap_comm_thread(const config::TrainConfig& config, const topology::Schedule& s, int rank) {
   if (config.comm_thread != "auto") return config.comm_thread == "on";
   if (!s.has_endpoints()) return true;
   const auto host = [&](int r) {
@@ -127,7 +103,7 @@ bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& s,
   return threaded;
 }
 
-gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
+gossip::PushSumConfig push_sum_config(const config::TrainConfig& config, int rank,
                                       compute::DeviceKind device, bool comm_thread) {
   gossip::PushSumConfig gc;
   gc.mode = info(config.algo).mode;
@@ -160,10 +136,10 @@ gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
 }
 
 struct Trainer::State {
-  const TrainConfig& config;
+  const config::TrainConfig& config;
   int rank, num_peers;
   compute::Backend& backend;
-  RunDirectory& run;
+  run::RunDirectory& run;
   Communication comm;
   model::Network net;
   std::vector<std::int64_t> label_counts;    // of this peer's shard
@@ -171,7 +147,7 @@ struct Trainer::State {
   model::Sgd sgd;
   data::BatchSampler sampler;
   BatchLoader loader;
-  Evaluator evaluator;
+  model::Evaluator evaluator;
   std::int64_t per_epoch, total;
   model::LrSchedule lr;
   // --resume with gossip: the transport the peers agree on the iteration over, which hands the
@@ -181,17 +157,18 @@ struct Trainer::State {
   gossip::AsyncPushSum* async = nullptr;  // the engine, when it is asgp's
   std::optional<CheckpointStore> checkpoints;
   std::optional<std::int64_t> resume_at;  // --resume: the iteration all peers have (none: start)
-  StragglerSpec straggler;
+  config::StragglerSpec straggler;
 
-  State(const TrainConfig& c, int r, int n, compute::Backend& b, const data::Dataset& tr,
-        const data::Dataset& te, RunDirectory& rd, Communication cm)
+  State(const config::TrainConfig& c, int r, int n, compute::Backend& b, const data::Dataset& tr,
+        const data::Dataset& te, run::RunDirectory& rd, Communication cm)
       : config(c),
         rank(r),
         num_peers(n),
         backend(b),
         run(rd),
         comm(std::move(cm)),
-        net(b, model::parse_model_spec(c.model), input_shape(tr), tr.num_classes, c.batch_size),
+        net(b, model::parse_model_spec(c.model), model::input_shape(tr), tr.num_classes,
+            c.batch_size),
         x(b, net.parameter_count()),
         z(b, comm.schedule ? net.parameter_count() : 0),
         grads(b, net.parameter_count()),
@@ -199,10 +176,10 @@ struct Trainer::State {
         sampler(std::move(partition(c, r, n, tr, rd)[r]), c.batch_size, c.seed + 1 + r),
         loader(b, tr, c.batch_size),
         evaluator(b, model::parse_model_spec(c.model), te),
-        per_epoch(iterations_per_epoch(tr.size(), n, c.batch_size)),
-        total(total_iterations(c, per_epoch)),
+        per_epoch(config::iterations_per_epoch(tr.size(), n, c.batch_size)),
+        total(config::total_iterations(c, per_epoch)),
         lr(lr_options(c, n, per_epoch, total)),
-        straggler(parse_straggler_spec(c.straggler)) {
+        straggler(config::parse_straggler_spec(c.straggler)) {
     if (c.sign_flip_rank >= n) {
       throw InputError(
           fmt::format("--sign-flip-rank {}: not a rank of a run of {} peers", c.sign_flip_rank, n));
@@ -318,10 +295,10 @@ struct Trainer::State {
   }
 };
 
-Trainer::Trainer(const TrainConfig& config, int rank, int num_peers, compute::Backend& backend,
-                 const data::Dataset& train, const data::Dataset& test, RunDirectory& run,
-                 Communication communication) {
-  validate(config);
+Trainer::Trainer(const config::TrainConfig& config, int rank, int num_peers,
+                 compute::Backend& backend, const data::Dataset& train, const data::Dataset& test,
+                 run::RunDirectory& run, Communication communication) {
+  config::validate(config);
   state_ = std::make_unique<State>(config, rank, num_peers, backend, train, test, run,
                                    std::move(communication));
 }
@@ -334,7 +311,7 @@ struct Trainer::Tally {
   double compute_seconds = 0.0, comm_seconds = 0.0;  // since the last record
   std::int64_t window_count = 0, samples = 0;
   std::vector<double> iteration_seconds;
-  Evaluation last_eval;
+  model::Evaluation last_eval;
   bool evaluated = false;                          // last_eval is a real evaluation
   gossip::PushSumMetrics before;                   // engine metrics at the last record
   std::optional<std::int64_t> joined_at, left_at;  // asgp
@@ -359,7 +336,7 @@ double Trainer::step(std::int64_t it, Tally& t) {
         it, loss));
   }
   if (s.straggler.applies_to(s.rank)) {  // sleeps: the host's other peers keep its CPU
-    std::this_thread::sleep_for(straggler_pause(s.straggler, Clock::now() - step_start));
+    std::this_thread::sleep_for(config::straggler_pause(s.straggler, Clock::now() - step_start));
   }
   const auto computed = Clock::now();
   t.compute_seconds += std::chrono::duration<double>(computed - step_start).count();
@@ -434,12 +411,12 @@ void Trainer::add_evaluation(nlohmann::json& record, std::int64_t it, bool last,
   }
 }
 
-PeerSummary Trainer::summary(const Tally& t, double wall) const {
+run::PeerSummary Trainer::summary(const Tally& t, double wall) const {
   const State& s = *state_;
-  const auto times = percentiles(t.iteration_seconds, 20);
+  const auto times = run::percentiles(t.iteration_seconds, 20);
   double train_seconds = 0.0;
   for (double seconds : t.iteration_seconds) train_seconds += seconds;
-  PeerSummary summary;
+  run::PeerSummary summary;
   summary.rank = s.rank;
   summary.peers = s.num_peers;
   summary.algo = name_of(s.config.algo);
@@ -488,17 +465,17 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
   return summary;
 }
 
-ModelFile Trainer::trained_model() {
+run::ModelFile Trainer::trained_model() {
   State& s = *state_;
-  ModelFile out{s.config.model, std::vector<float>(s.x.size())};
+  run::ModelFile out{s.config.model, std::vector<float>(s.x.size())};
   s.backend.download(out.parameters.data(), s.debiased(), out.parameters.size() * sizeof(float));
   return out;
 }
 
-PeerSummary Trainer::run() {
+run::PeerSummary Trainer::run() {
   State& s = *state_;
-  const TrainConfig& c = s.config;
-  const std::int64_t eval_every = evaluation_interval(c, s.per_epoch);
+  const config::TrainConfig& c = s.config;
+  const std::int64_t eval_every = config::evaluation_interval(c, s.per_epoch);
   const std::int64_t start_iteration = s.comm.join ? s.join() : c.resume ? s.resume() : 0;
   Tally t;
   if (s.comm.join) t.joined_at = start_iteration;

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "sgp/error.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/run_files.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
@@ -139,10 +139,10 @@ void run_simulate(const SimulateCommand& c) {
   const auto schedule = simulation_schedule(c);
   require_fits_in_memory(schedule, c.options);
   const auto membership = plan_membership(schedule, c.options.changes, c.options.rounds);
-  const std::filesystem::path dir = c.run_dir.empty() ? peer::create_default_run_dir("simulate")
+  const std::filesystem::path dir = c.run_dir.empty() ? run::create_default_run_dir("simulate")
                                                       : std::filesystem::path(c.run_dir);
-  peer::RunDirectory run(dir, -1);
-  run.claim({c.overwrite ? peer::RunStart::overwrite : peer::RunStart::fresh, {}, false});
+  run::RunDirectory run(dir, -1);
+  run.claim({c.overwrite ? run::RunStart::overwrite : run::RunStart::fresh, {}, false});
   auto config = config_json(c, schedule);
   config["run_id"] = run.run_id();
   run.write_json("config.json", config);

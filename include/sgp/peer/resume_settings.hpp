@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sgp/peer/train_config.hpp"
+#include "sgp/config/train_config.hpp"
 
 namespace sgp::topology {
 class Schedule;
@@ -17,7 +17,7 @@ namespace sgp::peer {
 
 // A JSON object: each fixed setting's key and value, "peers", and "mixing_weights" (a digest of
 // the mixing schedule's weights, phases and edges; absent for peers that do not communicate).
-nlohmann::json resume_settings(const TrainConfig& config, int num_peers,
+nlohmann::json resume_settings(const config::TrainConfig& config, int num_peers,
                                const topology::Schedule* mixing);
 
 // InputError "<source> was written with other settings: key: V then, W now; ..." naming every

@@ -1,4 +1,4 @@
-#include "sgp/peer/run_directory.hpp"
+#include "sgp/run/run_directory.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,9 +18,9 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/error.hpp"
-#include "sgp/peer/run_files.hpp"
+#include "sgp/run/run_files.hpp"
 
-namespace sgp::peer {
+namespace sgp::run {
 
 std::string errno_text(int error) {
   const char* name = ::strerrorname_np(error);
@@ -255,4 +255,4 @@ void RunDirectory::log(const nlohmann::json& record) {
   if (!log_) throw IoError(fmt::format("{}: cannot write: {}", log_path(), errno_text(errno)));
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

@@ -10,7 +10,7 @@
 #include "sgp/named_values.hpp"
 #include "sgp/topology/schedule.hpp"
 
-namespace sgp::peer {
+namespace sgp::config {
 
 enum class Algorithm { sgp, osgp, asgp, local, dpsgd, exact, allreduce };
 
@@ -47,4 +47,4 @@ std::span<const NamedValue<Algorithm>> names(Algorithm);
 topology::Schedule mixing_schedule(Algorithm algo, const topology::Schedule& file_schedule,
                                    std::optional<double> self_weight, const std::string& source);
 
-}  // namespace sgp::peer
+}  // namespace sgp::config

@@ -1,4 +1,4 @@
-#include "sgp/peer/algorithm.hpp"
+#include "sgp/config/algorithm.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 
 #include "sgp/error.hpp"
 
-namespace sgp::peer {
+namespace sgp::config {
 
 namespace {
 
@@ -151,4 +151,4 @@ topology::Schedule mixing_schedule(Algorithm algo, const topology::Schedule& s,
   return s;
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::config

@@ -1,4 +1,4 @@
-#include "sgp/peer/run_files.hpp"
+#include "sgp/run/run_files.hpp"
 
 #include <algorithm>
 #include <array>
@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "sgp/error.hpp"
-#include "sgp/peer/checkpoint_store.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/summaries.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/summaries.hpp"
 
-namespace sgp::peer {
+namespace sgp::run {
 
 namespace {
 
@@ -107,7 +107,7 @@ std::string adopt_or_create_run_id(const std::filesystem::path& dir) {
 
 }  // namespace
 
-RunStart run_start_of(const TrainConfig& config) {
+RunStart run_start_of(const config::TrainConfig& config) {
   if (config.resume) return RunStart::resume;
   return config.overwrite ? RunStart::overwrite : RunStart::fresh;
 }
@@ -175,4 +175,4 @@ bool ranks_finished(const std::filesystem::path& dir, const std::vector<int>& ra
   });
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

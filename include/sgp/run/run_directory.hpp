@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace sgp::peer {
+namespace sgp::run {
 
 // "No space left on device (ENOSPC)": errno's text and its name, for messages about a file.
 std::string errno_text(int error);
@@ -73,4 +73,4 @@ class RunDirectory {
   std::ofstream log_;
 };
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

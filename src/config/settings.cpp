@@ -1,4 +1,4 @@
-#include "sgp/peer/settings.hpp"
+#include "sgp/config/settings.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,13 +8,13 @@
 #include <fmt/format.h>
 
 #include "setting_types.hpp"
+#include "sgp/config/link_rate.hpp"
+#include "sgp/config/straggler.hpp"
 #include "sgp/data/partition.hpp"
 #include "sgp/model/model_spec.hpp"
-#include "sgp/peer/link_rate.hpp"
-#include "sgp/peer/straggler.hpp"
 #include "sgp/transport/faulty_transport.hpp"
 
-namespace sgp::peer {
+namespace sgp::config {
 
 namespace detail {
 
@@ -480,4 +480,4 @@ TrainConfig settings_from_json(const nlohmann::json& object, const std::string& 
   return base;
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::config

@@ -1,4 +1,4 @@
-#include "sgp/peer/summaries.hpp"
+#include "sgp/run/summaries.hpp"
 
 #include <algorithm>
 #include <concepts>
@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 
 #include "sgp/error.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/trainer.hpp"
+#include "sgp/run/percentiles.hpp"
+#include "sgp/run/run_directory.hpp"
 
-namespace sgp::peer {
+namespace sgp::run {
 
 namespace {
 
@@ -264,4 +264,4 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
   return out;
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

@@ -6,13 +6,13 @@
 #include <string>
 #include <string_view>
 
-#include "sgp/peer/train_config.hpp"
+#include "sgp/config/train_config.hpp"
 
 namespace sgp::topology {
 class Schedule;
 }
 
-namespace sgp::peer {
+namespace sgp::run {
 
 class RunDirectory;
 
@@ -21,7 +21,7 @@ inline constexpr std::string_view kRunConfigFile = "config.json";
 inline constexpr std::string_view kMixingTopologyFile = "mixing.dot";
 
 struct RunConfig {
-  TrainConfig settings;
+  config::TrainConfig settings;
   std::string command;  // train, peer, launch
   int peers = 0;
 };
@@ -29,10 +29,10 @@ struct RunConfig {
 // With `mixing` (the schedule the peers mix with: the file's weights after --self-weight, or
 // the algorithm's own), also "mixing_self_weights": every p_ii kept in any phase, distinct and
 // ascending (one value for a regular graph), so that uniform weights are recorded as numbers.
-void write_run_config(const RunDirectory& run, const TrainConfig& settings,
+void write_run_config(const RunDirectory& run, const config::TrainConfig& settings,
                       std::string_view command, int peers,
                       const topology::Schedule* mixing = nullptr);
 // InputError naming the file and the key when it cannot be read or holds a bad setting.
 RunConfig read_run_config(const std::filesystem::path& file);
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace sgp::peer {
+namespace sgp::run {
 
 // An in-neighbour that a peer suspected of pushing poisoned models (gossip::NeighbourWatch), with
 // the evidence when it named it.
@@ -134,4 +134,4 @@ RunSummary merge_run_summary(const std::filesystem::path& run_dir, int num_peers
 // ranks' summaries; InputError naming two directories that hold the same file.
 RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs, int num_peers);
 
-}  // namespace sgp::peer
+}  // namespace sgp::run
