@@ -213,6 +213,27 @@ TEST_CASE("help shows each switch's real default; --no-X turns it off") {
             .nesterov);
 }
 
+TEST_CASE("the algorithm table's columns decide whether checkpoints apply") {
+  for (const auto& a : sgp::config::algorithms()) {
+    CAPTURE(a.name);
+    const auto error = flag_error({"--checkpoint-every", "10", "--algo", std::string(a.name)});
+    CHECK(error.empty() == a.checkpoints);
+    if (!a.checkpoints) {
+      CHECK(error == "--checkpoint-every: " + std::string(a.name) +
+                         " does not checkpoint (its peers are never at the same iteration); a "
+                         "peer that fails is excluded and may rejoin with sgp peer --join");
+    }
+  }
+  // asgp alone: peers fail, join and leave, and none is ever at one iteration with the others.
+  for (const auto& a : sgp::config::algorithms()) {
+    CAPTURE(a.name);
+    const bool asgp = a.algo == sgp::config::Algorithm::asgp;
+    CHECK(a.joins == asgp);
+    CHECK(a.tolerates_failures == asgp);
+    CHECK(a.checkpoints == !asgp);
+  }
+}
+
 TEST_CASE("bad values are refused naming the flag and what was expected") {
   CHECK(flag_error({"--batch-size", "0"}) ==
         "--batch-size: expected an integer in [1, 65536], got 0");

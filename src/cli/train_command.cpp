@@ -12,6 +12,7 @@
 #include "sgp/data/dataset.hpp"
 #include "sgp/log.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/run/file_names.hpp"
 #include "sgp/run/run_config.hpp"
 #include "sgp/run/run_directory.hpp"
 #include "sgp/run/run_files.hpp"
@@ -40,7 +41,7 @@ void add_train_command(CLI::App& app) {
     peer::Trainer trainer(config, 0, 1, *backend, train, test, run);
     const auto summary = trainer.run();
     run::write_model_file(run.path() / "peer-0-model.bin", trainer.trained_model());
-    run.write_json("summary.json", summary);
+    run.write_json(run::kSummaryFile, summary);
     spdlog::info("test accuracy {}, {:.0f} samples/s; results in {}", run::accuracy_text(summary),
                  summary.samples_per_second, run.path());
   });

@@ -424,11 +424,11 @@ void validate(const TrainConfig& c) {
       throw InputError(fmt::format("{}: {}", s->flag(), problem));
     }
   }
-  if (c.algo == Algorithm::asgp && (c.checkpoint_every > 0 || c.resume)) {
+  if (!info(c.algo).checkpoints && (c.checkpoint_every > 0 || c.resume)) {
     throw InputError(fmt::format(
-        "{}: asgp does not checkpoint (its peers are never at the same iteration); a peer that "
+        "{}: {} does not checkpoint (its peers are never at the same iteration); a peer that "
         "fails is excluded and may rejoin with sgp peer --join",
-        c.resume ? "--resume" : "--checkpoint-every"));
+        c.resume ? "--resume" : "--checkpoint-every", name_of(c.algo)));
   }
   if (c.compress != gossip::Compression::none && !info(c.algo).compressible) {
     throw InputError(fmt::format(

@@ -9,6 +9,7 @@
 #include "sgp/error.hpp"
 #include "sgp/model/evaluator.hpp"
 #include "sgp/model/model_spec.hpp"
+#include "sgp/run/file_names.hpp"
 #include "sgp/run/run_directory.hpp"
 #include "sgp/run/summaries.hpp"
 #include "sgp/topology/analysis.hpp"
@@ -71,7 +72,7 @@ std::vector<std::string> csv_row(const PlannedPoint& plan, const std::vector<std
   const SweepPoint& p = *plan.point;
   run::RunSummary s;
   if (plan.status == "finished") {
-    if (auto j = run::read_json_file(plan.dir / "summary.json")) s = j->get<run::RunSummary>();
+    if (auto j = run::read_json_file(plan.dir / run::kSummaryFile)) s = j->get<run::RunSummary>();
   }
   std::vector<std::string> row = {p.name(),
                                   p.topology,
@@ -145,7 +146,7 @@ nlohmann::json point_record(const SweepPoint& p) {
 
 bool already_finished(const PlannedPoint& plan) {
   const auto record = run::read_json_file(plan.dir / "sweep-point.json");
-  return std::filesystem::exists(plan.dir / "summary.json") && record &&
+  return std::filesystem::exists(plan.dir / run::kSummaryFile) && record &&
          *record == point_record(*plan.point);
 }
 

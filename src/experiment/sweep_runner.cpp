@@ -13,6 +13,7 @@
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
 #include "sgp/log.hpp"
+#include "sgp/run/file_names.hpp"
 #include "sgp/run/run_directory.hpp"
 #include "sgp/run/summaries.hpp"
 #include "sgp/topology/dot_file.hpp"
@@ -112,7 +113,7 @@ std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, 
     const std::string tail = launch::last_lines(log, 6);
     return fmt::format("{}:\n{}", how, tail.empty() ? "(launch.log is empty)" : tail);
   }
-  if (!std::filesystem::exists(plan.dir / "summary.json"))
+  if (!std::filesystem::exists(plan.dir / run::kSummaryFile))
     return "sgp launch wrote no summary.json";
   return std::nullopt;
 }
@@ -120,7 +121,7 @@ std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, 
 void log_finished(const std::string& prefix, const PlannedPoint& plan, Clock::time_point start) {
   if (!plan.point->simulate.is_null()) return;  // run_simulate_point said it
   run::RunSummary s;
-  if (auto j = run::read_json_file(plan.dir / "summary.json")) s = j->get<run::RunSummary>();
+  if (auto j = run::read_json_file(plan.dir / run::kSummaryFile)) s = j->get<run::RunSummary>();
   spdlog::info("{}: done in {}: average-model accuracy {}, consensus error {}, {} ms/it", prefix,
                format_duration(seconds_since(start)), shown(s.final_average_model_accuracy),
                shown(s.final_consensus_error), shown(s.median_iteration_ms));

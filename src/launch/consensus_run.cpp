@@ -15,9 +15,9 @@
 
 #include "sgp/compute/device.hpp"
 #include "sgp/compute/device_buffer.hpp"
+#include "sgp/config/engine_settings.hpp"
 #include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
-#include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/consensus_vectors.hpp"
 #include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/mixer.hpp"
@@ -27,6 +27,7 @@
 #include "sgp/log.hpp"
 #include "sgp/named_values.hpp"
 #include "sgp/peer/peer_runner.hpp"
+#include "sgp/run/file_names.hpp"
 #include "sgp/run/run_directory.hpp"
 #include "sgp/run/run_files.hpp"
 #include "sgp/topology/dot_file.hpp"
@@ -57,7 +58,7 @@ nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int 
   std::map<std::int64_t, std::vector<double>> distances;
   std::vector<double> finals;  // after finish(): asgp mixes on until every peer is done
   for (int r = 0; r < n; ++r) {
-    std::ifstream in(dir / fmt::format("peer-{}.jsonl", r));
+    std::ifstream in(dir / run::peer_log_file(r));
     std::string line;
     while (std::getline(in, line)) {
       const auto rec = nlohmann::json::parse(line);
@@ -68,7 +69,7 @@ nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int 
       distances[rec["round"].get<std::int64_t>()].push_back(rec["distance_to_mean"].get<double>());
     }
   }
-  std::ofstream out(dir / "consensus.jsonl");
+  std::ofstream out(dir / run::kConsensusLogFile);
   const std::int64_t every = std::max(1, rounds / 20);
   nlohmann::json last;
   for (const auto& [round, ds] : distances) {
@@ -119,12 +120,10 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
   transport::ZmqOptions zmq;
   zmq.send_timeout = std::chrono::milliseconds(c.timeout_ms);
   zmq.linger = std::chrono::milliseconds(c.timeout_ms);
-  if (o.mode == gossip::Mode::async)
-    zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));
   gossip::PushSumConfig config;
   auto zmq_transport =
       gossip::open_zmq_transport(schedule, rank, gossip::Chunking(o.dim, config.chunk_elements),
-                                 peer::security(c), zmq, o.mode);
+                                 config::security(c), zmq, o.mode);
   transport::Transport* transport = zmq_transport.get();
   std::unique_ptr<transport::FaultyTransport> faulty;
   if (const auto faults = transport::parse_fault_spec(c.inject); faults.any()) {
@@ -140,7 +139,6 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
   const auto engine_ptr =
       gossip::make_mixer(*backend, schedule, *transport, x.data(), o.dim, config);
   gossip::Mixer& engine = *engine_ptr;
-  auto* async = dynamic_cast<gossip::AsyncPushSum*>(engine_ptr.get());
   spdlog::info("peer {} of {} at {}: {} rounds of {} push-sum, {} floats, {}", rank, n,
                zmq_transport->endpoint(), o.rounds, name_of(o.mode), o.dim, backend->describe());
 
@@ -171,12 +169,8 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
   };
   for (int k = 0; k < o.rounds; ++k) {
     // asgp: nobody waits, so pace the rounds by what arrives (at most kAsyncPace apart).
-    if (async) {
-      async->idle(kAsyncPace);
-      async->mix();
-    } else {
-      engine.step(engine.round());
-    }
+    engine.idle(kAsyncPace);
+    engine.step(engine.round());
     report(engine.round(), false);
   }
   engine.finish();
@@ -199,7 +193,7 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
                         {"rounds", o.rounds},     {"mode", name_of(o.mode)}, {"dim", o.dim}};
   const nlohmann::json shared = child.shared;
   for (auto key : kConsensusSettings) config[std::string(key)] = shared[std::string(key)];
-  run.write_json("config.json", config);
+  run.write_json(run::kRunConfigFile, config);
 
   std::unique_ptr<ChildCredentials> credentials;
   if (wants_run_credentials(o.shared, schedule, static_cast<std::size_t>(n)))
@@ -220,7 +214,7 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
     const auto flags = config::setting_arguments(child.shared, kConsensusSettings);
     args.insert(args.end(), flags.begin(), flags.end());
     if (credentials) std::ranges::copy(credentials->arguments(r), std::back_inserter(args));
-    children.push_back(ChildSpec{r, std::move(args), dir / fmt::format("peer-{}.log", r)});
+    children.push_back(ChildSpec{r, std::move(args), dir / run::peer_output_file(r)});
   }
   spdlog::info("starting {} peers on this host; logs in {}/peer-<rank>.log", n, dir.string());
   LocalProcesses processes(std::move(children));
@@ -232,7 +226,7 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
   if (failure) throw IoError(failure->describe());
 
   const nlohmann::json last = consensus_per_round(dir, n, o.rounds);
-  run.write_json("summary.json", last);
+  run.write_json(run::kSummaryFile, last);
   fmt::print("{} peers, {} rounds ({}): final consensus error {:.3e}; results in {}\n", n, o.rounds,
              name_of(o.mode), last.value("consensus_error", 0.0), dir.string());
 }

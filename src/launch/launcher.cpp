@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/config/algorithm.hpp"
+#include "sgp/config/engine_settings.hpp"
 #include "sgp/config/settings.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
@@ -32,6 +33,7 @@
 #include "sgp/launch/run_summary.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
+#include "sgp/run/file_names.hpp"
 #include "sgp/run/run_config.hpp"
 #include "sgp/run/run_directory.hpp"
 #include "sgp/run/run_files.hpp"
@@ -66,7 +68,7 @@ std::set<std::string> local_host_names() {
 void log_combined_progress(const std::filesystem::path& dir, const std::vector<int>& ranks) {
   std::vector<std::string> parts;
   for (int r : ranks) {
-    std::ifstream log(dir / fmt::format("peer-{}.jsonl", r));
+    std::ifstream log(dir / run::peer_log_file(r));
     std::string line, last;  // the last training record (evaluations have no loss)
     while (std::getline(log, line))
       if (line.find("\"loss\"") != std::string::npos) last = line;
@@ -106,9 +108,9 @@ class LocalMonitor {
   LocalMonitor(const config::TrainConfig& c, const topology::Schedule& schedule,
                const std::filesystem::path& run_dir, const std::string& bind, bool consensus_only,
                const std::optional<transport::PlainServer>& plain)
-      : monitor_(monitor::make_monitor(c, schedule.num_peers(), run_dir / "monitor.jsonl",
+      : monitor_(monitor::make_monitor(c, schedule.num_peers(), run_dir / run::kMonitorLogFile,
                                        consensus_only)),
-        receiver_(bind, gossip::monitor_curve(schedule, peer::security(c), bind), plain) {
+        receiver_(bind, gossip::monitor_curve(schedule, config::security(c), bind), plain) {
     if (!consensus_only) monitor_->accept_only(monitor::evaluation_points(c, schedule.num_peers()));
   }
   std::string endpoint() const { return receiver_.endpoint(); }
@@ -119,7 +121,7 @@ class LocalMonitor {
   run::MonitorSummary stop(const std::filesystem::path& run_dir) {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
-    monitor_->write_average_model(run_dir / "model-average.bin");
+    monitor_->write_average_model(run_dir / run::kAverageModelFile);
     auto summary = monitor_->summary();
     summary.refused_connections = receiver_.refused_connections();
     return summary;
@@ -251,7 +253,7 @@ void finish_monitor(LocalMonitor* monitor, const run::RunDirectory& run, bool pr
   try {
     auto summary = monitor->stop(run.path());
     if (program) add_program_evaluation(summary, run.path());
-    run.write_json("monitor-summary.json", summary);
+    run.write_json(run::kMonitorSummaryFile, summary);
   } catch (const IoError& e) {
     if (!peers_failed) throw;
     spdlog::warn("monitor: {}", e.what());
@@ -271,7 +273,7 @@ std::vector<ChildSpec> peer_children(const std::filesystem::path& run_dir,
     if (!monitor_endpoint.empty()) args.insert(args.end(), {"--monitor", monitor_endpoint});
     if (credentials) std::ranges::copy(credentials->arguments(r), std::back_inserter(args));
     children.push_back({r, emulation ? emulation->command(r, std::move(args)) : std::move(args),
-                        run_dir / fmt::format("peer-{}.log", r)});
+                        run_dir / run::peer_output_file(r)});
   }
   return children;
 }
@@ -288,7 +290,7 @@ std::vector<ChildSpec> program_children(const LaunchOptions& o,
     const int r = local[i];
     children.push_back(
         {r, std::vector<std::string>(o.command.begin() + 1, o.command.end()),
-         run_dir / fmt::format("peer-{}.log", r),
+         run_dir / run::peer_output_file(r),
          program_environment(o.config, run_dir, r, n, static_cast<int>(i), monitor_endpoint)});
     if (credentials) {
       children.back().env.push_back("SGP_RUN_CREDENTIALS=" + credentials->file(r).string());
@@ -376,9 +378,9 @@ run::RunSummary launch_held(LaunchOptions o) {
                                      : emulation      ? std::filesystem::path(ip_program())
                                                       : self_executable());
   if (monitor) monitor->start();
-  const bool go_on = c.on_peer_failure == config::PeerFailure::go_on ||
-                     (c.on_peer_failure == config::PeerFailure::automatic &&
-                      info(c.algo).mode == gossip::Mode::async);
+  const bool go_on =
+      c.on_peer_failure == config::PeerFailure::go_on ||
+      (c.on_peer_failure == config::PeerFailure::automatic && info(c.algo).tolerates_failures);
   std::vector<ChildFailure> failures;
   {
     PeriodicTask progress(std::chrono::seconds(10),

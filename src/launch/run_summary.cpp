@@ -9,6 +9,7 @@
 
 #include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
+#include "sgp/run/file_names.hpp"
 #include "sgp/run/run_config.hpp"
 #include "sgp/run/run_directory.hpp"
 
@@ -116,7 +117,7 @@ run::RunSummary summarize_run(const std::filesystem::path& run_dir,
   const run::RunDirectory run(run_dir, -1);
   auto summary = run::merge_run_summary(run_dir, config.peers);
   summary.failed_peers = still_failed(failed_peers, summary);
-  run.write_json("summary.json", summary);
+  run.write_json(run::kSummaryFile, summary);
   log_results(summary, run_dir);
   return summary;
 }
@@ -127,7 +128,7 @@ run::RunSummary summarize_runs(const std::vector<std::filesystem::path>& run_dir
   std::filesystem::path first_dir;
   for (const auto& dir : run_dirs) {
     const bool monitor_only = !std::filesystem::exists(dir / run::kRunConfigFile) &&
-                              std::filesystem::exists(dir / "monitor-summary.json");
+                              std::filesystem::exists(dir / run::kMonitorSummaryFile);
     if (monitor_only) continue;
     const auto config = multi_peer_config(dir);
     if (!first) {
@@ -144,7 +145,7 @@ run::RunSummary summarize_runs(const std::vector<std::filesystem::path>& run_dir
   }
   const run::RunDirectory run(out, -1);
   auto summary = run::merge_run_summary(run_dirs, first->peers);
-  run.write_json("summary.json", summary);
+  run.write_json(run::kSummaryFile, summary);
   log_results(summary, out);
   return summary;
 }
@@ -158,10 +159,10 @@ run::RunSummary summarize_launch(const std::filesystem::path& run_dir,
   std::vector<int> running_elsewhere;
   for (int rank : summary.missing_peers) {
     const bool here = std::find(local.begin(), local.end(), rank) != local.end();
-    if (!here && std::filesystem::exists(run_dir / fmt::format("peer-{}.jsonl", rank)))
+    if (!here && std::filesystem::exists(run_dir / run::peer_log_file(rank)))
       running_elsewhere.push_back(rank);
   }
-  const auto file = run_dir / "summary.json";
+  const auto file = run_dir / run::kSummaryFile;
   const std::string text = nlohmann::json(summary).dump(2) + "\n";
   if (running_elsewhere.empty()) {
     run::write_file_atomically(file, text);
@@ -194,13 +195,13 @@ void check_suspects(const run::RunSummary& summary, const std::filesystem::path&
       fmt::format("suspected of pushing poisoned models: {}", fmt::join(reports, "; "));
   if (!undefended) {
     spdlog::warn("{}; their contributions were clipped (suspected_peers in {})", text,
-                 run_dir / "summary.json");
+                 run_dir / run::kSummaryFile);
     return;
   }
   throw IoError(fmt::format(
       "{}; without --robust clip their contributions were mixed in unchanged, so the models may be "
       "poisoned (suspected_peers in {}; rerun with --robust clip to defend)",
-      text, run_dir / "summary.json"));
+      text, run_dir / run::kSummaryFile));
 }
 
 }  // namespace sgp::launch

@@ -102,7 +102,7 @@ CheckpointStore::CheckpointStore(std::filesystem::path dir, int rank, std::strin
 }
 
 std::filesystem::path CheckpointStore::file(std::int64_t iteration) const {
-  return dir_ / fmt::format("checkpoint-{}-{}.bin", rank_, iteration);
+  return dir_ / run::checkpoint_file_name(rank_, iteration);
 }
 
 void CheckpointStore::save(const CheckpointState& s) {

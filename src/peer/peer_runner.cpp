@@ -12,6 +12,7 @@
 
 #include "sgp/compute/device.hpp"
 #include "sgp/config/algorithm.hpp"
+#include "sgp/config/engine_settings.hpp"
 #include "sgp/config/settings.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
@@ -23,6 +24,7 @@
 #include "sgp/model/mlp.hpp"
 #include "sgp/model/model_spec.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/run/file_names.hpp"
 #include "sgp/run/run_config.hpp"
 #include "sgp/run/run_directory.hpp"
 #include "sgp/run/run_files.hpp"
@@ -75,13 +77,6 @@ std::atomic<bool> g_leave_requested{false};
 extern "C" void request_leave(int) { g_leave_requested.store(true); }
 }  // namespace
 
-gossip::Security security(const config::TrainConfig& config) {
-  gossip::Security s{config.keys_dir, config.insecure, std::nullopt};
-  if (!config.run_credentials.empty())
-    s.credentials = gossip::read_run_credentials(config.run_credentials);
-  return s;
-}
-
 topology::Schedule load_topology(const config::TrainConfig& config) {
   if (config.topology.empty()) throw InputError("--topology: a topology file is required");
   topology::DotReadOptions options;
@@ -120,10 +115,6 @@ PeerTransport open_peer_transport(const config::TrainConfig& config,
   transport::ZmqOptions zmq;
   zmq.send_timeout = std::chrono::milliseconds(config.timeout_ms);
   zmq.local_ipc = config.local_ipc;
-  // asgp: what is still queued for a dead peer at the end must not hold the exit for long.
-  if (mode == gossip::Mode::async) {
-    zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));
-  }
   PeerTransport out;
   out.zmq = gossip::open_zmq_transport(
       mixing, rank, gossip::Chunking(parameters, gossip::PushSumConfig{}.chunk_elements), secure,
@@ -151,7 +142,7 @@ transport::Transport* PeerTransport::active() const {
 run::PeerSummary run_peer(const config::TrainConfig& config, int rank, bool write_config,
                           bool join) {
   config::validate(config);
-  if (join && info(config.algo).mode != gossip::Mode::async) {
+  if (join && !info(config.algo).joins) {
     throw InputError(fmt::format("--join: only asgp peers can join a run in progress, not {}",
                                  name_of(config.algo)));
   }
@@ -177,7 +168,7 @@ run::PeerSummary run_peer(const config::TrainConfig& config, int rank, bool writ
   run.claim({join ? run::RunStart::resume : run::run_start_of(config), {rank}});
   if (rank == 0 && write_config) run::write_run_config(run, config, "peer", n);
 
-  const gossip::Security secure = security(config);  // reads the run's credentials once
+  const gossip::Security secure = config::security(config);  // reads the run's credentials once
   PeerTransport transport;
   Communication comm;
   comm.join = join;
@@ -207,8 +198,7 @@ run::PeerSummary run_peer(const config::TrainConfig& config, int rank, bool writ
   }
   Trainer trainer(config, rank, n, *backend, train, test, run, comm);
   run::PeerSummary summary = trainer.run();
-  run::write_model_file(run.path() / fmt::format("peer-{}-model.bin", rank),
-                        trainer.trained_model());
+  run::write_model_file(run.path() / run::peer_model_file(rank), trainer.trained_model());
   if (publisher) summary.dropped_snapshots = publisher->dropped();
   run.write_json(run::peer_summary_file(rank), summary);
   return summary;

@@ -14,13 +14,13 @@
 
 #include "sgp/compute/device_buffer.hpp"
 #include "sgp/config/algorithm.hpp"
+#include "sgp/config/engine_settings.hpp"
 #include "sgp/config/run_length.hpp"
 #include "sgp/config/settings.hpp"
 #include "sgp/config/straggler.hpp"
 #include "sgp/data/partition.hpp"
 #include "sgp/data/sharding.hpp"
 #include "sgp/error.hpp"
-#include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/mixer.hpp"
 #include "sgp/model/evaluator.hpp"
 #include "sgp/model/lr_schedule.hpp"
@@ -31,6 +31,7 @@
 #include "sgp/peer/progress.hpp"
 #include "sgp/peer/resume_agreement.hpp"
 #include "sgp/peer/resume_settings.hpp"
+#include "sgp/run/file_names.hpp"
 #include "sgp/run/percentiles.hpp"
 #include "sgp/run/run_directory.hpp"
 
@@ -75,65 +76,13 @@ std::vector<std::vector<std::size_t>> partition(const config::TrainConfig& c, in
            {"samples", parts[r].size()},
            {"label_counts", data::label_histogram(train.labels, train.num_classes, parts[r])}});
     }
-    run.write_json("partition.json",
+    run.write_json(run::kPartitionFile,
                    {{"partition", c.partition}, {"seed", c.seed}, {"peers", peers}});
   }
   return parts;
 }
 
 }  // namespace
-
-bool overlap_comm_thread(const config::TrainConfig& config, const topology::Schedule& s, int rank) {
-  if (config.comm_thread != "auto") return config.comm_thread == "on";
-  if (!s.has_endpoints()) return true;
-  const auto host = [&](int r) {
-    const std::string& e = s.endpoint(r);
-    const std::string h = e.substr(0, e.rfind(':'));
-    return h.find("://127.") != std::string::npos ? std::string("loopback") : h;
-  };
-  int here = 0;
-  for (int r = 0; r < s.num_peers(); ++r) here += host(r) == host(rank);
-  const bool threaded = static_cast<int>(std::thread::hardware_concurrency()) > here;
-  if (info(config.algo).mode == gossip::Mode::overlap && !threaded) {
-    spdlog::info(
-        "rank {}: {} peers on this host, {} cores: osgp communicates between steps "
-        "(--comm-thread on to use a thread)",
-        rank, here, std::thread::hardware_concurrency());
-  }
-  return threaded;
-}
-
-gossip::PushSumConfig push_sum_config(const config::TrainConfig& config, int rank,
-                                      compute::DeviceKind device, bool comm_thread) {
-  gossip::PushSumConfig gc;
-  gc.mode = info(config.algo).mode;
-  gc.tau = config.tau;
-  gc.comm_thread = comm_thread;
-  gc.gossip_every = config.gossip_every;
-  gc.timeout = std::chrono::milliseconds(config.timeout_ms);
-  gc.running_sums = config.running_sums;
-  gc.compression = config.compress;
-  gc.robust = config.robust;
-  gc.sign_flip = config.sign_flip_rank == rank;
-  if ((gc.robust != gossip::Robust::none || gc.sign_flip) && device != compute::DeviceKind::cpu) {
-    throw InputError(fmt::format(
-        "--{}: models are measured on the CPU backend only; with --device {} use --device cpu",
-        gc.sign_flip ? "sign-flip-rank" : "robust", config.device));
-  }
-  if (gc.sign_flip) {
-    spdlog::warn(
-        "rank {}: --sign-flip-rank: this rank pushes its parameters sign-flipped (an attack "
-        "simulation)",
-        rank);
-  }
-  if (gc.compression != gossip::Compression::none && device != compute::DeviceKind::cpu) {
-    throw InputError(fmt::format(
-        "--compress {}: 16-bit payloads are converted on the CPU backend only; with --device {} "
-        "use --compress none (or --device cpu)",
-        name_of(gc.compression), config.device));
-  }
-  return gc;
-}
 
 struct Trainer::State {
   const config::TrainConfig& config;
@@ -154,7 +103,7 @@ struct Trainer::State {
   // engine what arrived meanwhile.
   std::unique_ptr<transport::ReplayTransport> replay;
   std::unique_ptr<gossip::Mixer> engine;
-  gossip::AsyncPushSum* async = nullptr;  // the engine, when it is asgp's
+  gossip::MembershipControl* group = nullptr;  // the engine's, when peers may join and leave
   std::optional<CheckpointStore> checkpoints;
   std::optional<std::int64_t> resume_at;  // --resume: the iteration all peers have (none: start)
   config::StragglerSpec straggler;
@@ -191,7 +140,7 @@ struct Trainer::State {
     x.upload(net.initial_parameters(c.seed));
     label_counts = data::label_histogram(tr.labels, tr.num_classes, sampler.shard());
     if (c.checkpoint_every > 0 || c.resume) {
-      checkpoints.emplace(rd.path() / "checkpoints", r, rd.run_id(),
+      checkpoints.emplace(rd.path() / run::kCheckpointDir, r, rd.run_id(),
                           resume_settings(c, n, comm.schedule));
     }
     if (comm.schedule) {
@@ -207,10 +156,10 @@ struct Trainer::State {
   }
 
   void start_engine() {
-    const gossip::PushSumConfig gc = push_sum_config(
-        config, rank, backend.kind(), overlap_comm_thread(config, *comm.schedule, rank));
+    const gossip::PushSumConfig gc = config::push_sum_config(
+        config, rank, backend.kind(), config::overlap_comm_thread(config, *comm.schedule, rank));
     engine = gossip::make_mixer(backend, *comm.schedule, *comm.transport, x.data(), x.size(), gc);
-    async = dynamic_cast<gossip::AsyncPushSum*>(engine.get());
+    group = engine->membership_control();
   }
 
   // z = x / w, the de-biased parameters that are evaluated and saved: x itself without gossip.
@@ -245,8 +194,8 @@ struct Trainer::State {
 
   // asgp, sgp peer --join: a sponsor's half of its mass and its iteration; returns that.
   std::int64_t join() {
-    SGP_ENFORCE(async != nullptr, "--join needs --algo asgp");
-    const std::int64_t iteration = std::min(total, async->join() * config.gossip_every);
+    SGP_ENFORCE(group != nullptr, "--join needs an algorithm whose peers may join");
+    const std::int64_t iteration = std::min(total, group->join() * config.gossip_every);
     const auto position = static_cast<std::size_t>(iteration % per_epoch) *
                           static_cast<std::size_t>(config.batch_size);
     sampler.seek(static_cast<int>(iteration / per_epoch),
@@ -453,8 +402,8 @@ run::PeerSummary Trainer::summary(const Tally& t, double wall) const {
       summary.clipped_contributions = m.clipped_messages;
     }
   }
-  if (s.async) {
-    for (const auto& e : s.async->events())
+  if (s.group) {
+    for (const auto& e : s.group->events())
       if (e.what == "excluded") {
         summary.excluded_peers.push_back(e.rank);
         summary.excluded_at_round.push_back(e.round);
@@ -490,8 +439,8 @@ run::PeerSummary Trainer::run() {
   const auto start = Clock::now();
   auto wall = [&] { return earlier_wall + seconds_since(start); };
   for (std::int64_t it = start_iteration; it < s.total; ++it) {
-    if (s.async && s.comm.leave_requested && s.comm.leave_requested->load()) {
-      s.async->leave();
+    if (s.group && s.comm.leave_requested && s.comm.leave_requested->load()) {
+      s.group->leave();
       t.left_at = it;
       spdlog::info("left at iteration {}", it);
       break;

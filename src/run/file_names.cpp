@@ -3,7 +3,18 @@
 #include <charconv>
 #include <system_error>
 
+#include <fmt/format.h>
+
 namespace sgp::run {
+
+std::string peer_log_file(int rank) { return fmt::format("peer-{}.jsonl", rank); }
+std::string peer_summary_file(int rank) { return fmt::format("peer-{}-summary.json", rank); }
+std::string peer_model_file(int rank) { return fmt::format("peer-{}-model.bin", rank); }
+std::string peer_output_file(int rank) { return fmt::format("peer-{}.log", rank); }
+
+std::string checkpoint_file_name(int rank, std::int64_t iteration) {
+  return fmt::format("checkpoint-{}-{}.bin", rank, iteration);
+}
 
 std::optional<CheckpointFileName> parse_checkpoint_file_name(std::string_view name) {
   constexpr std::string_view prefix = "checkpoint-", suffix = ".bin";

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "sgp/error.hpp"
+#include "sgp/run/file_names.hpp"
 #include "sgp/run/percentiles.hpp"
 #include "sgp/run/run_directory.hpp"
 
@@ -168,7 +169,7 @@ void add_monitor(RunSummary& out, const MonitorSummary& m) {
 // The JSON of `name` in the one directory of `dirs` that has it; InputError naming both when two
 // have it (they are not the per-host directories of one run).
 std::optional<json> only_one_of(const std::vector<std::filesystem::path>& dirs,
-                                const std::string& name) {
+                                std::string_view name) {
   std::optional<json> found;
   std::filesystem::path where;
   for (const auto& dir : dirs) {
@@ -200,8 +201,6 @@ std::string accuracy_text(const PeerSummary& s) {
   return s.final_test_accuracy ? fmt::format("{:.2f}%", 100.0 * *s.final_test_accuracy)
                                : std::string("none (it never evaluated)");
 }
-
-std::string peer_summary_file(int rank) { return fmt::format("peer-{}-summary.json", rank); }
 
 RunSummary merge_run_summary(const std::filesystem::path& run_dir, int num_peers) {
   return merge_run_summary(std::vector<std::filesystem::path>{run_dir}, num_peers);
@@ -258,7 +257,7 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
                       })->wall_time_s;
     out.sum_of_weights = weights;
   }
-  if (const auto m = only_one_of(run_dirs, "monitor-summary.json")) {
+  if (const auto m = only_one_of(run_dirs, kMonitorSummaryFile)) {
     add_monitor(out, m->get<MonitorSummary>());
   }
   return out;

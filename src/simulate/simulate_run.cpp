@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sgp/error.hpp"
+#include "sgp/run/file_names.hpp"
 #include "sgp/run/run_directory.hpp"
 #include "sgp/run/run_files.hpp"
 #include "sgp/topology/analysis.hpp"
@@ -145,7 +146,7 @@ void run_simulate(const SimulateCommand& c) {
   run.claim({c.overwrite ? run::RunStart::overwrite : run::RunStart::fresh, {}, false});
   auto config = config_json(c, schedule);
   config["run_id"] = run.run_id();
-  run.write_json("config.json", config);
+  run.write_json(run::kRunConfigFile, config);
 
   nlohmann::json summary = config;
   summary.erase("command");
@@ -159,15 +160,17 @@ void run_simulate(const SimulateCommand& c) {
     summary["predicted_asymptotic_rate"] = *report.asymptotic_rate;
   }
 
-  std::ofstream records(dir / "simulate.jsonl");
-  if (!records) throw IoError(fmt::format("cannot write {}", (dir / "simulate.jsonl").string()));
+  std::ofstream records(dir / run::kSimulateLogFile);
+  if (!records)
+    throw IoError(fmt::format("cannot write {}", (dir / run::kSimulateLogFile).string()));
   spdlog::info("simulating {} peers ({} mode, {}), dim {}, {} rounds on {} threads",
                schedule.num_peers(), mode_name(c.options.mode), workload_name(c.options.workload),
                c.options.dim, c.options.rounds, c.options.threads);
   const auto result = simulate(schedule, c.options, [&](const RoundRecord& r) {
     records << record_json(r, c.options.workload).dump() << '\n' << std::flush;
   });
-  if (!records) throw IoError(fmt::format("writing {} failed", (dir / "simulate.jsonl").string()));
+  if (!records)
+    throw IoError(fmt::format("writing {} failed", (dir / run::kSimulateLogFile).string()));
 
   const auto final_json = record_json(result.final_record, c.options.workload);
   for (auto it = final_json.begin(); it != final_json.end(); ++it) {
@@ -189,7 +192,7 @@ void run_simulate(const SimulateCommand& c) {
     summary["messages"] = {{"sent", m.sent},       {"lost", m.lost},   {"duplicated", m.duplicated},
                            {"skipped", m.skipped}, {"stale", m.stale}, {"applied", m.applied}};
   }
-  run.write_json("summary.json", summary);
+  run.write_json(run::kSummaryFile, summary);
   fmt::print("{}\n", dir.string());
   fmt::print(
       "after {} rounds: consensus error {:.3e}, {} {:.3e}, sum of w {:.6f}; {:.1f} s ({:.2f} ms "

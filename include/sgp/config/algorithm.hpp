@@ -32,7 +32,12 @@ struct AlgorithmInfo {
   gossip::Mode mode;      // how the push-sum engine mixes
   bool uses_self_weight;  // --self-weight changes its weights (sweeps vary it only then)
   MixingRule mixing;
-  bool compressible;  // --compress applies (push-sum rounds of float32 x)
+  // What the algorithm can do, for the checks and defaults that depend on it:
+  bool compressible;        // --compress (fp16, bf16) applies: push-sum rounds of float32 x
+  bool checkpoints;         // --checkpoint-every and --resume apply (peers at one iteration)
+  bool joins;               // peers may join a run in progress (sgp peer --join) and leave it
+  bool tolerates_failures;  // a failed peer is excluded and the others go on
+                            // (--on-peer-failure auto: go-on)
 };
 
 // One row per algorithm, in the order help and sweeps list them.

@@ -47,6 +47,7 @@ transport::ReceiveLimits push_sum_receive_limits(const Chunking& chunking, Mode 
 // keys or --insecure), IoError when binding fails. Allreduce mode connects to rank + 1 and
 // admits rank - 1 (mod N) only, whatever the edges. Async mode connects to (and admits) every
 // rank: membership notices go to all, and a repaired schedule may push anywhere.
+// Async mode also caps options.linger at 1 s (a dead peer's queue must not hold the exit).
 std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Schedule& schedule,
                                                             int rank, const Chunking& chunking,
                                                             const Security& security,

@@ -31,10 +31,6 @@ int resolve_rank(std::optional<int> flag);
 // $LOCAL_RANK is not a non-negative integer.
 int local_peer_index(const topology::Schedule& schedule, int rank);
 
-// The --keys / --insecure settings of a peer or launch, and the run credentials sgp launch handed
-// it (config.run_credentials: the file is read by this call).
-gossip::Security security(const config::TrainConfig& config);
-
 // Reads config.topology (InputError naming the file and every problem in it).
 topology::Schedule load_topology(const config::TrainConfig& config);
 

@@ -31,17 +31,6 @@ class RunDirectory;
 
 namespace sgp::peer {
 
-// osgp's communication thread: with --comm-thread auto, only when this host has more cores than
-// peers (the ranks whose endpoint has `rank`'s host); else its handoffs cost more than the
-// overlap brings.
-bool overlap_comm_thread(const config::TrainConfig& config, const topology::Schedule& schedule,
-                         int rank);
-
-// The engine settings of peer `rank` with these settings whose parameters live on `device`.
-// InputError for --compress, --robust or --sign-flip-rank off the CPU backend.
-gossip::PushSumConfig push_sum_config(const config::TrainConfig& config, int rank,
-                                      compute::DeviceKind device, bool comm_thread);
-
 // What a peer needs to talk to the others; all null for a peer that trains alone.
 struct Communication {
   const topology::Schedule* schedule = nullptr;  // the mixing schedule (see mixing_schedule)

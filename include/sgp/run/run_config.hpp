@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "sgp/config/train_config.hpp"
+#include "sgp/run/file_names.hpp"
 
 namespace sgp::topology {
 class Schedule;
@@ -15,10 +16,6 @@ class Schedule;
 namespace sgp::run {
 
 class RunDirectory;
-
-inline constexpr std::string_view kRunConfigFile = "config.json";
-// The topology as the peers mix on it (sgp launch): the file's graph with the weights used.
-inline constexpr std::string_view kMixingTopologyFile = "mixing.dot";
 
 struct RunConfig {
   config::TrainConfig settings;

@@ -12,10 +12,9 @@
 #include <vector>
 
 #include "sgp/config/train_config.hpp"
+#include "sgp/run/file_names.hpp"
 
 namespace sgp::run {
-
-inline constexpr std::string_view kRunMarkerFile = "run.json";
 
 enum class RunStart {
   fresh,      // refuse a directory that holds results of the claimed scope

@@ -124,9 +124,6 @@ void from_json(const nlohmann::json& j, RunSummary& s);
 // "86.15%", or "none (it never evaluated)": for log lines.
 std::string accuracy_text(const PeerSummary& s);
 
-// The file name of rank's summary in a run directory.
-std::string peer_summary_file(int rank);
-
 // Reads what is in `run_dir` (a missing or unreadable peer summary is listed in missing_peers)
 // and merges it.
 RunSummary merge_run_summary(const std::filesystem::path& run_dir, int num_peers);
