@@ -339,3 +339,36 @@ TEST_CASE("join takes half a sponsor's mass and leave hands all of it on: the to
   CHECK(e[0]->weight() + e[1]->weight() == doctest::Approx(before + handed).epsilon(1e-12));
   for (int r = 0; r < 2; ++r) CHECK(e[r]->membership().state(2) == gossip::PeerState::left);
 }
+
+TEST_CASE(
+    "through the Mixer interface: asgp's engine leaves, its heir takes the mass; sgp's has no "
+    "members") {
+  const int n = 3;
+  const std::size_t dim = 8;
+  const auto s = testing::make_schedule(testing::Graph::ring, n);
+  compute::CpuBackend backend(1);
+  std::vector<std::vector<float>> x;
+  for (int r = 0; r < n; ++r) x.push_back(testing::initial_vector(r, n, dim));
+  Peers lock_step(n);
+  gossip::PushSumConfig sync;
+  const auto engine = gossip::make_mixer(backend, s, *lock_step.plain()[0], x[0].data(), dim, sync);
+  CHECK(engine->membership_control() == nullptr);
+
+  // Rank 0 leaves through the interface: rank 1, its heir on the ring, takes all of its mass.
+  Peers peers(n);
+  const auto cfg = async_config(true);
+  std::vector<std::unique_ptr<gossip::Mixer>> e;
+  for (int r = 0; r < n; ++r)
+    e.push_back(gossip::make_mixer(backend, s, *peers.plain()[r], x[r].data(), dim, cfg));
+  gossip::MembershipControl* leaver = e[0]->membership_control();
+  REQUIRE(leaver != nullptr);
+  REQUIRE(e[1]->membership_control() != nullptr);
+  leaver->leave();
+  CHECK(e[0]->weight() == 0.0);
+  for (int k = 0; k < 100 && e[1]->weight() != 2.0; ++k) e[1]->idle(10ms);
+  CHECK(e[1]->weight() == 2.0);
+  const auto& seen = e[1]->membership_control()->events();
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].what == "left");
+  CHECK(seen[0].rank == 0);
+}

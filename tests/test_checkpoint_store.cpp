@@ -9,11 +9,13 @@
 
 #include "sgp/error.hpp"
 #include "sgp/peer/checkpoint_store.hpp"
+#include "sgp/run/file_names.hpp"
 #include "support/input_error.hpp"
 #include "support/temp_dir.hpp"
 #include "support/text.hpp"
 
 using namespace sgp::peer;
+using namespace sgp::run;
 using sgp::testing::contains;
 using sgp::testing::input_error_of;
 using sgp::testing::slurp;
@@ -139,6 +141,8 @@ TEST_CASE("an old version's checkpoint is refused as such") {
 TEST_CASE("file names that are not checkpoints, or out of range, are ignored") {
   CHECK(parse_checkpoint_file_name("checkpoint-3-120.bin")->rank == 3);
   CHECK(parse_checkpoint_file_name("checkpoint-3-120.bin")->iteration == 120);
+  CHECK(checkpoint_file_name(3, 120) == "checkpoint-3-120.bin");
+  CHECK(parse_checkpoint_file_name(checkpoint_file_name(7, 4000000000))->iteration == 4000000000);
   for (const char* name :
        {"checkpoint-99999999999-1.bin", "checkpoint-1-99999999999999999999.bin",
         "checkpoint--1-5.bin", "checkpoint-1-+5.bin", "checkpoint-1.bin", "checkpoint-1-5.bin.tmp",

@@ -18,7 +18,7 @@
 
 #include "sgp/gossip/snapshot_publisher.hpp"
 #include "sgp/gossip/wire_format.hpp"
-#include "sgp/peer/model_file.hpp"
+#include "sgp/run/model_file.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "support/json_files.hpp"
 #include "support/local_topology.hpp"
@@ -194,10 +194,10 @@ TEST_CASE("a keyless launch on one host refuses a local forger's snapshots and g
   CHECK(contains(slurp(run / "peer-0.log"), "refused a connection from"));
 
   // The run's model is the mean of what its peers computed, as the monitor averages it.
-  std::vector<sgp::peer::ModelFile> peers;
+  std::vector<sgp::run::ModelFile> peers;
   for (int r = 0; r < kPeers; ++r)
-    peers.push_back(sgp::peer::read_model_file(run / ("peer-" + std::to_string(r) + "-model.bin")));
-  const auto average = sgp::peer::read_model_file(run / "model-average.bin");
+    peers.push_back(sgp::run::read_model_file(run / ("peer-" + std::to_string(r) + "-model.bin")));
+  const auto average = sgp::run::read_model_file(run / "model-average.bin");
   REQUIRE(average.parameters.size() == kParameters);
   std::size_t differ = 0;
   for (std::size_t k = 0; k < kParameters; ++k) {

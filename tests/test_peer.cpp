@@ -8,15 +8,19 @@
 
 #include <doctest/doctest.h>
 
+#include "sgp/config/run_length.hpp"
 #include "sgp/error.hpp"
 #include "sgp/peer/peer_runner.hpp"
-#include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/run/percentiles.hpp"
+#include "sgp/run/run_directory.hpp"
 #include "sgp/topology/generator.hpp"
 #include "support/temp_dir.hpp"
 #include "support/text.hpp"
 
 using namespace sgp::peer;
+using namespace sgp::config;
+using namespace sgp::run;
 using sgp::testing::slurp;
 
 namespace {}  // namespace

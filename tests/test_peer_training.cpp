@@ -10,15 +10,15 @@
 #include <doctest/doctest.h>
 
 #include "sgp/compute/cpu_backend.hpp"
+#include "sgp/config/algorithm.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/gossip/snapshot_publisher.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
-#include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/checkpoint_store.hpp"
 #include "sgp/peer/resume_settings.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/run_files.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
 #include "sgp/transport/inproc_network.hpp"
@@ -52,14 +52,14 @@ data::Dataset clusters(int n, unsigned seed) {
 }
 
 struct PeerResult {
-  peer::PeerSummary summary;
+  run::PeerSummary summary;
   std::vector<float> z;
 };
 
 // Runs one Trainer per rank of `schedule` in threads over the in-process transport, writing to
 // `dir` (dir_per_rank: to dir/rank-<rank>, as on hosts without a shared filesystem); returns
 // each peer's summary and final z. No schedule: peers that train alone.
-std::vector<PeerResult> run_trainers(const peer::TrainConfig& config, int n,
+std::vector<PeerResult> run_trainers(const config::TrainConfig& config, int n,
                                      const topology::Schedule* schedule,
                                      const std::filesystem::path& dir, bool dir_per_rank = false) {
   static const auto train = clusters(2000, 1);
@@ -74,8 +74,8 @@ std::vector<PeerResult> run_trainers(const peer::TrainConfig& config, int n,
       try {
         compute::CpuBackend backend;
         transport::InProcTransport transport(network, rank);
-        peer::RunDirectory run(dir_per_rank ? dir / ("rank-" + std::to_string(rank)) : dir, rank);
-        run.claim({peer::run_start_of(config), {rank}});
+        run::RunDirectory run(dir_per_rank ? dir / ("rank-" + std::to_string(rank)) : dir, rank);
+        run.claim({run::run_start_of(config), {rank}});
         peer::Communication comm;
         if (schedule) {
           comm.schedule = schedule;
@@ -101,8 +101,8 @@ std::vector<PeerResult> run_trainers(const peer::TrainConfig& config, int n,
 }
 
 // A small model, a constant learning rate, two epochs of 32 iterations (4 peers, batch 16).
-peer::TrainConfig small_config(peer::Algorithm algo) {
-  peer::TrainConfig config;
+config::TrainConfig small_config(config::Algorithm algo) {
+  config::TrainConfig config;
   config.model = "mlp:24";
   config.batch_size = 16;
   config.epochs = 2;
@@ -118,14 +118,14 @@ peer::TrainConfig small_config(peer::Algorithm algo) {
 
 // Trains `n` peers on `kind` with `algo`; returns each peer's summary and final z.
 std::vector<PeerResult> train_peers(const std::string& kind, int n, const std::string& algo_name) {
-  const auto algo = sgp::parse_name<peer::Algorithm>(algo_name, "algo");
+  const auto algo = sgp::parse_name<config::Algorithm>(algo_name, "algo");
   topology::GeneratorOptions options;
   options.num_peers = n;
   const auto file_schedule =
       topology::generate_topology(topology::parse_topology_kind(kind), options);
-  const auto schedule = peer::mixing_schedule(algo, file_schedule, std::nullopt, kind);
+  const auto schedule = config::mixing_schedule(algo, file_schedule, std::nullopt, kind);
   sgp::testing::TempDir dir;
-  return run_trainers(small_config(algo), n, peer::info(algo).communicates ? &schedule : nullptr,
+  return run_trainers(small_config(algo), n, config::info(algo).communicates ? &schedule : nullptr,
                       dir.path());
 }
 
@@ -184,13 +184,13 @@ TEST_CASE("gt, quasi-global momentum and PGA with SlowMo train in the same code 
   const auto star = topology::generate_topology(topology::TopologyKind::kStar, options);
   for (int variant = 0; variant < 3; ++variant) {
     CAPTURE(variant);
-    auto config = small_config(variant == 0 ? peer::Algorithm::gt : peer::Algorithm::sgp);
-    if (variant == 1) config.momentum_kind = peer::MomentumKind::quasi_global;
+    auto config = small_config(variant == 0 ? config::Algorithm::gt : config::Algorithm::sgp);
+    if (variant == 1) config.momentum_kind = config::MomentumKind::quasi_global;
     if (variant == 2) {
       config.global_average_every = 4;
       config.slow_momentum = 0.5;
     }
-    const auto schedule = peer::mixing_schedule(config.algo, star, std::nullopt, "star");
+    const auto schedule = config::mixing_schedule(config.algo, star, std::nullopt, "star");
     sgp::testing::TempDir dir;
     std::vector<std::vector<float>> z;
     for (const auto& r : run_trainers(config, 4, &schedule, dir.path())) {
@@ -205,10 +205,10 @@ TEST_CASE("dpsgd keeps weights that are symmetric already (base) and else takes 
   topology::GeneratorOptions options;
   options.num_peers = 6;
   const auto base = topology::generate_topology(topology::TopologyKind::kBase, options);
-  CHECK(peer::mixing_schedule(peer::Algorithm::dpsgd, base, std::nullopt, "base") == base);
+  CHECK(config::mixing_schedule(config::Algorithm::dpsgd, base, std::nullopt, "base") == base);
   // The star's uniform weights are not symmetric (a leaf pushes 1/2 to 0, 0 pushes 1/6 back).
   const auto star = topology::generate_topology(topology::TopologyKind::kStar, options);
-  const auto mixed = peer::mixing_schedule(peer::Algorithm::dpsgd, star, std::nullopt, "star");
+  const auto mixed = config::mixing_schedule(config::Algorithm::dpsgd, star, std::nullopt, "star");
   CHECK(mixed.push_weight(1, 0, 0) == doctest::Approx(1.0 / 6.0));
   CHECK(mixed.push_weight(0, 1, 0) == doctest::Approx(1.0 / 6.0));
 }
@@ -217,7 +217,7 @@ TEST_CASE("dpsgd keeps weights that are symmetric already (base) and else takes 
 // is then a local peer's loss on the same batches only if the gradient is taken at z, which is
 // x / w for sgp and osgp (folded into the layers) and asgp's x itself.
 TEST_CASE("gradients are taken at z: with lr 0, gossiping peers' losses are local's") {
-  auto config = small_config(peer::Algorithm::local);
+  auto config = small_config(config::Algorithm::local);
   config.lr = 0.0;
   sgp::testing::TempDir local_dir;
   const auto alone = run_trainers(config, 4, nullptr, local_dir.path());
@@ -225,10 +225,11 @@ TEST_CASE("gradients are taken at z: with lr 0, gossiping peers' losses are loca
   options.num_peers = 4;
   // The star's weights are not doubly stochastic: w moves far from 1.
   const auto star = topology::generate_topology(topology::TopologyKind::kStar, options);
-  for (const auto algo : {peer::Algorithm::sgp, peer::Algorithm::osgp, peer::Algorithm::asgp}) {
+  for (const auto algo :
+       {config::Algorithm::sgp, config::Algorithm::osgp, config::Algorithm::asgp}) {
     CAPTURE(sgp::name_of(algo));
     config.algo = algo;
-    const auto schedule = peer::mixing_schedule(algo, star, std::nullopt, "star");
+    const auto schedule = config::mixing_schedule(algo, star, std::nullopt, "star");
     sgp::testing::TempDir dir;
     const auto gossiping = run_trainers(config, 4, &schedule, dir.path());
     bool some_weight_moved = false;
@@ -297,23 +298,23 @@ TEST_CASE("a resumed run ends in the state of an uninterrupted one") {
   // buffer (an exact average every 4 iterations; 30 is not a multiple of it).
   struct Case {
     const char* name;
-    peer::Algorithm algo;
+    config::Algorithm algo;
     int gossip_every;
     bool star;
-    peer::MomentumKind momentum_kind = peer::MomentumKind::local;
+    config::MomentumKind momentum_kind = config::MomentumKind::local;
     int global_average_every = 0;
     double slow_momentum = 0.0;
   };
   const Case cases[] = {
-      {"sgp", peer::Algorithm::sgp, 1, false},
-      {"sgp, gossip every 2", peer::Algorithm::sgp, 2, false},
-      {"osgp tau 0, gossip every 3", peer::Algorithm::osgp, 3, false},
-      {"sgp on a star", peer::Algorithm::sgp, 1, true},
-      {"gt", peer::Algorithm::gt, 1, false},
-      {"sgp, quasi-global momentum", peer::Algorithm::sgp, 1, false,
-       peer::MomentumKind::quasi_global},
-      {"sgp, PGA every 4, slow momentum", peer::Algorithm::sgp, 1, false, peer::MomentumKind::local,
-       4, 0.5},
+      {"sgp", config::Algorithm::sgp, 1, false},
+      {"sgp, gossip every 2", config::Algorithm::sgp, 2, false},
+      {"osgp tau 0, gossip every 3", config::Algorithm::osgp, 3, false},
+      {"sgp on a star", config::Algorithm::sgp, 1, true},
+      {"gt", config::Algorithm::gt, 1, false},
+      {"sgp, quasi-global momentum", config::Algorithm::sgp, 1, false,
+       config::MomentumKind::quasi_global},
+      {"sgp, PGA every 4, slow momentum", config::Algorithm::sgp, 1, false,
+       config::MomentumKind::local, 4, 0.5},
   };
   const int n = 4;
   for (const auto& c : cases) {
@@ -323,7 +324,7 @@ TEST_CASE("a resumed run ends in the state of an uninterrupted one") {
     const auto file_schedule =
         c.star ? topology::generate_topology(topology::TopologyKind::kStar, options)
                : topology::parse_dot(kMovingWeights, "<moving weights>");
-    const auto schedule = peer::mixing_schedule(c.algo, file_schedule, std::nullopt, c.name);
+    const auto schedule = config::mixing_schedule(c.algo, file_schedule, std::nullopt, c.name);
     auto config = small_config(c.algo);
     config.gossip_every = c.gossip_every;
     config.momentum_kind = c.momentum_kind;
@@ -371,8 +372,8 @@ TEST_CASE("a resume with other fixed settings is refused, naming each with both 
   const int n = 4;
   const auto file_schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
   const auto schedule =
-      peer::mixing_schedule(peer::Algorithm::sgp, file_schedule, std::nullopt, "<moving>");
-  auto config = small_config(peer::Algorithm::sgp);
+      config::mixing_schedule(config::Algorithm::sgp, file_schedule, std::nullopt, "<moving>");
+  auto config = small_config(config::Algorithm::sgp);
   config.checkpoint_every = 10;
   config.max_iterations = 20;
   sgp::testing::TempDir run;
@@ -384,7 +385,7 @@ TEST_CASE("a resume with other fixed settings is refused, naming each with both 
   changed.seed = 7;
   changed.batch_size = 8;
   changed.lr = 0.01;  // may change: not named
-  auto refusal = [&](const peer::TrainConfig& c, const topology::Schedule& s) {
+  auto refusal = [&](const config::TrainConfig& c, const topology::Schedule& s) {
     try {
       run_trainers(c, n, &s, run.path());
     } catch (const InputError& e) {
@@ -398,7 +399,7 @@ TEST_CASE("a resume with other fixed settings is refused, naming each with both 
   CHECK_FALSE(sgp::testing::contains(error, "lr"));
   // Other mixing weights: the same topology file with --self-weight.
   const auto reweighted =
-      peer::mixing_schedule(peer::Algorithm::sgp, file_schedule, 0.5, "<moving>");
+      config::mixing_schedule(config::Algorithm::sgp, file_schedule, 0.5, "<moving>");
   changed = config;
   changed.self_weight = 0.5;
   const auto mixing = refusal(changed, reweighted);
@@ -413,10 +414,10 @@ TEST_CASE("peers that each see only their own checkpoints agree where to resume"
   // its newest checkpoint, so every peer must resume from 20 and end where an uninterrupted run
   // ends; with no iteration in common, every peer names what each rank has.
   const int n = 4;
-  const auto schedule = peer::mixing_schedule(
-      peer::Algorithm::sgp, topology::parse_dot(kMovingWeights, "<moving weights>"), std::nullopt,
+  const auto schedule = config::mixing_schedule(
+      config::Algorithm::sgp, topology::parse_dot(kMovingWeights, "<moving weights>"), std::nullopt,
       "<moving>");
-  auto config = small_config(peer::Algorithm::sgp);
+  auto config = small_config(config::Algorithm::sgp);
   config.checkpoint_every = 10;
   config.max_iterations = 50;
   sgp::testing::TempDir reference, hosts;
@@ -603,8 +604,8 @@ TEST_CASE("the monitor flags mass drift where mass is conserved, and takes asgp'
   CHECK(record->sum_of_weights == doctest::Approx(7.501));
   CHECK_FALSE(record->mass_drift);
   CHECK(async.rejected() == 0);
-  CHECK(monitor::mass_model_of(sgp::peer::Algorithm::sgp) == monitor::MassModel::conserved);
-  CHECK(monitor::mass_model_of(sgp::peer::Algorithm::local) == monitor::MassModel::conserved);
-  CHECK(monitor::mass_model_of(sgp::peer::Algorithm::asgp) == monitor::MassModel::in_flight);
-  CHECK(monitor::mass_model_of(sgp::peer::Algorithm::osgp) == monitor::MassModel::in_flight);
+  CHECK(monitor::mass_model_of(sgp::config::Algorithm::sgp) == monitor::MassModel::conserved);
+  CHECK(monitor::mass_model_of(sgp::config::Algorithm::local) == monitor::MassModel::conserved);
+  CHECK(monitor::mass_model_of(sgp::config::Algorithm::asgp) == monitor::MassModel::in_flight);
+  CHECK(monitor::mass_model_of(sgp::config::Algorithm::osgp) == monitor::MassModel::in_flight);
 }

@@ -12,14 +12,14 @@
 #include <doctest/doctest.h>
 
 #include "sgp/error.hpp"
-#include "sgp/peer/model_file.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
+#include "sgp/run/model_file.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/run_files.hpp"
 #include "support/input_error.hpp"
 #include "support/temp_dir.hpp"
 #include "support/text.hpp"
 
-using namespace sgp::peer;
+using namespace sgp::run;
 using sgp::testing::contains;
 using sgp::testing::input_error_of;
 
@@ -100,12 +100,12 @@ TEST_CASE("a run is finished when every rank wrote its summary") {
 TEST_CASE("a model file reads back exactly; a damaged or mismatched one is refused, named") {
   sgp::testing::TempDir dir;
   const auto file = dir / "peer-0-model.bin";
-  sgp::peer::ModelFile model{"mlp:4", std::vector<float>(3190)};  // 784*4 + 4 + 4*10 + 10
+  sgp::run::ModelFile model{"mlp:4", std::vector<float>(3190)};  // 784*4 + 4 + 4*10 + 10
   for (std::size_t k = 0; k < model.parameters.size(); ++k) {
     model.parameters[k] = 0.001f * static_cast<float>(k) - 1.0f;
   }
-  sgp::peer::write_model_file(file, model);
-  const auto back = sgp::peer::read_model_file(file);
+  sgp::run::write_model_file(file, model);
+  const auto back = sgp::run::read_model_file(file);
   CHECK(back.model == "mlp:4");
   CHECK(back.parameters == model.parameters);
   // 8 magic + 4 version + 4 length + 5 spec + 8 count + 4 * 3190 + 8 checksum.
@@ -114,23 +114,23 @@ TEST_CASE("a model file reads back exactly; a damaged or mismatched one is refus
   std::string bytes = sgp::testing::slurp(file);
   bytes[100] ^= 1;
   std::ofstream(file, std::ios::binary) << bytes;
-  CHECK(sgp::testing::contains(
-      sgp::testing::input_error_of([&] { sgp::peer::read_model_file(file); }),
-      "peer-0-model.bin: not an sgp model file: damaged (checksum)"));
+  CHECK(
+      sgp::testing::contains(sgp::testing::input_error_of([&] { sgp::run::read_model_file(file); }),
+                             "peer-0-model.bin: not an sgp model file: damaged (checksum)"));
   model.parameters.pop_back();
-  sgp::peer::write_model_file(file, model);
-  CHECK(sgp::testing::contains(
-      sgp::testing::input_error_of([&] { sgp::peer::read_model_file(file); }),
-      "3189 parameters, but model 'mlp:4' has 3190"));
+  sgp::run::write_model_file(file, model);
+  CHECK(
+      sgp::testing::contains(sgp::testing::input_error_of([&] { sgp::run::read_model_file(file); }),
+                             "3189 parameters, but model 'mlp:4' has 3190"));
 }
 
 TEST_CASE("a model file with a NaN parameter and a valid checksum is refused, named") {
   sgp::testing::TempDir dir;
   const auto file = dir / "peer-1-model.bin";
-  sgp::peer::ModelFile model{"mlp:4", std::vector<float>(3190, 0.5f)};
+  sgp::run::ModelFile model{"mlp:4", std::vector<float>(3190, 0.5f)};
   model.parameters[17] = std::numeric_limits<float>::quiet_NaN();
-  sgp::peer::write_model_file(file, model);  // its checksum covers the NaN: it is the writer's
-  CHECK(input_error_of([&] { sgp::peer::read_model_file(file); }) ==
+  sgp::run::write_model_file(file, model);  // its checksum covers the NaN: it is the writer's
+  CHECK(input_error_of([&] { sgp::run::read_model_file(file); }) ==
         file.string() +
             ": parameter 17 of 3190 is nan, not a finite number: the model cannot be "
             "evaluated");

@@ -1,4 +1,4 @@
-// The settings table (sgp/peer/settings.hpp) and its command-line flags: every setting survives
+// The settings table (sgp/config/settings.hpp) and its command-line flags: every setting survives
 // config.json and the command line unchanged, and bad values are refused naming the setting.
 #include <CLI/CLI.hpp>
 
@@ -9,16 +9,16 @@
 #include <nlohmann/json.hpp>
 
 #include "../src/cli/setting_flags.hpp"
-#include "sgp/peer/run_config.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
-#include "sgp/peer/settings.hpp"
-#include "sgp/peer/straggler.hpp"
+#include "sgp/config/settings.hpp"
+#include "sgp/config/straggler.hpp"
+#include "sgp/run/run_config.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/run_files.hpp"
 #include "support/input_error.hpp"
 #include "support/temp_dir.hpp"
 #include "support/text.hpp"
 
-using sgp::peer::TrainConfig;
+using sgp::config::TrainConfig;
 
 namespace {
 
@@ -41,14 +41,14 @@ TrainConfig unusual() {
   c.momentum = 0.8f;
   c.nesterov = false;
   c.weight_decay = 5e-4f;
-  c.momentum_kind = sgp::peer::MomentumKind::quasi_global;
+  c.momentum_kind = sgp::config::MomentumKind::quasi_global;
   c.global_average_every = 5;
   c.slow_momentum = 0.5;
   c.device = "cpu";
   c.blas_threads = 2;
   c.tf32 = true;
   c.topology = "t.dot";
-  c.algo = sgp::peer::Algorithm::osgp;
+  c.algo = sgp::config::Algorithm::osgp;
   c.tau = 3;
   c.compress = sgp::gossip::Compression::bf16;
   c.robust = sgp::gossip::Robust::clip;
@@ -61,7 +61,7 @@ TrainConfig unusual() {
   c.monitor = "tcp://127.0.0.1:5000";
   c.running_sums = false;
   c.inject = "drop=0.1,seed=3";
-  c.on_peer_failure = sgp::peer::PeerFailure::stop;
+  c.on_peer_failure = sgp::config::PeerFailure::stop;
   c.leave_on_term = true;
   c.straggler = "2:4";
   c.keys_dir = "keys";
@@ -79,7 +79,7 @@ TrainConfig unusual() {
 
 std::vector<std::string_view> all_keys() {
   std::vector<std::string_view> keys;
-  for (const auto* s : sgp::peer::training_settings()) keys.push_back(s->key());
+  for (const auto* s : sgp::config::training_settings()) keys.push_back(s->key());
   return keys;
 }
 
@@ -93,53 +93,53 @@ TrainConfig parse_flags(std::vector<std::string> args, TrainConfig base = {}) {
 }
 
 std::string flag_error(std::vector<std::string> args) {
-  return sgp::testing::input_error_of([&] { sgp::peer::validate(parse_flags(std::move(args))); });
+  return sgp::testing::input_error_of([&] { sgp::config::validate(parse_flags(std::move(args))); });
 }
 
 }  // namespace
 
 TEST_CASE("the test configuration differs from the defaults in every setting") {
   const TrainConfig defaults, c = unusual();
-  for (const auto* s : sgp::peer::training_settings()) {
+  for (const auto* s : sgp::config::training_settings()) {
     CAPTURE(s->key());
     CHECK(s->get(c) != s->get(defaults));
   }
   // --resume and --overwrite exclude each other; each is fine alone.
-  CHECK(sgp::testing::input_error_of([&] { sgp::peer::validate(c); }) ==
+  CHECK(sgp::testing::input_error_of([&] { sgp::config::validate(c); }) ==
         "--resume and --overwrite: give one (continue the run, or replace it)");
   TrainConfig resumed = c;
   resumed.overwrite = false;
   // --robust clip and --sign-flip-rank need synchronous push-sum of float32 payloads.
-  CHECK(sgp::testing::input_error_of([&] { sgp::peer::validate(resumed); })
+  CHECK(sgp::testing::input_error_of([&] { sgp::config::validate(resumed); })
             .starts_with("--robust clip: measuring and clipping neighbours' models needs "
                          "synchronous push-sum"));
-  resumed.algo = sgp::peer::Algorithm::sgp;
+  resumed.algo = sgp::config::Algorithm::sgp;
   resumed.compress = sgp::gossip::Compression::none;
   // --global-average-every replaces rounds of gossip every iteration.
   CHECK(sgp::testing::input_error_of([&] {
-          sgp::peer::validate(resumed);
+          sgp::config::validate(resumed);
         }).starts_with("--global-average-every 5 with --gossip-every 2"));
   resumed.gossip_every = 1;
-  CHECK_NOTHROW(sgp::peer::validate(resumed));
+  CHECK_NOTHROW(sgp::config::validate(resumed));
 }
 
 TEST_CASE("every setting survives config.json and the command line") {
   const TrainConfig c = unusual();
   const nlohmann::json j = c;
-  CHECK(j.size() == sgp::peer::training_settings().size());
-  CHECK(sgp::peer::settings_from_json(j, "config.json", {}) == c);
+  CHECK(j.size() == sgp::config::training_settings().size());
+  CHECK(sgp::config::settings_from_json(j, "config.json", {}) == c);
   const auto keys = all_keys();
-  CHECK(parse_flags(sgp::peer::setting_arguments(c, keys)) == c);
+  CHECK(parse_flags(sgp::config::setting_arguments(c, keys)) == c);
   // Floats are written as the number a person would type.
   CHECK(j["momentum"].dump() == "0.8");
 }
 
 TEST_CASE("config.json of a run reads back, also one written before eval_every was renamed") {
   sgp::testing::TempDir dir;
-  sgp::peer::RunDirectory run(dir.path(), -1);
+  sgp::run::RunDirectory run(dir.path(), -1);
   run.claim({});
-  sgp::peer::write_run_config(run, unusual(), "launch", 4);
-  const auto back = sgp::peer::read_run_config(dir / "config.json");
+  sgp::run::write_run_config(run, unusual(), "launch", 4);
+  const auto back = sgp::run::read_run_config(dir / "config.json");
   // --overwrite is what that start did, not a setting of the run: a copy must not delete it.
   auto expected = unusual();
   expected.overwrite = false;
@@ -148,15 +148,15 @@ TEST_CASE("config.json of a run reads back, also one written before eval_every w
   CHECK(back.command == "launch");
   CHECK(back.peers == 4);
   std::ofstream(dir / "old.json") << R"({"eval_every_epochs": 0.5, "lr": 0.2, "command": "peer"})";
-  const auto old = sgp::peer::read_run_config(dir / "old.json");
+  const auto old = sgp::run::read_run_config(dir / "old.json");
   CHECK(old.settings.eval_every == 0.5);
   CHECK(old.settings.lr == 0.2);
   std::ofstream(dir / "bad.json") << R"({"batch_size": 1.5})";
-  CHECK_THROWS_WITH_AS(sgp::peer::read_run_config(dir / "bad.json"),
+  CHECK_THROWS_WITH_AS(sgp::run::read_run_config(dir / "bad.json"),
                        doctest::Contains("bad.json: batch_size: expected an integer, got 1.5"),
                        sgp::InputError);
   std::ofstream(dir / "typo.json") << R"({"batchsize": 4})";
-  CHECK_THROWS_WITH_AS(sgp::peer::read_run_config(dir / "typo.json"),
+  CHECK_THROWS_WITH_AS(sgp::run::read_run_config(dir / "typo.json"),
                        doctest::Contains("typo.json: batchsize: not a setting"), sgp::InputError);
 }
 
@@ -164,7 +164,7 @@ TEST_CASE("config.json that is not one object of distinct keys is refused naming
   sgp::testing::TempDir dir;
   auto error_of = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir / name) << text;
-    return sgp::testing::input_error_of([&] { sgp::peer::read_run_config(dir / name); });
+    return sgp::testing::input_error_of([&] { sgp::run::read_run_config(dir / name); });
   };
   // An array was an internal error (exit 4): it is the user's file, so an InputError (exit 2).
   CHECK(error_of("array.json", R"([{"lr": 0.1}])") ==
@@ -187,7 +187,7 @@ TEST_CASE("an integer beyond its C++ type is refused with the setting's own rang
         "--batch-size: expected an integer in [1, 65536], got 99999999999999999999999");
   sgp::testing::TempDir dir;
   std::ofstream(dir / "big.json") << R"({"batch_size": 99999999999})";
-  CHECK(sgp::testing::input_error_of([&] { sgp::peer::read_run_config(dir / "big.json"); }) ==
+  CHECK(sgp::testing::input_error_of([&] { sgp::run::read_run_config(dir / "big.json"); }) ==
         (dir / "big.json").string() +
             ": batch_size: expected an integer in [1, 65536], got 99999999999");
   CHECK(flag_error({"--timeout-ms", "99999999999"}) ==
@@ -219,6 +219,27 @@ TEST_CASE("help shows each switch's real default; --no-X turns it off") {
                       return c;
                     }())
             .nesterov);
+}
+
+TEST_CASE("the algorithm table's columns decide whether checkpoints apply") {
+  for (const auto& a : sgp::config::algorithms()) {
+    CAPTURE(a.name);
+    const auto error = flag_error({"--checkpoint-every", "10", "--algo", std::string(a.name)});
+    CHECK(error.empty() == a.checkpoints);
+    if (!a.checkpoints) {
+      CHECK(error == "--checkpoint-every: " + std::string(a.name) +
+                         " does not checkpoint (its peers are never at the same iteration); a "
+                         "peer that fails is excluded and may rejoin with sgp peer --join");
+    }
+  }
+  // asgp alone: peers fail, join and leave, and none is ever at one iteration with the others.
+  for (const auto& a : sgp::config::algorithms()) {
+    CAPTURE(a.name);
+    const bool asgp = a.algo == sgp::config::Algorithm::asgp;
+    CHECK(a.joins == asgp);
+    CHECK(a.tolerates_failures == asgp);
+    CHECK(a.checkpoints == !asgp);
+  }
 }
 
 TEST_CASE("bad values are refused naming the flag and what was expected") {
@@ -277,19 +298,19 @@ TEST_CASE("bad values are refused naming the flag and what was expected") {
 
 TEST_CASE("a straggler's pause makes its steps FACTOR times as long, on its rank only") {
   using namespace std::chrono_literals;
-  const auto spec = sgp::peer::parse_straggler_spec("3:4");
+  const auto spec = sgp::config::parse_straggler_spec("3:4");
   CHECK(spec.applies_to(3));
   CHECK_FALSE(spec.applies_to(2));
-  CHECK(sgp::peer::straggler_pause(spec, 10ms) == 30ms);
-  CHECK(sgp::peer::straggler_pause(sgp::peer::parse_straggler_spec("0:1.5"), 10ms) == 5ms);
-  CHECK_FALSE(sgp::peer::parse_straggler_spec("").applies_to(0));
-  CHECK_FALSE(sgp::peer::parse_straggler_spec("0:1").applies_to(0));
-  CHECK(sgp::peer::format_straggler_spec(spec) == "3:4");
+  CHECK(sgp::config::straggler_pause(spec, 10ms) == 30ms);
+  CHECK(sgp::config::straggler_pause(sgp::config::parse_straggler_spec("0:1.5"), 10ms) == 5ms);
+  CHECK_FALSE(sgp::config::parse_straggler_spec("").applies_to(0));
+  CHECK_FALSE(sgp::config::parse_straggler_spec("0:1").applies_to(0));
+  CHECK(sgp::config::format_straggler_spec(spec) == "3:4");
 }
 
 TEST_CASE("a configuration built in code is checked by validate") {
   TrainConfig c;
   c.tau = -1;
-  CHECK_THROWS_WITH_AS(sgp::peer::validate(c), "--tau: expected an integer in [0, 100], got -1",
+  CHECK_THROWS_WITH_AS(sgp::config::validate(c), "--tau: expected an integer in [0, 100], got -1",
                        sgp::InputError);
 }

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "sgp/error.hpp"
-#include "sgp/launch/consensus_run.hpp"
+#include "sgp/gossip/consensus_vectors.hpp"
 #include "sgp/simulate/async_population.hpp"
 #include "sgp/simulate/peer_changes.hpp"
 #include "sgp/simulate/simulation.hpp"
@@ -33,7 +33,7 @@ topology::Schedule generated(topology::TopologyKind kind, int n) {
 template <typename Population>
 void start_from_consensus_vectors(Population& p, std::uint64_t seed) {
   for (int r = 0; r < p.peers(); ++r) {
-    const auto v = launch::consensus_initial_vector(seed, r, p.peers(), p.dim());
+    const auto v = gossip::consensus_initial_vector(seed, r, p.peers(), p.dim());
     auto x = p.x(r);
     for (std::size_t k = 0; k < p.dim(); ++k) x[k] = v[k];
   }

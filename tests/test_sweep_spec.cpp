@@ -65,7 +65,7 @@ epochs = 0.5
   CHECK(p.peers == 8);
   CHECK(p.config.seed == 1);
   CHECK(p.config.self_weight == 0.5);
-  CHECK(p.config.algo == sgp::peer::Algorithm::sgp);
+  CHECK(p.config.algo == sgp::config::Algorithm::sgp);
   CHECK(p.config.epochs == 2.0);
   CHECK(p.config.model == "mlp:32");
   CHECK(p.config.max_iterations == 30);

@@ -11,12 +11,12 @@
 #include <doctest/doctest.h>
 
 #include "sgp/compute/cpu_backend.hpp"
+#include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/mixer.hpp"
 #include "sgp/gossip/periodic_average.hpp"
 #include "sgp/gossip/ring_allreduce.hpp"
 #include "sgp/model/sgd.hpp"
-#include "sgp/peer/settings.hpp"
 #include "sgp/peer/update_rule.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/transport/inproc_network.hpp"
@@ -61,9 +61,9 @@ std::vector<double> optimum(int n) {
   return num;
 }
 
-peer::TrainConfig rule_config(peer::Algorithm algo, float momentum = 0.0f, bool nesterov = false,
-                              float weight_decay = 0.0f) {
-  peer::TrainConfig c;
+config::TrainConfig rule_config(config::Algorithm algo, float momentum = 0.0f,
+                                bool nesterov = false, float weight_decay = 0.0f) {
+  config::TrainConfig c;
   c.algo = algo;
   c.momentum = momentum;
   c.nesterov = nesterov;
@@ -79,7 +79,7 @@ struct PeerState {
   model::Sgd sgd;
   peer::UpdateRule rule;
 
-  PeerState(const peer::TrainConfig& c, const std::vector<float>& x0)
+  PeerState(const config::TrainConfig& c, const std::vector<float>& x0)
       : layout(peer::state_layout(c, kDim)),
         x(backend, layout.total),
         sgd(backend, kDim, {c.momentum, c.weight_decay, c.nesterov}),
@@ -124,7 +124,7 @@ struct Trace {
 
 // Runs `iterations` iterations of `config` at the schedule's peers in threads (peer i with
 // quadratic(i), from x = 0); returns each peer's final z.
-std::vector<std::vector<float>> run_peers(const peer::TrainConfig& config,
+std::vector<std::vector<float>> run_peers(const config::TrainConfig& config,
                                           const topology::Schedule& schedule, int iterations,
                                           float lr, Trace* trace = nullptr) {
   const int n = schedule.num_peers();
@@ -186,7 +186,7 @@ std::vector<double> plain_optimizer(const Quadratic& q, int iterations, double l
 TEST_CASE("one peer: gt is the plain optimizer (y is the local gradient)") {
   for (bool nesterov : {false, true}) {
     CAPTURE(nesterov);
-    PeerState p(rule_config(peer::Algorithm::gt, 0.8f, nesterov, 0.05f),
+    PeerState p(rule_config(config::Algorithm::gt, 0.8f, nesterov, 0.05f),
                 std::vector<float>(kDim, 0.5f));
     const auto q = quadratic(1);
     for (int it = 0; it < 30; ++it) {
@@ -206,8 +206,8 @@ TEST_CASE("one peer: quasi-global momentum is the recurrence m <- beta m + (1 - 
   for (bool nesterov : {false, true}) {
     CAPTURE(nesterov);
     const double beta = 0.9, lr = 0.05, wd = 0.01;
-    auto config = rule_config(peer::Algorithm::sgp, 0.9f, nesterov, 0.01f);
-    config.momentum_kind = peer::MomentumKind::quasi_global;
+    auto config = rule_config(config::Algorithm::sgp, 0.9f, nesterov, 0.01f);
+    config.momentum_kind = config::MomentumKind::quasi_global;
     PeerState qg(config, std::vector<float>(kDim, 0.5f));
     const auto q = quadratic(2);
     std::vector<double> z(kDim, 0.5), m(kDim, 0.0);
@@ -231,7 +231,7 @@ TEST_CASE("one peer: quasi-global momentum is the recurrence m <- beta m + (1 - 
 // One peer's exact average is its own z: every H steps u <- beta_s u + (z_prev - z) / lr,
 // z <- z_prev - lr u, z_prev <- z.
 TEST_CASE("one peer: slow momentum is SlowMo's outer step at every H-th iteration") {
-  auto config = rule_config(peer::Algorithm::sgp);
+  auto config = rule_config(config::Algorithm::sgp);
   config.global_average_every = 3;
   config.slow_momentum = 0.6;
   PeerState p(config, std::vector<float>(kDim, 0.5f));
@@ -256,7 +256,7 @@ TEST_CASE("one peer: slow momentum is SlowMo's outer step at every H-th iteratio
 TEST_CASE("gt over push-sum: the trackers sum to the current gradients after every round") {
   const auto schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
   Trace trace;
-  run_peers(rule_config(peer::Algorithm::gt, 0.9f, true, 0.01f), schedule, 40, 0.02f, &trace);
+  run_peers(rule_config(config::Algorithm::gt, 0.9f, true, 0.01f), schedule, 40, 0.02f, &trace);
   for (int it = 0; it < 40; ++it) {
     CAPTURE(it);
     for (std::size_t j = 0; j < kDim; ++j) {
@@ -276,9 +276,9 @@ TEST_CASE("gt reaches the exact optimum with a constant step, where sgp stalls")
   const auto schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
   const auto target = optimum(4);
   const double gt =
-      max_distance(run_peers(rule_config(peer::Algorithm::gt), schedule, 400, 0.1f), target);
+      max_distance(run_peers(rule_config(config::Algorithm::gt), schedule, 400, 0.1f), target);
   const double sgp =
-      max_distance(run_peers(rule_config(peer::Algorithm::sgp), schedule, 400, 0.1f), target);
+      max_distance(run_peers(rule_config(config::Algorithm::sgp), schedule, 400, 0.1f), target);
   MESSAGE("largest |z_i - theta*|: gt " << gt << ", sgp " << sgp);
   CHECK(gt < 1e-4);
   CHECK(sgp > 1e-2);
@@ -381,31 +381,31 @@ TEST_CASE("PGA with H = 1 is the ring allreduce, bit for bit") {
 
 TEST_CASE("combinations the rules do not have are refused, naming the flag") {
   using testing::contains;
-  auto refusal = [](const peer::TrainConfig& c) {
+  auto refusal = [](const config::TrainConfig& c) {
     try {
-      peer::validate(c);
+      config::validate(c);
     } catch (const InputError& e) {
       return std::string(e.what());
     }
     return std::string("accepted");
   };
-  auto c = rule_config(peer::Algorithm::sgp);
+  auto c = rule_config(config::Algorithm::sgp);
   c.slow_momentum = 0.5;
   CHECK(contains(refusal(c), "--slow-momentum"));
   c.global_average_every = 4;
   CHECK(refusal(c) == "accepted");
   c.gossip_every = 2;
   CHECK(contains(refusal(c), "--gossip-every 1"));
-  for (auto algo : {peer::Algorithm::osgp, peer::Algorithm::asgp, peer::Algorithm::allreduce,
-                    peer::Algorithm::gt, peer::Algorithm::local}) {
+  for (auto algo : {config::Algorithm::osgp, config::Algorithm::asgp, config::Algorithm::allreduce,
+                    config::Algorithm::gt, config::Algorithm::local}) {
     auto d = rule_config(algo);
     d.global_average_every = 2;
     CHECK(contains(refusal(d), "--global-average-every"));
   }
-  auto gt = rule_config(peer::Algorithm::gt);
-  gt.momentum_kind = peer::MomentumKind::quasi_global;
+  auto gt = rule_config(config::Algorithm::gt);
+  gt.momentum_kind = config::MomentumKind::quasi_global;
   CHECK(contains(refusal(gt), "--momentum-kind quasi-global"));
-  gt.momentum_kind = peer::MomentumKind::local;
+  gt.momentum_kind = config::MomentumKind::local;
   gt.robust = gossip::Robust::clip;
   CHECK(contains(refusal(gt), "--robust clip"));
 }

@@ -1,11 +1,11 @@
 """The run directory records of one rank, as a C++ peer writes them (src/peer/trainer.cpp,
-src/peer/summaries.cpp), for programs started by ``sgp launch ... -- COMMAND``:
+src/run/summaries.cpp), for programs started by ``sgp launch ... -- COMMAND``:
 
 - ``peer-<rank>.jsonl``: one JSON object per log point (training fields every ``log_every``
   iterations and at the end) and per evaluation (``test_accuracy``, ``test_loss``), with the
   same field names as a C++ peer's, so that ``scripts/plot-run`` and ``sgp summarize`` read
   them;
-- ``peer-<rank>-summary.json``: the fields of ``peer::PeerSummary``.
+- ``peer-<rank>-summary.json``: the fields of ``run::PeerSummary``.
 
 Plain Python: no torch, no numpy.
 """
@@ -130,7 +130,7 @@ class RunRecords:
         self._write(record)
 
     def summary(self, model, parameters, device, weight, metrics, extra=None):
-        """peer-<rank>-summary.json, with peer::PeerSummary's field names."""
+        """peer-<rank>-summary.json, with run::PeerSummary's field names."""
         steady = self.iteration_seconds[WARMUP_ITERATIONS:] or self.iteration_seconds or [0.0]
         train_seconds = sum(self.iteration_seconds)
         accuracy, test_loss = self.last_evaluation or (0.0, 0.0)

@@ -10,11 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "buffer_view.hpp"
+#include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/log.hpp"
 #include "sgp/peer/gossip_session.hpp"
-#include "sgp/peer/settings.hpp"
 
 namespace py = pybind11;
 
@@ -23,22 +23,23 @@ namespace {
 
 // The settings dict as the settings table reads config.json: every key a setting of `sgp peer`
 // (ValueError listing them otherwise), every value checked by the table.
-peer::TrainConfig settings_from_dict(const py::object& settings) {
+config::TrainConfig settings_from_dict(const py::object& settings) {
   if (settings.is_none()) return {};
   if (!py::isinstance<py::dict>(settings)) {
     throw py::type_error("settings: expected a dict of `sgp peer` settings (config.json keys)");
   }
   for (const auto& [key, value] : settings.cast<py::dict>()) {
     const std::string name = py::str(key).cast<std::string>();
-    if (!peer::find_setting(name)) {
+    if (!config::find_setting(name)) {
       std::string keys;
-      for (const peer::Setting* s : peer::training_settings()) keys += fmt::format(" {}", s->key());
+      for (const config::Setting* s : config::training_settings())
+        keys += fmt::format(" {}", s->key());
       throw py::value_error(fmt::format(
           "settings: '{}' is not a setting of `sgp peer`; the settings are:{}", name, keys));
     }
   }
   const std::string text = py::module_::import("json").attr("dumps")(settings).cast<std::string>();
-  return peer::settings_from_json(nlohmann::json::parse(text), "settings", {});
+  return config::settings_from_json(nlohmann::json::parse(text), "settings", {});
 }
 
 // The session's counters, with the names the C++ peer records them under.
@@ -68,7 +69,7 @@ py::dict metrics_of(const peer::GossipSession& session) {
   return out;
 }
 
-std::unique_ptr<peer::GossipSession> make_session(peer::TrainConfig config, int rank,
+std::unique_ptr<peer::GossipSession> make_session(config::TrainConfig config, int rank,
                                                   std::size_t numel) {
   configure_logging(rank, config.log_level);
   py::gil_scoped_release release;  // binding and connecting may take a moment
@@ -85,7 +86,7 @@ std::unique_ptr<peer::GossipSession> construct(const py::object& topology, int r
                                                const py::object& run_dir, const py::object& monitor,
                                                const py::object& keys) {
   if (numel <= 0) throw py::value_error(fmt::format("numel: expected >= 1, got {}", numel));
-  peer::TrainConfig config = settings_from_dict(settings);
+  config::TrainConfig config = settings_from_dict(settings);
   config.topology = path_text(topology);
   if (!run_dir.is_none()) config.run_dir = path_text(run_dir);
   if (!monitor.is_none()) config.monitor = monitor.cast<std::string>();

@@ -46,7 +46,7 @@ void add_consensus_command(CLI::App& app) {
   cmd->add_option("--run-credentials", *credentials,
                   "set by sgp consensus --local: the file with this peer's per-run passwords; "
                   "read once, then removed");
-  peer::TrainConfig defaults;
+  config::TrainConfig defaults;
   defaults.device = "cpu";  // vector arithmetic: a GPU only when asked for
   auto flags = SettingFlags::add(*cmd, launch::kConsensusSettings, defaults);
   cmd->callback([a, flags, defaults, credentials] {
@@ -57,7 +57,7 @@ void add_consensus_command(CLI::App& app) {
     o.mode = parse_name<gossip::Mode>(a->mode, "--mode");
     o.shared = flags->apply(defaults);
     o.shared.run_credentials = *credentials;
-    peer::validate(o.shared);
+    config::validate(o.shared);
     if (o.shared.compress != gossip::Compression::none) {
       if (o.mode != gossip::Mode::sync && o.mode != gossip::Mode::overlap) {
         throw InputError(fmt::format(

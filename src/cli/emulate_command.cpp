@@ -7,10 +7,10 @@
 #include <string>
 
 #include "commands.hpp"
+#include "sgp/config/link_rate.hpp"
 #include "sgp/error.hpp"
 #include "sgp/launch/emulated_hosts.hpp"
 #include "sgp/log.hpp"
-#include "sgp/peer/link_rate.hpp"
 
 namespace sgp::cli {
 
@@ -51,9 +51,9 @@ void add_emulate_command(CLI::App& app) {
       ->capture_default_str();
   up->callback([o] {
     configure_logging(-1, LogLevel::info);
-    peer::LinkRate rate;
+    config::LinkRate rate;
     try {
-      rate = peer::parse_link_rate(o->rate);
+      rate = config::parse_link_rate(o->rate);
     } catch (const InputError& e) {
       throw InputError(std::string("--rate ") + e.what());
     }

@@ -1,5 +1,5 @@
 // `sgp eval MODEL`: the test accuracy of a saved model (peer-<rank>-model.bin,
-// model-average.bin; format in sgp/peer/model_file.hpp).
+// model-average.bin; format in sgp/run/model_file.hpp).
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -14,9 +14,9 @@
 #include "sgp/compute/device_buffer.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/log.hpp"
+#include "sgp/model/evaluator.hpp"
 #include "sgp/model/model_spec.hpp"
-#include "sgp/peer/evaluator.hpp"
-#include "sgp/peer/model_file.hpp"
+#include "sgp/run/model_file.hpp"
 
 namespace sgp::cli {
 
@@ -36,10 +36,10 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "cpu, cuda or cuda:<index>")->capture_default_str();
   cmd->callback([o] {
     configure_logging(-1, LogLevel::warn);
-    const auto model = peer::read_model_file(o->file);
+    const auto model = run::read_model_file(o->file);
     auto backend = compute::make_backend({o->device, 1, false});
     const auto test = data::load_fashion_mnist(data::resolve_data_dir(o->data_dir), "t10k");
-    peer::Evaluator evaluator(*backend, model::parse_model_spec(model.model), test);
+    model::Evaluator evaluator(*backend, model::parse_model_spec(model.model), test);
     compute::DeviceBuffer<float> parameters(*backend, std::span<const float>(model.parameters));
     const auto result = evaluator.evaluate(parameters.data());
     std::cout << fmt::format("{}: model {}, {} parameters: test accuracy {:.2f}%, loss {:.4f}\n",

@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "setting_flags.hpp"
+#include "sgp/config/engine_settings.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
@@ -19,9 +20,10 @@
 #include "sgp/log.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
-#include "sgp/peer/run_config.hpp"
-#include "sgp/peer/run_directory.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_config.hpp"
+#include "sgp/run/run_directory.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
@@ -69,16 +71,16 @@ void add_monitor_command(CLI::App& app) {
   flags->add_config_option(*cmd);
   cmd->callback([o, flags] {
     configure_logging(-1, LogLevel::info);
-    peer::TrainConfig config = flags->configuration();
+    config::TrainConfig config = flags->configuration();
     if (!o->topology.empty()) config.topology = o->topology;
     if (!o->run_dir.empty()) config.run_dir = o->run_dir;
     if (config.run_dir.empty()) throw InputError("--run-dir: give the directory for monitor.jsonl");
     const auto schedule = peer::load_topology(config);
     const int n = schedule.num_peers();
-    const auto curve = gossip::monitor_curve(schedule, peer::security(config), o->bind);
-    peer::RunDirectory run(config.run_dir, -1);
+    const auto curve = gossip::monitor_curve(schedule, config::security(config), o->bind);
+    run::RunDirectory run(config.run_dir, -1);
     const auto monitor_ptr =
-        monitor::make_monitor(config, n, run.path() / "monitor.jsonl", o->consensus_only);
+        monitor::make_monitor(config, n, run.path() / run::kMonitorLogFile, o->consensus_only);
     monitor::ConsensusMonitor& monitor = *monitor_ptr;
     transport::SnapshotReceiver receiver(o->bind, curve);
     // With a run's settings: snapshots of its evaluation iterations only (a program's are its
@@ -98,11 +100,11 @@ void add_monitor_command(CLI::App& app) {
     auto summary = monitor.summary();
     if (o->consensus_only) launch::add_program_evaluation(summary, run.path());
     summary.refused_connections = receiver.refused_connections();
-    run.write_json("monitor-summary.json", summary);
-    monitor.write_average_model(run.path() / "model-average.bin");
+    run.write_json(run::kMonitorSummaryFile, summary);
+    monitor.write_average_model(run.path() / run::kAverageModelFile);
     // In a run's directory (a run's config.json there), the monitor may finish after every
     // launcher: then it is the one that merges summary.json with every peer.
-    if (std::filesystem::exists(run.path() / peer::kRunConfigFile)) {
+    if (std::filesystem::exists(run.path() / run::kRunConfigFile)) {
       launch::summarize_launch(run.path(), {}, {});
     }
     if (summary.evaluations == 0 && summary.settings_mismatch) {

@@ -13,7 +13,7 @@
 #include "sgp/gossip/run_credentials.hpp"
 #include "sgp/log.hpp"
 #include "sgp/peer/peer_runner.hpp"
-#include "sgp/peer/run_config.hpp"
+#include "sgp/run/run_config.hpp"
 
 namespace sgp::cli {
 
@@ -34,9 +34,9 @@ auto with_rank_named(int rank, Fn fn) {
 
 // A rank restarted by hand (--join) without --monitor reports to the monitor its launcher
 // started, as its first process did: config.json's monitor_endpoint.
-void report_to_run_monitor(peer::TrainConfig& config, const std::string& config_file) {
+void report_to_run_monitor(config::TrainConfig& config, const std::string& config_file) {
   if (!config.monitor.empty() || config_file.empty()) return;
-  config.monitor = peer::read_run_config(config_file).monitor_endpoint;
+  config.monitor = run::read_run_config(config_file).monitor_endpoint;
   if (!config.monitor.empty())
     spdlog::info("reporting to the run's monitor at {} ({})", config.monitor, config_file);
 }
@@ -67,7 +67,7 @@ void add_peer_command(CLI::App& app) {
   auto flags = SettingFlags::add(*cmd, true);
   flags->add_config_option(*cmd);
   cmd->callback([flags, rank, join, credentials] {
-    peer::TrainConfig config = flags->configuration();
+    config::TrainConfig config = flags->configuration();
     config.run_credentials = *credentials;
     const int r = peer::resolve_rank(*rank);
     // A rank of a launched run restarted by hand takes its share of the run's credentials.
@@ -80,10 +80,10 @@ void add_peer_command(CLI::App& app) {
     // Peers started by sgp launch read the run's config.json; they do not write it again.
     const bool have_config =
         !flags->config_file().empty() && !config.run_dir.empty() &&
-        std::filesystem::exists(std::filesystem::path(config.run_dir) / peer::kRunConfigFile);
+        std::filesystem::exists(std::filesystem::path(config.run_dir) / run::kRunConfigFile);
     const auto summary = with_rank_named(
         r, [&] { return peer::run_peer(config, r, !have_config && !*join, *join); });
-    spdlog::info("done: test accuracy of this peer's model {}", peer::accuracy_text(summary));
+    spdlog::info("done: test accuracy of this peer's model {}", run::accuracy_text(summary));
   });
 }
 

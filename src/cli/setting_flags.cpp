@@ -9,12 +9,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "sgp/peer/run_config.hpp"
+#include "sgp/run/run_config.hpp"
 
 namespace sgp::cli {
 
-void SettingFlags::add_flag(CLI::App& cmd, const peer::Setting& s,
-                            const peer::TrainConfig& defaults) {
+void SettingFlags::add_flag(CLI::App& cmd, const config::Setting& s,
+                            const config::TrainConfig& defaults) {
   if (s.is_switch()) {
     // Two flags, the second not listed, so that help shows the real default ("(default on)"),
     // not CLI11's "{false}" for the negated name.
@@ -38,30 +38,30 @@ void SettingFlags::add_flag(CLI::App& cmd, const peer::Setting& s,
 
 std::shared_ptr<SettingFlags> SettingFlags::add(CLI::App& cmd, bool peers) {
   auto flags = std::make_shared<SettingFlags>();
-  for (const peer::Setting* s : peer::training_settings()) {
-    if (peers || s->scope() == peer::SettingScope::every_run) flags->add_flag(cmd, *s, {});
+  for (const config::Setting* s : config::training_settings()) {
+    if (peers || s->scope() == config::SettingScope::every_run) flags->add_flag(cmd, *s, {});
   }
-  for (const peer::Setting* s : peer::setting_aliases()) flags->add_flag(cmd, *s, {});
+  for (const config::Setting* s : config::setting_aliases()) flags->add_flag(cmd, *s, {});
   return flags;
 }
 
 std::shared_ptr<SettingFlags> SettingFlags::add(CLI::App& cmd,
                                                 std::span<const std::string_view> keys,
-                                                const peer::TrainConfig& defaults) {
+                                                const config::TrainConfig& defaults) {
   auto flags = std::make_shared<SettingFlags>();
   for (auto key : keys) {
-    const peer::Setting* s = peer::find_setting(key);
+    const config::Setting* s = config::find_setting(key);
     SGP_ENFORCE(s != nullptr, "no setting '{}'", key);
     flags->add_flag(cmd, *s, defaults);
   }
   return flags;
 }
 
-peer::TrainConfig SettingFlags::apply(peer::TrainConfig base) const {
+config::TrainConfig SettingFlags::apply(config::TrainConfig base) const {
   for (const auto& [setting, value] : values_) {
     try {
       setting->parse(base, value);
-    } catch (const peer::SettingError& e) {
+    } catch (const config::SettingError& e) {
       throw InputError(fmt::format("{}: {}", setting->flag(), e.what()));
     }
   }
@@ -79,10 +79,10 @@ namespace {
 // A resume continues the recorded run: a setting its checkpoints depend on (the table's
 // fixed_across_resume rows) may not be given another value; the others may (more epochs, another
 // learning rate, device or time-out), and are reported.
-void check_resume_changes(const peer::TrainConfig& recorded, const peer::TrainConfig& now,
+void check_resume_changes(const config::TrainConfig& recorded, const config::TrainConfig& now,
                           const std::string& source, bool report) {
   std::vector<std::string> refused, changed;
-  for (const peer::Setting* s : peer::training_settings()) {
+  for (const config::Setting* s : config::training_settings()) {
     const auto then = s->get(recorded), current = s->get(now);
     if (then == current || s->key() == "resume" || s->key() == "run_dir") continue;
     const auto line =
@@ -104,26 +104,26 @@ void check_resume_changes(const peer::TrainConfig& recorded, const peer::TrainCo
 
 std::string SettingFlags::recorded_config() const {
   if (!config_file_.empty()) return config_file_;
-  const peer::TrainConfig flags = apply({});
+  const config::TrainConfig flags = apply({});
   if (!flags.resume || flags.run_dir.empty()) return {};
-  const auto file = std::filesystem::path(flags.run_dir) / peer::kRunConfigFile;
+  const auto file = std::filesystem::path(flags.run_dir) / run::kRunConfigFile;
   return std::filesystem::exists(file) ? file.string() : std::string();
 }
 
-peer::TrainConfig SettingFlags::configuration() const {
+config::TrainConfig SettingFlags::configuration() const {
   const std::string source = recorded_config();
-  peer::TrainConfig base;
-  if (!source.empty()) base = peer::read_run_config(source).settings;
-  peer::TrainConfig config = apply(base);
+  config::TrainConfig base;
+  if (!source.empty()) base = run::read_run_config(source).settings;
+  config::TrainConfig config = apply(base);
   if (config.resume && !source.empty()) {
     check_resume_changes(base, config, source, config_file_.empty());
   }
-  peer::validate(config);
+  config::validate(config);
   return config;
 }
 
-std::vector<const peer::Setting*> SettingFlags::given() const {
-  std::vector<const peer::Setting*> out;
+std::vector<const config::Setting*> SettingFlags::given() const {
+  std::vector<const config::Setting*> out;
   for (const auto& entry : values_) out.push_back(entry.first);
   return out;
 }

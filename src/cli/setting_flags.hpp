@@ -1,5 +1,5 @@
 #pragma once
-// Command-line flags from the settings table (sgp/peer/settings.hpp): one flag per setting, in
+// Command-line flags from the settings table (sgp/config/settings.hpp): one flag per setting, in
 // its group, with its allowed values and default in the help. The values given are recorded and
 // laid over a base configuration by apply(), so that a command can first read one (defaults, a
 // config.json) and let the flags change it.
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "sgp/peer/settings.hpp"
+#include "sgp/config/settings.hpp"
 
 namespace CLI {
 class App;
@@ -26,7 +26,7 @@ class SettingFlags {
   // `defaults` shown in the help (the command's own defaults where they differ).
   static std::shared_ptr<SettingFlags> add(CLI::App& command,
                                            std::span<const std::string_view> keys,
-                                           const peer::TrainConfig& defaults = {});
+                                           const config::TrainConfig& defaults = {});
   // Adds --config FILE: settings read from a config.json (a run's, or one written by hand)
   // before the flags are laid over them.
   void add_config_option(CLI::App& command);
@@ -35,21 +35,22 @@ class SettingFlags {
   // no --config: <run-dir>/config.json's, when there is one; else the defaults), the flags over
   // them, then validate(). A resume refuses flags that contradict the recorded settings its
   // checkpoints depend on, naming each. InputError naming the flag or file for a bad value.
-  peer::TrainConfig configuration() const;
+  config::TrainConfig configuration() const;
 
   // `base` with every flag given laid over it; InputError "--flag: what" for a bad value.
-  peer::TrainConfig apply(peer::TrainConfig base) const;
+  config::TrainConfig apply(config::TrainConfig base) const;
   const std::string& config_file() const { return config_file_; }
   // The settings given on the command line, in the order given.
-  std::vector<const peer::Setting*> given() const;
+  std::vector<const config::Setting*> given() const;
 
  private:
   // The config.json the settings start from: --config, else <run-dir>/config.json on a resume.
   std::string recorded_config() const;
-  void add_flag(CLI::App& command, const peer::Setting& setting, const peer::TrainConfig& defaults);
+  void add_flag(CLI::App& command, const config::Setting& setting,
+                const config::TrainConfig& defaults);
 
   std::string config_file_;
-  std::vector<std::pair<const peer::Setting*, std::string>> values_;
+  std::vector<std::pair<const config::Setting*, std::string>> values_;
 };
 
 }  // namespace sgp::cli

@@ -17,9 +17,9 @@
 #include <fmt/ranges.h>
 
 #include "commands.hpp"
+#include "sgp/config/train_config.hpp"
 #include "sgp/error.hpp"
 #include "sgp/model/model_spec.hpp"
-#include "sgp/peer/train_config.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/drawing.hpp"
@@ -148,7 +148,7 @@ struct FileArgs {
   std::string file;
   bool require_endpoints = false;
   std::int64_t params = 0;  // 0: the parameter count of `model`
-  std::string model = peer::TrainConfig{}.model;
+  std::string model = config::TrainConfig{}.model;
   double tolerance = 1e-6;
   std::string output;
 };

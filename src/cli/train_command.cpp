@@ -11,10 +11,11 @@
 #include "sgp/compute/device.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/log.hpp"
-#include "sgp/peer/run_config.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_config.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/run_files.hpp"
 
 namespace sgp::cli {
 
@@ -28,23 +29,23 @@ void add_train_command(CLI::App& app) {
   auto flags = SettingFlags::add(*cmd, false);
   flags->add_config_option(*cmd);
   cmd->callback([flags] {
-    peer::TrainConfig config = flags->configuration();
+    config::TrainConfig config = flags->configuration();
     // One process mixes with nobody: its config.json and summary say so (not the default sgp).
-    config.algo = peer::Algorithm::local;
+    config.algo = config::Algorithm::local;
     configure_logging(0, config.log_level);
-    const auto dir = config.run_dir.empty() ? peer::create_default_run_dir("train")
+    const auto dir = config.run_dir.empty() ? run::create_default_run_dir("train")
                                             : std::filesystem::path(config.run_dir);
     auto backend = compute::make_backend({config.device, config.blas_threads, config.tf32});
     config.data_dir = data::resolve_data_dir(config.data_dir).string();
     const auto [train, test] = data::load_fashion_mnist_train_test(config.data_dir);
-    peer::RunDirectory run(dir, 0);
-    run.claim({peer::run_start_of(config), {}, false});
-    peer::write_run_config(run, config, "train", 1);
+    run::RunDirectory run(dir, 0);
+    run.claim({run::run_start_of(config), {}, false});
+    run::write_run_config(run, config, "train", 1);
     peer::Trainer trainer(config, 0, 1, *backend, train, test, run);
     const auto summary = trainer.run();
-    peer::write_model_file(run.path() / "peer-0-model.bin", trainer.trained_model());
-    run.write_json("summary.json", summary);
-    spdlog::info("test accuracy {}, {:.0f} samples/s; results in {}", peer::accuracy_text(summary),
+    run::write_model_file(run.path() / "peer-0-model.bin", trainer.trained_model());
+    run.write_json(run::kSummaryFile, summary);
+    spdlog::info("test accuracy {}, {:.0f} samples/s; results in {}", run::accuracy_text(summary),
                  summary.samples_per_second, run.path());
   });
 }

@@ -10,7 +10,8 @@
 
 #include "sgp/error.hpp"
 #include "sgp/launch/local_processes.hpp"
-#include "sgp/peer/run_directory.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_directory.hpp"
 #include "sgp/simulate/peer_changes.hpp"
 #include "sgp/simulate/simulate_run.hpp"
 #include "sgp/topology/analysis.hpp"
@@ -419,7 +420,7 @@ std::optional<std::string> run_simulate_point(PlannedPoint& plan, int index,
                     process.interrupted(), plan.point->name()));
   }
   if (failure) return fmt::format("sgp simulate failed: {}", failure->describe());
-  const auto summary = peer::read_json_file(plan.dir / "summary.json");
+  const auto summary = run::read_json_file(plan.dir / run::kSummaryFile);
   if (!summary) return "sgp simulate wrote no summary.json";
   spdlog::info("{}: done: consensus error {}, {} live, {} s", prefix,
                cell(*summary, "final_consensus_error"), cell(*summary, "final_live"),
@@ -440,7 +441,7 @@ void write_simulate_summary_csv(const std::filesystem::path& file,
     const SweepPoint& p = *plan.point;
     json summary = json::object();
     if (plan.status == "finished") {
-      if (auto j = peer::read_json_file(plan.dir / "summary.json")) summary = *j;
+      if (auto j = run::read_json_file(plan.dir / run::kSummaryFile)) summary = *j;
     }
     std::vector<std::string> row = {p.name(), p.topology, std::to_string(plan.peers)};
     for (const auto& key : axes) row.push_back(cell(p.simulate, key));
@@ -459,7 +460,7 @@ void write_simulate_summary_csv(const std::filesystem::path& file,
     row.push_back(plan.dir.filename().string());
     rows.push_back(std::move(row));
   }
-  peer::write_file_atomically(file, csv_text(rows));
+  run::write_file_atomically(file, csv_text(rows));
 }
 
 }  // namespace sgp::experiment

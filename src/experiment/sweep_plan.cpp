@@ -3,14 +3,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "sgp/config/algorithm.hpp"
+#include "sgp/config/settings.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
+#include "sgp/model/evaluator.hpp"
 #include "sgp/model/model_spec.hpp"
-#include "sgp/peer/algorithm.hpp"
-#include "sgp/peer/evaluator.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/settings.hpp"
-#include "sgp/peer/summaries.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/summaries.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
@@ -69,9 +70,9 @@ const std::vector<std::string> kResultColumns = {"status",
 
 std::vector<std::string> csv_row(const PlannedPoint& plan, const std::vector<std::string>& axes) {
   const SweepPoint& p = *plan.point;
-  peer::RunSummary s;
+  run::RunSummary s;
   if (plan.status == "finished") {
-    if (auto j = peer::read_json_file(plan.dir / "summary.json")) s = j->get<peer::RunSummary>();
+    if (auto j = run::read_json_file(plan.dir / run::kSummaryFile)) s = j->get<run::RunSummary>();
   }
   std::vector<std::string> row = {p.name(),
                                   p.topology,
@@ -80,7 +81,7 @@ std::vector<std::string> csv_row(const PlannedPoint& plan, const std::vector<std
                                   std::string(name_of(p.config.algo)),
                                   std::to_string(p.config.gossip_every),
                                   std::to_string(p.config.seed)};
-  for (const auto& key : axes) row.push_back(peer::find_setting(key)->text(p.config));
+  for (const auto& key : axes) row.push_back(config::find_setting(key)->text(p.config));
   const std::vector<std::string> results = {plan.status,
                                             cell(plan.mixing_self_weight),
                                             cell(plan.rate),
@@ -113,8 +114,8 @@ PlannedPoint plan_point(const SweepPoint& p, const std::filesystem::path& root) 
     plan.peers = plan.schedule->num_peers();
     const double a = p.config.self_weight;
     const auto mixing =
-        peer::mixing_schedule(p.config.algo, *plan.schedule,
-                              a > 0.0 ? std::optional<double>(a) : std::nullopt, p.topology);
+        config::mixing_schedule(p.config.algo, *plan.schedule,
+                                a > 0.0 ? std::optional<double>(a) : std::nullopt, p.topology);
     plan.period = mixing.period();
     // allreduce holds the exact average after every round: its ring's weights are never mixed
     // with, so neither a self weight nor a rate describes it.
@@ -122,9 +123,9 @@ PlannedPoint plan_point(const SweepPoint& p, const std::filesystem::path& root) 
     if (!exact_average) plan.mixing_self_weight = mixing.self_weight(0, 0);
     if (info(p.config.algo).communicates && !exact_average) {
       // Only the traffic figures depend on the parameter count; the rate does not.
-      const auto parameters = model::parameter_count(model::parse_model_spec(p.config.model),
-                                                     peer::input_shape(data::fashion_mnist_shape()),
-                                                     data::kFashionMnistClasses);
+      const auto parameters = model::parameter_count(
+          model::parse_model_spec(p.config.model), model::input_shape(data::fashion_mnist_shape()),
+          data::kFashionMnistClasses);
       plan.rate =
           topology::analyze_topology(mixing, static_cast<std::int64_t>(parameters)).consensus_rate;
     }
@@ -147,8 +148,8 @@ nlohmann::json point_record(const SweepPoint& p) {
 }
 
 bool already_finished(const PlannedPoint& plan) {
-  const auto record = peer::read_json_file(plan.dir / "sweep-point.json");
-  return std::filesystem::exists(plan.dir / "summary.json") && record &&
+  const auto record = run::read_json_file(plan.dir / "sweep-point.json");
+  return std::filesystem::exists(plan.dir / run::kSummaryFile) && record &&
          *record == point_record(*plan.point);
 }
 
@@ -166,7 +167,7 @@ void write_summary_csv(const std::filesystem::path& file, const std::vector<Plan
   if (!plans.empty() && !plans.front().point->simulate.is_null()) {
     return write_simulate_summary_csv(file, plans);
   }
-  peer::write_file_atomically(file, csv_text(summary_table(plans)));
+  run::write_file_atomically(file, csv_text(summary_table(plans)));
 }
 
 std::string csv_text(const std::vector<std::vector<std::string>>& rows) {

@@ -14,8 +14,9 @@
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
 #include "sgp/log.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/summaries.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/summaries.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
 #include "simulate_sweep.hpp"
@@ -80,7 +81,7 @@ std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, 
                  plan.dir.string());
     std::filesystem::remove_all(plan.dir);
   }
-  peer::RunDirectory dir(plan.dir, -1);
+  run::RunDirectory dir(plan.dir, -1);
   dir.write_json("sweep-point.json", point_record(*plan.point));
   if (!plan.point->simulate.is_null()) return run_simulate_point(plan, index, prefix);
   topology::Schedule schedule = *plan.schedule;
@@ -88,7 +89,7 @@ std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, 
   const auto topology_file = plan.dir / "topology.dot";
   topology::write_dot_file(schedule, topology_file,
                            fmt::format("sweep {}, point {}", spec.name, name));
-  peer::TrainConfig config = plan.point->config;
+  config::TrainConfig config = plan.point->config;
   config.topology = topology_file.string();
   config.run_dir = plan.dir.string();
   dir.write_json("sweep-settings.json", config);
@@ -115,15 +116,15 @@ std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, 
     const std::string tail = launch::last_lines(log, 6);
     return fmt::format("{}:\n{}", how, tail.empty() ? "(launch.log is empty)" : tail);
   }
-  if (!std::filesystem::exists(plan.dir / "summary.json"))
+  if (!std::filesystem::exists(plan.dir / run::kSummaryFile))
     return "sgp launch wrote no summary.json";
   return std::nullopt;
 }
 
 void log_finished(const std::string& prefix, const PlannedPoint& plan, Clock::time_point start) {
   if (!plan.point->simulate.is_null()) return;  // run_simulate_point said it
-  peer::RunSummary s;
-  if (auto j = peer::read_json_file(plan.dir / "summary.json")) s = j->get<peer::RunSummary>();
+  run::RunSummary s;
+  if (auto j = run::read_json_file(plan.dir / run::kSummaryFile)) s = j->get<run::RunSummary>();
   spdlog::info("{}: done in {}: average-model accuracy {}, consensus error {}, {} ms/it", prefix,
                format_duration(seconds_since(start)),
                shown(s.final_average_model_accuracy, "{:.2f}%", 100.0),
@@ -136,7 +137,7 @@ void write_aggregate(const std::filesystem::path& root, const std::vector<Planne
   if (plans.empty() || !plans.front().point->simulate.is_null()) return;
   const auto aggregate = aggregate_table(summary_table(plans));
   const auto file = root / "aggregate.csv";
-  peer::write_file_atomically(file, csv_text(aggregate));
+  run::write_file_atomically(file, csv_text(aggregate));
   spdlog::info("per configuration, over its finished seeds (mean ± sd; {}):", file.string());
   for (const auto& line : aggregate_lines(aggregate)) spdlog::info("  {}", line);
 }

@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
 #include "sgp/named_values.hpp"
-#include "sgp/peer/settings.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
 #include "simulate_sweep.hpp"
@@ -22,9 +22,9 @@ namespace sgp::experiment {
 
 namespace {
 
+using config::Setting;
+using config::TrainConfig;
 using nlohmann::json;
-using peer::Setting;
-using peer::TrainConfig;
 
 constexpr int kMaxPeers = 4096;
 // A grid larger than this is a mistake (10,000 one-epoch runs take weeks), and expanding it
@@ -70,14 +70,14 @@ bool is_topology_kind(const std::string& name) {
 
 std::string sweep_keys() {
   std::vector<std::string_view> keys;
-  for (const Setting* s : peer::training_settings())
+  for (const Setting* s : config::training_settings())
     if (s->in_sweeps()) keys.push_back(s->key());
   return fmt::format("{}", fmt::join(keys, ", "));
 }
 
 // The setting named by a [train], [quick] or [grid] key; fails naming the key otherwise.
 const Setting& sweep_setting(const TomlReader& r, const toml::key& key, const std::string& full) {
-  const Setting* s = peer::find_setting(key.str());
+  const Setting* s = config::find_setting(key.str());
   if (s && !s->in_sweeps()) {
     r.fail(key.source(), full, "set by `sgp sweep` itself for each point; it cannot be set here");
   }
@@ -89,13 +89,13 @@ void set_setting(TrainConfig& c, const Setting& s, const TomlReader& r, const to
                  const std::string& key) {
   try {
     s.set(c, r.to_json(n, key));
-  } catch (const peer::SettingError& e) {
+  } catch (const config::SettingError& e) {
     if (const auto* items = n.as_array()) {  // point at the item that is wrong
       for (const auto& item : *items) {
         TrainConfig probe;
         try {
           s.set(probe, json::array({r.to_json(item, key)}));
-        } catch (const peer::SettingError& item_error) {
+        } catch (const config::SettingError& item_error) {
           r.fail(item, key, item_error.what());
         }
       }
@@ -269,7 +269,7 @@ void read_topology_for_algo(Grid& g, const TomlReader& r, const toml::node& node
   for (const auto& [algo_key, list] : r.table(node, "grid.topology_for_algo")) {
     const std::string algo(algo_key.str());
     const std::string key = "grid.topology_for_algo." + algo;
-    if (auto problem = unknown_name_problem<peer::Algorithm>(algo); !problem.empty()) {
+    if (auto problem = unknown_name_problem<config::Algorithm>(algo); !problem.empty()) {
       r.fail(algo_key.source(), key, problem);
     }
     read_topologies(r, list, key, source, g.topology_for_algo[algo]);
@@ -311,7 +311,7 @@ Grid read_grid(const toml::table& table, const TomlReader& r, const std::filesys
 // The algorithms of the grid (or the [train] one) with the topologies each runs on.
 std::vector<std::pair<json, const std::vector<TopologyEntry>*>> algo_plan(
     const Grid& g, const TrainConfig& base, const TomlReader& r, const toml::table& grid_table) {
-  std::vector<json> algos = {peer::find_setting("algo")->get(base)};
+  std::vector<json> algos = {config::find_setting("algo")->get(base)};
   for (const auto& axis : g.axes)
     if (axis.setting->key() == "algo") algos = axis.values;
   std::vector<std::pair<json, const std::vector<TopologyEntry>*>> plan;
@@ -345,14 +345,14 @@ void check_fits(const TopologyEntry& topo, int n, const TomlReader& r) {
 
 // algo: set by the caller; self_weight: one point, the topology's own weights; compress: one
 // point, float32
-bool axis_ignored(const Setting& s, const peer::AlgorithmInfo& algo) {
+bool axis_ignored(const Setting& s, const config::AlgorithmInfo& algo) {
   return s.key() == "algo" || (s.key() == "self_weight" && !algo.uses_self_weight) ||
          (s.key() == "compress" && !algo.compressible);
 }
 
 // The number of points combine() makes for one algorithm, topology and N, counted before they
 // are made (saturating: a few short lists can multiply to billions).
-std::uint64_t points_per_start(const std::vector<Axis>& axes, const peer::AlgorithmInfo& algo) {
+std::uint64_t points_per_start(const std::vector<Axis>& axes, const config::AlgorithmInfo& algo) {
   std::uint64_t count = 1;
   for (const auto& axis : axes)
     if (!axis_ignored(*axis.setting, algo))
@@ -394,7 +394,7 @@ std::vector<SweepPoint> expand(const Grid& g, const TrainConfig& base, const Tom
                                const toml::table& grid_table) {
   std::vector<SweepPoint> points;
   std::uint64_t planned = 0;
-  const Setting& algo_setting = *peer::find_setting("algo");
+  const Setting& algo_setting = *config::find_setting("algo");
   for (const auto& [algo, topologies] : algo_plan(g, base, r, grid_table)) {
     for (const auto& topo : *topologies) {
       for (int n : topo.peers.empty() ? g.peers : topo.peers) {
@@ -445,7 +445,7 @@ std::string SweepPoint::name() const {
                                 format_weight(config.self_weight), name_of(config.algo),
                                 config.gossip_every, config.seed);
   for (const auto& key : other_axes) {
-    out += fmt::format("_{}-{}", key, name_part(peer::find_setting(key)->text(config)));
+    out += fmt::format("_{}-{}", key, name_part(config::find_setting(key)->text(config)));
   }
   return out;
 }

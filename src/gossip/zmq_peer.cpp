@@ -146,6 +146,9 @@ std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Sche
   SGP_ENFORCE(rank >= 0 && rank < schedule.num_peers(), "rank {} outside the {}-peer topology",
               rank, schedule.num_peers());
   check_keys_flag(schedule, security);
+  // asgp: what is still queued for a dead peer at the end must not hold the exit for long.
+  if (mode == Mode::async)
+    options.linger = std::min(options.linger, std::chrono::milliseconds(1000));
   const auto out =
       ranks_or_all(schedule, rank, mode, schedule.all_out_neighbors(rank), 1, ring_too);
   if (schedule.has_public_keys()) {

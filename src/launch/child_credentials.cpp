@@ -29,7 +29,7 @@ void make_private_directory(const std::filesystem::path& dir) {
 
 }  // namespace
 
-bool wants_run_credentials(const peer::TrainConfig& c, const topology::Schedule& schedule,
+bool wants_run_credentials(const config::TrainConfig& c, const topology::Schedule& schedule,
                            std::size_t ranks_here) {
   return !c.insecure && !schedule.has_public_keys() &&
          ranks_here == static_cast<std::size_t>(schedule.num_peers());

@@ -1,7 +1,5 @@
 #include "sgp/launch/consensus_run.hpp"
 
-#include "sgp/data/seeded_random.hpp"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -17,8 +15,10 @@
 
 #include "sgp/compute/device.hpp"
 #include "sgp/compute/device_buffer.hpp"
+#include "sgp/config/engine_settings.hpp"
+#include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
-#include "sgp/gossip/async_push_sum.hpp"
+#include "sgp/gossip/consensus_vectors.hpp"
 #include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/mixer.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
@@ -27,9 +27,9 @@
 #include "sgp/log.hpp"
 #include "sgp/named_values.hpp"
 #include "sgp/peer/peer_runner.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
-#include "sgp/peer/settings.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/run_files.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/transport/faulty_transport.hpp"
 
@@ -37,36 +37,6 @@ namespace sgp::launch {
 namespace {
 
 constexpr std::chrono::milliseconds kAsyncPace{5};
-
-using data::splitmix64;
-
-// m[d]: an integer in [-100, 100]; every peer's own vector is m plus an integer deviation in
-// [-15, 15], and the last rank's deviation is minus the sum of the others', so the mean is m.
-double exact_mean(std::uint64_t seed, std::size_t d) {
-  return static_cast<double>(splitmix64(seed * 0x100000001b3ull + d) % 201) - 100.0;
-}
-double deviation(std::uint64_t seed, int rank, std::size_t d) {
-  return static_cast<double>(splitmix64(splitmix64(seed + 0x51ed27ull * (rank + 1)) + d) % 31) -
-         15.0;
-}
-}  // namespace
-
-std::vector<float> consensus_initial_vector(std::uint64_t seed, int rank, int num_peers,
-                                            std::size_t dim) {
-  std::vector<float> x(dim);
-  for (std::size_t d = 0; d < dim; ++d) {
-    double v = exact_mean(seed, d);
-    if (rank < num_peers - 1) {
-      v += deviation(seed, rank, d);
-    } else {
-      for (int r = 0; r < num_peers - 1; ++r) v -= deviation(seed, r, d);
-    }
-    x[d] = static_cast<float>(v);
-  }
-  return x;
-}
-
-namespace {
 
 void log_rejects(const gossip::PushSumMetrics& m) {
   for (int c = 0; c < gossip::kNumRejectCauses; ++c) {
@@ -78,7 +48,7 @@ void log_rejects(const gossip::PushSumMetrics& m) {
 }
 
 std::filesystem::path run_dir_of(const ConsensusOptions& o) {
-  return o.shared.run_dir.empty() ? peer::create_default_run_dir("consensus")
+  return o.shared.run_dir.empty() ? run::create_default_run_dir("consensus")
                                   : std::filesystem::path(o.shared.run_dir);
 }
 
@@ -88,7 +58,7 @@ nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int 
   std::map<std::int64_t, std::vector<double>> distances;
   std::vector<double> finals;  // after finish(): asgp mixes on until every peer is done
   for (int r = 0; r < n; ++r) {
-    std::ifstream in(dir / fmt::format("peer-{}.jsonl", r));
+    std::ifstream in(dir / run::peer_log_file(r));
     std::string line;
     while (std::getline(in, line)) {
       const auto rec = nlohmann::json::parse(line);
@@ -99,7 +69,7 @@ nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int 
       distances[rec["round"].get<std::int64_t>()].push_back(rec["distance_to_mean"].get<double>());
     }
   }
-  std::ofstream out(dir / "consensus.jsonl");
+  std::ofstream out(dir / run::kConsensusLogFile);
   const std::int64_t every = std::max(1, rounds / 20);
   nlohmann::json last;
   for (const auto& [round, ds] : distances) {
@@ -135,15 +105,14 @@ nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int 
 }  // namespace
 
 void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& schedule, int rank) {
-  const peer::TrainConfig& c = o.shared;
+  const config::TrainConfig& c = o.shared;
   auto backend = compute::make_backend({c.device, 1, false});
-  peer::RunDirectory run(run_dir_of(o), rank);
-  run.claim({peer::run_start_of(c), {rank}, false});
+  run::RunDirectory run(run_dir_of(o), rank);
+  run.claim({run::run_start_of(c), {rank}, false});
   const int n = schedule.num_peers();
-  std::vector<float> mean_host(o.dim);
-  for (std::size_t d = 0; d < o.dim; ++d) mean_host[d] = static_cast<float>(exact_mean(c.seed, d));
+  const std::vector<float> mean_host = gossip::consensus_mean_vector(c.seed, o.dim);
   compute::DeviceBuffer<float> x(
-      *backend, std::span<const float>(consensus_initial_vector(c.seed, rank, n, o.dim)));
+      *backend, std::span<const float>(gossip::consensus_initial_vector(c.seed, rank, n, o.dim)));
   compute::DeviceBuffer<float> mean(*backend, std::span<const float>(mean_host));
   compute::DeviceBuffer<float> z(*backend, o.dim);
   const double mean_norm2 = backend->squared_norm(mean.data(), o.dim);
@@ -151,12 +120,10 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
   transport::ZmqOptions zmq;
   zmq.send_timeout = std::chrono::milliseconds(c.timeout_ms);
   zmq.linger = std::chrono::milliseconds(c.timeout_ms);
-  if (o.mode == gossip::Mode::async)
-    zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));
   gossip::PushSumConfig config;
   auto zmq_transport =
       gossip::open_zmq_transport(schedule, rank, gossip::Chunking(o.dim, config.chunk_elements),
-                                 peer::security(c), zmq, o.mode);
+                                 config::security(c), zmq, o.mode);
   transport::Transport* transport = zmq_transport.get();
   std::unique_ptr<transport::FaultyTransport> faulty;
   if (const auto faults = transport::parse_fault_spec(c.inject); faults.any()) {
@@ -172,7 +139,6 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
   const auto engine_ptr =
       gossip::make_mixer(*backend, schedule, *transport, x.data(), o.dim, config);
   gossip::Mixer& engine = *engine_ptr;
-  auto* async = dynamic_cast<gossip::AsyncPushSum*>(engine_ptr.get());
   spdlog::info("peer {} of {} at {}: {} rounds of {} push-sum, {} floats, {}", rank, n,
                zmq_transport->endpoint(), o.rounds, name_of(o.mode), o.dim, backend->describe());
 
@@ -203,12 +169,8 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
   };
   for (int k = 0; k < o.rounds; ++k) {
     // asgp: nobody waits, so pace the rounds by what arrives (at most kAsyncPace apart).
-    if (async) {
-      async->idle(kAsyncPace);
-      async->mix();
-    } else {
-      engine.step(engine.round());
-    }
+    engine.idle(kAsyncPace);
+    engine.step(engine.round());
     report(engine.round(), false);
   }
   engine.finish();
@@ -222,8 +184,8 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
 void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& schedule) {
   const int n = schedule.num_peers();
   const std::filesystem::path dir = run_dir_of(o);
-  peer::RunDirectory run(dir, -1);
-  run.claim({peer::run_start_of(o.shared), {}, false});
+  run::RunDirectory run(dir, -1);
+  run.claim({run::run_start_of(o.shared), {}, false});
   ConsensusOptions child = o;
   child.shared.overwrite = false;  // done here
   child.shared.run_dir = dir.string();
@@ -231,7 +193,7 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
                         {"rounds", o.rounds},     {"mode", name_of(o.mode)}, {"dim", o.dim}};
   const nlohmann::json shared = child.shared;
   for (auto key : kConsensusSettings) config[std::string(key)] = shared[std::string(key)];
-  run.write_json("config.json", config);
+  run.write_json(run::kRunConfigFile, config);
 
   std::unique_ptr<ChildCredentials> credentials;
   if (wants_run_credentials(o.shared, schedule, static_cast<std::size_t>(n)))
@@ -249,10 +211,10 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
                                      std::string(name_of(o.mode)),
                                      "--dim",
                                      std::to_string(o.dim)};
-    const auto flags = peer::setting_arguments(child.shared, kConsensusSettings);
+    const auto flags = config::setting_arguments(child.shared, kConsensusSettings);
     args.insert(args.end(), flags.begin(), flags.end());
     if (credentials) std::ranges::copy(credentials->arguments(r), std::back_inserter(args));
-    children.push_back(ChildSpec{r, std::move(args), dir / fmt::format("peer-{}.log", r)});
+    children.push_back(ChildSpec{r, std::move(args), dir / run::peer_output_file(r)});
   }
   spdlog::info("starting {} peers on this host; logs in {}/peer-<rank>.log", n, dir.string());
   LocalProcesses processes(std::move(children));
@@ -264,7 +226,7 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
   if (failure) throw IoError(failure->describe());
 
   const nlohmann::json last = consensus_per_round(dir, n, o.rounds);
-  run.write_json("summary.json", last);
+  run.write_json(run::kSummaryFile, last);
   fmt::print("{} peers, {} rounds ({}): final consensus error {:.3e}; results in {}\n", n, o.rounds,
              name_of(o.mode), last.value("consensus_error", 0.0), dir.string());
 }

@@ -70,7 +70,7 @@ std::string free_subnet(const std::string& prefix) {
 
 // tc's tbf: a bucket of 1 ms at the rate (at least 16 KiB, which holds a few full frames) and a
 // queue of 100 ms on top; a sender that overfills it sees drops, as on a real link.
-std::string tbf_arguments(const peer::LinkRate& rate) {
+std::string tbf_arguments(const config::LinkRate& rate) {
   const double bytes_per_second = rate.bits_per_second / 8.0;
   const auto burst = static_cast<long long>(std::max(16384.0, bytes_per_second * 1e-3));
   const auto limit = static_cast<long long>(burst + bytes_per_second * 0.1);
@@ -107,7 +107,7 @@ void require_emulation_tools() {
   }
 }
 
-EmulatedHosts::EmulatedHosts(std::string prefix, int count, const peer::LinkRate& rate)
+EmulatedHosts::EmulatedHosts(std::string prefix, int count, const config::LinkRate& rate)
     : prefix_(std::move(prefix)), count_(count) {
   check_prefix(prefix_);
   if (count < 1 || count > kMaxHosts) {
@@ -136,7 +136,7 @@ std::string EmulatedHosts::address(int host) const {
 }
 std::string EmulatedHosts::bridge_address() const { return subnet_ + ".254"; }
 
-void EmulatedHosts::create(const peer::LinkRate& rate) {
+void EmulatedHosts::create(const config::LinkRate& rate) {
   const std::string bridge = prefix_ + "-br";
   run_checked(fmt::format("ip link add {} type bridge", bridge));
   run_checked(fmt::format("ip addr add {}/24 dev {}", bridge_address(), bridge));
@@ -177,7 +177,7 @@ int remove_emulated_hosts(const std::string& prefix) {
 }
 
 std::string emulate_up(const std::string& prefix, const std::filesystem::path& topology,
-                       const peer::LinkRate& rate, const std::filesystem::path& out) {
+                       const config::LinkRate& rate, const std::filesystem::path& out) {
   topology::DotReadOptions options;
   options.require_endpoints = false;
   topology::Schedule schedule = topology::read_dot_file(topology, options);

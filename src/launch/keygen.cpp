@@ -10,7 +10,7 @@
 #include <fmt/std.h>
 
 #include "sgp/error.hpp"
-#include "sgp/peer/run_directory.hpp"
+#include "sgp/run/run_directory.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/transport/curve.hpp"
 
@@ -90,7 +90,7 @@ void make_keys(const KeygenOptions& o) {
     transport::write_curve_keypair(o.keys_dir, fmt::format("peer-{}", r), peers[r]);
   }
   transport::write_curve_keypair(o.keys_dir, "monitor", monitor);
-  peer::write_file_atomically(o.out, keyed);
+  run::write_file_atomically(o.out, keyed);
   spdlog::info("{} keypairs (peer-0 .. peer-{}, monitor) in {}; keyed topology {}", n + 1, n - 1,
                o.keys_dir, o.out);
 }

@@ -18,6 +18,9 @@
 #include <fmt/std.h>
 #include <spdlog/spdlog.h>
 
+#include "sgp/config/algorithm.hpp"
+#include "sgp/config/engine_settings.hpp"
+#include "sgp/config/settings.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/neighbour_watch.hpp"
@@ -30,13 +33,12 @@
 #include "sgp/launch/refused_run.hpp"
 #include "sgp/launch/run_summary.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
-#include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/resume_settings.hpp"
-#include "sgp/peer/run_config.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
-#include "sgp/peer/settings.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_config.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/run_files.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
 #include "sgp/topology/schedule.hpp"
@@ -68,7 +70,7 @@ std::set<std::string> local_host_names() {
 void log_combined_progress(const std::filesystem::path& dir, const std::vector<int>& ranks) {
   std::vector<std::string> parts;
   for (int r : ranks) {
-    std::ifstream log(dir / fmt::format("peer-{}.jsonl", r));
+    std::ifstream log(dir / run::peer_log_file(r));
     std::string line, last;  // the last training record (evaluations have no loss)
     while (std::getline(log, line))
       if (line.find("\"loss\"") != std::string::npos) last = line;
@@ -105,12 +107,12 @@ class LocalMonitor {
   // `bind`: tcp://ADDRESS:* on an address every peer reaches. `consensus_only`: the peers' model
   // is not sgp's (sgp launch -- COMMAND), and their evaluation points are their own. `plain`:
   // the run's credentials, for a keyless run (ChildCredentials).
-  LocalMonitor(const peer::TrainConfig& c, const topology::Schedule& schedule,
+  LocalMonitor(const config::TrainConfig& c, const topology::Schedule& schedule,
                const std::filesystem::path& run_dir, const std::string& bind, bool consensus_only,
                const std::optional<transport::PlainServer>& plain)
-      : monitor_(monitor::make_monitor(c, schedule.num_peers(), run_dir / "monitor.jsonl",
+      : monitor_(monitor::make_monitor(c, schedule.num_peers(), run_dir / run::kMonitorLogFile,
                                        consensus_only)),
-        receiver_(bind, gossip::monitor_curve(schedule, peer::security(c), bind), plain) {
+        receiver_(bind, gossip::monitor_curve(schedule, config::security(c), bind), plain) {
     if (!consensus_only) monitor_->accept_only(monitor::evaluation_points(c, schedule.num_peers()));
   }
   std::string endpoint() const { return receiver_.endpoint(); }
@@ -118,10 +120,10 @@ class LocalMonitor {
   void start() {
     thread_ = std::thread([this] { monitor::serve_monitor(*monitor_, receiver_, stop_); });
   }
-  peer::MonitorSummary stop(const std::filesystem::path& run_dir) {
+  run::MonitorSummary stop(const std::filesystem::path& run_dir) {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
-    monitor_->write_average_model(run_dir / "model-average.bin");
+    monitor_->write_average_model(run_dir / run::kAverageModelFile);
     auto summary = monitor_->summary();
     summary.refused_connections = receiver_.refused_connections();
     return summary;
@@ -143,8 +145,8 @@ class LocalMonitor {
 // host's namespace with `ip netns exec`.
 class Emulation {
  public:
-  Emulation(peer::TrainConfig& c, const peer::LinkRate& rate, const std::vector<int>& local, int n,
-            const std::filesystem::path& run_dir)
+  Emulation(config::TrainConfig& c, const config::LinkRate& rate, const std::vector<int>& local,
+            int n, const std::filesystem::path& run_dir)
       : hosts_(fmt::format("sgpe{}", ::getpid()), n, rate) {
     if (static_cast<int>(local.size()) != n) {
       throw InputError(
@@ -196,11 +198,11 @@ namespace {
 // topology the algorithm cannot mix on, a data directory that is not there.
 // Returns the schedule the peers will mix with.
 // A program (sgp launch -- COMMAND) reads its own data: only `sgp peer` needs the data directory.
-topology::Schedule check_before_start(const peer::TrainConfig& c,
+topology::Schedule check_before_start(const config::TrainConfig& c,
                                       const topology::Schedule& schedule, bool needs_data = true) {
   const std::optional<double> self_weight =
       c.self_weight > 0.0 ? std::optional<double>(c.self_weight) : std::nullopt;
-  auto mixing = peer::mixing_schedule(c.algo, schedule, self_weight, c.topology);
+  auto mixing = config::mixing_schedule(c.algo, schedule, self_weight, c.topology);
   for (int rank = 0; rank < mixing.num_peers(); ++rank)
     gossip::check_robust(mixing, rank, c.robust);
   if (!needs_data) return mixing;
@@ -217,11 +219,11 @@ topology::Schedule check_before_start(const peer::TrainConfig& c,
 // The run directory is self-contained: the topology as the peers mix on it (the file's graph
 // and endpoints with the weights actually used) goes next to config.json.
 // `monitor_endpoint`: the monitor this launch started, for ranks restarted by hand.
-void write_run_files(const peer::RunDirectory& run, const peer::TrainConfig& c, int n,
+void write_run_files(const run::RunDirectory& run, const config::TrainConfig& c, int n,
                      const topology::Schedule& mixing, const std::string& monitor_endpoint = {}) {
-  peer::write_run_config(run, c, "launch", n, &mixing, monitor_endpoint);
-  peer::write_file_atomically(
-      run.path() / peer::kMixingTopologyFile,
+  run::write_run_config(run, c, "launch", n, &mixing, monitor_endpoint);
+  run::write_file_atomically(
+      run.path() / run::kMixingTopologyFile,
       topology::to_dot(mixing, fmt::format("the topology of this run as mixed: {} (--algo {}, "
                                            "--self-weight {})",
                                            c.topology, name_of(c.algo), c.self_weight)));
@@ -236,11 +238,11 @@ void readdress_ports(topology::Schedule& schedule, std::optional<int> base_port)
 
 // ... and, once the run directory is claimed, written there for the peers to read:
 // <run-dir>/topology-readdressed.dot becomes the run's --topology (config.json says so).
-void write_readdressed(peer::TrainConfig& c, const topology::Schedule& schedule,
+void write_readdressed(config::TrainConfig& c, const topology::Schedule& schedule,
                        std::optional<int> base_port, const std::filesystem::path& run_dir) {
   if (!base_port) return;
   const auto file = run_dir / "topology-readdressed.dot";
-  peer::write_file_atomically(
+  run::write_file_atomically(
       file, topology::to_dot(schedule, fmt::format("{} with its ports numbered from {}", c.topology,
                                                    *base_port)));
   c.topology = file.string();
@@ -248,13 +250,13 @@ void write_readdressed(peer::TrainConfig& c, const topology::Schedule& schedule,
 
 // Stops the monitor and writes its results. When a peer failed, that failure is what the run
 // reports: the monitor failing to write too (the same full disk) is logged, not thrown over it.
-void finish_monitor(LocalMonitor* monitor, const peer::RunDirectory& run, bool program,
+void finish_monitor(LocalMonitor* monitor, const run::RunDirectory& run, bool program,
                     bool peers_failed) {
   if (!monitor) return;
   try {
     auto summary = monitor->stop(run.path());
     if (program) add_program_evaluation(summary, run.path());
-    run.write_json("monitor-summary.json", summary);
+    run.write_json(run::kMonitorSummaryFile, summary);
   } catch (const IoError& e) {
     if (!peers_failed) throw;
     spdlog::warn("monitor: {}", e.what());
@@ -262,7 +264,7 @@ void finish_monitor(LocalMonitor* monitor, const peer::RunDirectory& run, bool p
 }
 
 // A keyed run says so once, as a keyless one says what protects it (ChildCredentials).
-void log_curve(const peer::TrainConfig& c, const topology::Schedule& schedule) {
+void log_curve(const config::TrainConfig& c, const topology::Schedule& schedule) {
   if (!schedule.has_public_keys()) return;
   spdlog::info(
       "CURVE: every connection between the peers and to the monitor is authenticated and "
@@ -277,13 +279,13 @@ std::vector<ChildSpec> peer_children(const std::filesystem::path& run_dir,
                                      const Emulation* emulation,
                                      const ChildCredentials* credentials) {
   std::vector<ChildSpec> children;
-  const auto config_file = (run_dir / peer::kRunConfigFile).string();
+  const auto config_file = (run_dir / run::kRunConfigFile).string();
   for (int r : local) {
     std::vector<std::string> args = {"peer", "--config", config_file, "--rank", std::to_string(r)};
     if (!monitor_endpoint.empty()) args.insert(args.end(), {"--monitor", monitor_endpoint});
     if (credentials) std::ranges::copy(credentials->arguments(r), std::back_inserter(args));
     children.push_back({r, emulation ? emulation->command(r, std::move(args)) : std::move(args),
-                        run_dir / fmt::format("peer-{}.log", r)});
+                        run_dir / run::peer_output_file(r)});
   }
   return children;
 }
@@ -300,7 +302,7 @@ std::vector<ChildSpec> program_children(const LaunchOptions& o,
     const int r = local[i];
     children.push_back(
         {r, std::vector<std::string>(o.command.begin() + 1, o.command.end()),
-         run_dir / fmt::format("peer-{}.log", r),
+         run_dir / run::peer_output_file(r),
          program_environment(o.config, run_dir, r, n, static_cast<int>(i), monitor_endpoint)});
     if (credentials) {
       children.back().env.push_back("SGP_RUN_CREDENTIALS=" + credentials->file(r).string());
@@ -311,27 +313,27 @@ std::vector<ChildSpec> program_children(const LaunchOptions& o,
 
 }  // namespace
 
-std::filesystem::path prepare_run(peer::TrainConfig config, std::optional<int> base_port) {
-  peer::validate(config);
+std::filesystem::path prepare_run(config::TrainConfig config, std::optional<int> base_port) {
+  config::validate(config);
   auto schedule = peer::load_topology(config);
   readdress_ports(schedule, base_port);
   const auto mixing = check_before_start(config, schedule);
   const int n = schedule.num_peers();
-  if (config.run_dir.empty()) config.run_dir = peer::create_default_run_dir("launch").string();
-  peer::RunDirectory run(config.run_dir, -1);
-  run.claim({peer::run_start_of(config), {}});  // the whole run, as a launcher of every rank
+  if (config.run_dir.empty()) config.run_dir = run::create_default_run_dir("launch").string();
+  run::RunDirectory run(config.run_dir, -1);
+  run.claim({run::run_start_of(config), {}});  // the whole run, as a launcher of every rank
   write_readdressed(config, schedule, base_port, run.path());
   write_run_files(run, config, n, mixing);
-  spdlog::info("wrote {} for {} peers", run.path() / peer::kRunConfigFile, n);
+  spdlog::info("wrote {} for {} peers", run.path() / run::kRunConfigFile, n);
   return run.path();
 }
 
 namespace {
 
 // launch_peers with SIGINT/SIGTERM held (see there).
-peer::RunSummary launch_held(LaunchOptions o) {
-  peer::TrainConfig& c = o.config;
-  peer::validate(c);
+run::RunSummary launch_held(LaunchOptions o) {
+  config::TrainConfig& c = o.config;
+  config::validate(c);
   topology::Schedule schedule = peer::load_topology(c);
   readdress_ports(schedule, o.base_port);
   const int n = schedule.num_peers();
@@ -339,25 +341,25 @@ peer::RunSummary launch_held(LaunchOptions o) {
   const auto mixing = check_before_start(c, schedule, o.command.empty());
   const std::filesystem::path program =
       o.command.empty() ? std::filesystem::path() : find_program(o.command.front());
-  if (c.run_dir.empty()) c.run_dir = peer::create_default_run_dir("launch").string();
-  peer::RunDirectory run(c.run_dir, -1);
-  if (c.resume && peer::ranks_finished(run.path(), local) &&
+  if (c.run_dir.empty()) c.run_dir = run::create_default_run_dir("launch").string();
+  run::RunDirectory run(c.run_dir, -1);
+  if (c.resume && run::ranks_finished(run.path(), local) &&
       !peer::extends_finished_run(run.path(), local, c)) {
     spdlog::info(
         "--resume: the run in {} is finished (every peer here wrote its summary); "
         "nothing to do",
         run.path());
-    return peer::merge_run_summary(run.path(), n);
+    return run::merge_run_summary(run.path(), n);
   }
   // A launcher of every rank answers for the whole directory; one of several (a host's ranks)
   // for its own ranks' files.
   const std::vector<int> scope = static_cast<int>(local.size()) == n ? std::vector<int>{} : local;
-  run.claim({peer::run_start_of(c), scope});
+  run.claim({run::run_start_of(c), scope});
   // Declared before everything that writes: it runs after their clean-up.
-  RefusedRunCleanup refused(run.path(), scope, peer::run_start_of(c) == peer::RunStart::fresh);
+  RefusedRunCleanup refused(run.path(), scope, run::run_start_of(c) == run::RunStart::fresh);
   write_readdressed(c, schedule, o.base_port, run.path());
 
-  const peer::LinkRate link_rate = peer::parse_link_rate(c.link_rate);
+  const config::LinkRate link_rate = config::parse_link_rate(c.link_rate);
   std::unique_ptr<Emulation> emulation;
   if (link_rate.emulated && !o.command.empty())
     throw InputError("--link-rate: emulated hosts run sgp's own peers only, not -- COMMAND");
@@ -393,9 +395,9 @@ peer::RunSummary launch_held(LaunchOptions o) {
                                      : emulation      ? std::filesystem::path(ip_program())
                                                       : self_executable());
   if (monitor) monitor->start();
-  const bool go_on = c.on_peer_failure == peer::PeerFailure::go_on ||
-                     (c.on_peer_failure == peer::PeerFailure::automatic &&
-                      info(c.algo).mode == gossip::Mode::async);
+  const bool go_on =
+      c.on_peer_failure == config::PeerFailure::go_on ||
+      (c.on_peer_failure == config::PeerFailure::automatic && info(c.algo).tolerates_failures);
   std::vector<ChildFailure> failures;
   {
     PeriodicTask progress(std::chrono::seconds(10),
@@ -408,7 +410,7 @@ peer::RunSummary launch_held(LaunchOptions o) {
   }
   finish_monitor(monitor.get(), run, !o.command.empty(), !failures.empty());
   // A peer stopped while it wrote a file (SIGTERM after another failed) leaves its temporary file.
-  peer::remove_temporary_files(run.path(), scope);
+  run::remove_temporary_files(run.path(), scope);
 
   if (processes.interrupted()) {
     throw Interrupted(
@@ -431,7 +433,7 @@ peer::RunSummary launch_held(LaunchOptions o) {
 
 }  // namespace
 
-peer::RunSummary launch_peers(LaunchOptions o) {
+run::RunSummary launch_peers(LaunchOptions o) {
   // Ctrl-C at any moment ends in Interrupted (exit 130) after the clean-up (the credentials, the
   // temporary files): SIGINT/SIGTERM are held from here on, by every thread started below too (a
   // handler thread left to take one would die of it, and the process with it). One that comes

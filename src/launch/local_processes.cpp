@@ -18,7 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/error.hpp"
-#include "sgp/peer/run_directory.hpp"
+#include "sgp/run/run_directory.hpp"
 
 namespace sgp::launch {
 namespace {
@@ -138,7 +138,7 @@ struct LocalProcesses::Output {
       const ssize_t n = ::write(log_fd, data, size);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
-        log_error = peer::errno_text(errno);
+        log_error = run::errno_text(errno);
         return;
       }
       data += n;
@@ -229,7 +229,7 @@ LocalProcesses::LocalProcesses(std::vector<ChildSpec> children, std::filesystem:
   child_mask_ = old_mask_;
   for (int sig : {SIGCHLD, SIGINT, SIGTERM}) sigdelset(&child_mask_, sig);
   signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (signal_fd_ < 0) throw IoError(fmt::format("signalfd: {}", peer::errno_text(errno)));
+  if (signal_fd_ < 0) throw IoError(fmt::format("signalfd: {}", run::errno_text(errno)));
   // Interrupted before they start (a Ctrl-C held while the caller prepared them): start none.
   sigset_t pending;
   sigpending(&pending);
@@ -251,7 +251,7 @@ void LocalProcesses::start(ChildSpec spec, const std::filesystem::path& executab
   const int log = ::open(spec.log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   int ends[2] = {-1, -1};
   if (log < 0 || ::pipe2(ends, O_CLOEXEC) != 0) {
-    const std::string why = peer::errno_text(errno);
+    const std::string why = run::errno_text(errno);
     if (log >= 0) ::close(log);
     stop_all();
     throw IoError(fmt::format("cannot create the log file {} of rank {}: {}",

@@ -9,8 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/error.hpp"
-#include "sgp/peer/run_config.hpp"
-#include "sgp/peer/run_directory.hpp"
+#include "sgp/run/run_config.hpp"
+#include "sgp/run/run_directory.hpp"
 
 namespace sgp::launch {
 
@@ -37,7 +37,7 @@ std::filesystem::path find_program(const std::string& command) {
   throw InputError(fmt::format("sgp launch -- {}: not found on $PATH", command));
 }
 
-std::vector<std::string> program_environment(const peer::TrainConfig& c,
+std::vector<std::string> program_environment(const config::TrainConfig& c,
                                              const std::filesystem::path& run_dir, int rank,
                                              int world_size, int local_rank,
                                              const std::string& monitor_endpoint) {
@@ -48,7 +48,7 @@ std::vector<std::string> program_environment(const peer::TrainConfig& c,
       fmt::format("RANK={}", rank),
       fmt::format("WORLD_SIZE={}", world_size),
       fmt::format("LOCAL_RANK={}", local_rank),
-      "SGP_CONFIG=" + absolute(run_dir / peer::kRunConfigFile),
+      "SGP_CONFIG=" + absolute(run_dir / run::kRunConfigFile),
       "SGP_TOPOLOGY=" + absolute(c.topology),
       "SGP_RUN_DIR=" + absolute(run_dir),
   };
@@ -57,10 +57,10 @@ std::vector<std::string> program_environment(const peer::TrainConfig& c,
   return env;
 }
 
-void add_program_evaluation(peer::MonitorSummary& summary, const std::filesystem::path& run_dir) {
+void add_program_evaluation(run::MonitorSummary& summary, const std::filesystem::path& run_dir) {
   const auto file = run_dir / kProgramEvaluationFile;
   if (!std::filesystem::exists(file)) return;
-  const auto json = peer::read_json_file(file);
+  const auto json = run::read_json_file(file);
   if (!json || !json->is_object() || !json->contains("iteration") || !json->contains("accuracy") ||
       !(*json)["iteration"].is_number_integer() || !(*json)["accuracy"].is_number()) {
     throw InputError(fmt::format(

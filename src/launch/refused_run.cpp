@@ -4,15 +4,15 @@
 #include <fmt/std.h>
 #include <spdlog/spdlog.h>
 
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/run_files.hpp"
 
 namespace sgp::launch {
 
 bool anything_trained(const std::filesystem::path& dir, const std::vector<int>& ranks) {
-  for (const auto& file : peer::result_files(dir, ranks)) {
+  for (const auto& file : run::result_files(dir, ranks)) {
     if (file.extension() != ".jsonl" || !file.filename().string().starts_with("peer-")) continue;
-    if (peer::last_logged_iteration(file).value_or(0) > 0) return true;
+    if (run::last_logged_iteration(file).value_or(0) > 0) return true;
   }
   return false;
 }
@@ -25,7 +25,7 @@ RefusedRunCleanup::~RefusedRunCleanup() {
   try {
     if (anything_trained(dir_, ranks_)) return;
     std::error_code ec;
-    for (const auto& file : peer::result_files(dir_, ranks_)) std::filesystem::remove_all(file, ec);
+    for (const auto& file : run::result_files(dir_, ranks_)) std::filesystem::remove_all(file, ec);
     if (ranks_.empty()) {  // the launcher's own copies of the topology (--base-port, --link-rate)
       for (const char* name : {"topology-readdressed.dot", "topology-emulated.dot"})
         std::filesystem::remove(dir_ / name, ec);

@@ -7,10 +7,11 @@
 #include <fmt/std.h>
 #include <spdlog/spdlog.h>
 
+#include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
-#include "sgp/peer/run_config.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/settings.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_config.hpp"
+#include "sgp/run/run_directory.hpp"
 
 namespace sgp::launch {
 
@@ -22,7 +23,7 @@ std::string iteration_text(const std::optional<std::int64_t>& iteration) {
 
 // Ranks that failed (and rejoined, or not), or that finished without an evaluation (so are not
 // in the accuracies).
-void log_failures_and_unevaluated(const peer::RunSummary& s) {
+void log_failures_and_unevaluated(const run::RunSummary& s) {
   for (const auto& f : s.failures) {
     if (f.rejoined_at_iteration) {
       spdlog::info(
@@ -41,7 +42,7 @@ void log_failures_and_unevaluated(const peer::RunSummary& s) {
   }
 }
 
-void log_results(const peer::RunSummary& s, const std::filesystem::path& dir) {
+void log_results(const run::RunSummary& s, const std::filesystem::path& dir) {
   if (s.final_average_model_accuracy && s.final_consensus_error) {
     spdlog::info("average model: test accuracy {:.2f}%, relative consensus error {:.3e}",
                  100.0 * *s.final_average_model_accuracy, *s.final_consensus_error);
@@ -72,9 +73,9 @@ void log_results(const peer::RunSummary& s, const std::filesystem::path& dir) {
   spdlog::info("results in {}", dir);
 }
 
-peer::RunConfig multi_peer_config(const std::filesystem::path& run_dir) {
-  const auto file = run_dir / peer::kRunConfigFile;
-  auto config = peer::read_run_config(file);
+run::RunConfig multi_peer_config(const std::filesystem::path& run_dir) {
+  const auto file = run_dir / run::kRunConfigFile;
+  auto config = run::read_run_config(file);
   // sgp train's summary.json is its one process's own; there is nothing to merge.
   if (config.command == "train" || config.peers < 1) {
     throw InputError(fmt::format("{}: not a multi-peer run (command '{}', peers {})", file.string(),
@@ -84,10 +85,10 @@ peer::RunConfig multi_peer_config(const std::filesystem::path& run_dir) {
 }
 
 // What differs between two runs' configurations that one run's hosts must share ("" if none).
-std::string difference(const peer::RunConfig& a, const peer::RunConfig& b) {
+std::string difference(const run::RunConfig& a, const run::RunConfig& b) {
   if (a.peers != b.peers) return fmt::format("peers {} and {}", a.peers, b.peers);
   if (a.command != b.command) return fmt::format("command {} and {}", a.command, b.command);
-  for (const peer::Setting* s : peer::training_settings()) {
+  for (const config::Setting* s : config::training_settings()) {
     if (!s->fixed_across_resume()) continue;
     if (s->get(a.settings) != s->get(b.settings)) {
       return fmt::format("{} {} and {}", s->key(), s->text(a.settings), s->text(b.settings));
@@ -99,10 +100,10 @@ std::string difference(const peer::RunConfig& a, const peer::RunConfig& b) {
 // Whether `summary` knows more than the summary in `file`: fewer missing peers, or as many and
 // the monitor's results where the file has none (a rank that failed on another host never
 // finishes, so no launcher sees every peer; the one that sees the most still gets its say).
-bool knows_more(const peer::RunSummary& summary, const std::filesystem::path& file) {
-  const auto existing = peer::read_json_file(file);
+bool knows_more(const run::RunSummary& summary, const std::filesystem::path& file) {
+  const auto existing = run::read_json_file(file);
   if (!existing) return true;
-  const auto old = existing->get<peer::RunSummary>();
+  const auto old = existing->get<run::RunSummary>();
   if (summary.missing_peers.size() != old.missing_peers.size())
     return summary.missing_peers.size() < old.missing_peers.size();
   return summary.monitor_evaluations && !old.monitor_evaluations;
@@ -110,7 +111,7 @@ bool knows_more(const peer::RunSummary& summary, const std::filesystem::path& fi
 
 // The failed ranks that did not finish after all: one whose process failed and that then rejoined
 // (sgp peer --join) and wrote its summary is in rejoined_peers instead.
-std::vector<int> still_failed(const std::vector<int>& failed, const peer::RunSummary& s) {
+std::vector<int> still_failed(const std::vector<int>& failed, const run::RunSummary& s) {
   std::vector<int> out;
   for (int rank : failed) {
     if (std::find(s.rejoined_peers.begin(), s.rejoined_peers.end(), rank) == s.rejoined_peers.end())
@@ -121,36 +122,36 @@ std::vector<int> still_failed(const std::vector<int>& failed, const peer::RunSum
 
 // failed_peers: the failed ranks that did not rejoin, each in failures with the last iteration
 // its process logged (the rejoined ones are there already, from their summaries).
-void add_failed(peer::RunSummary& s, const std::filesystem::path& run_dir,
+void add_failed(run::RunSummary& s, const std::filesystem::path& run_dir,
                 const std::vector<int>& failed) {
   s.failed_peers = still_failed(failed, s);
   for (int rank : s.failed_peers) {
     s.failures.push_back(
-        {rank, peer::last_logged_iteration(run_dir / fmt::format("peer-{}.jsonl", rank)), {}});
+        {rank, run::last_logged_iteration(run_dir / fmt::format("peer-{}.jsonl", rank)), {}});
   }
-  std::ranges::sort(s.failures, {}, &peer::FailedPeer::rank);
+  std::ranges::sort(s.failures, {}, &run::FailedPeer::rank);
 }
 
 }  // namespace
 
-peer::RunSummary summarize_run(const std::filesystem::path& run_dir,
-                               const std::vector<int>& failed_peers) {
+run::RunSummary summarize_run(const std::filesystem::path& run_dir,
+                              const std::vector<int>& failed_peers) {
   const auto config = multi_peer_config(run_dir);
-  const peer::RunDirectory run(run_dir, -1);
-  auto summary = peer::merge_run_summary(run_dir, config.peers);
+  const run::RunDirectory run(run_dir, -1);
+  auto summary = run::merge_run_summary(run_dir, config.peers);
   add_failed(summary, run_dir, failed_peers);
-  run.write_json("summary.json", summary);
+  run.write_json(run::kSummaryFile, summary);
   log_results(summary, run_dir);
   return summary;
 }
 
-peer::RunSummary summarize_runs(const std::vector<std::filesystem::path>& run_dirs,
-                                const std::filesystem::path& out) {
-  std::optional<peer::RunConfig> first;
+run::RunSummary summarize_runs(const std::vector<std::filesystem::path>& run_dirs,
+                               const std::filesystem::path& out) {
+  std::optional<run::RunConfig> first;
   std::filesystem::path first_dir;
   for (const auto& dir : run_dirs) {
-    const bool monitor_only = !std::filesystem::exists(dir / peer::kRunConfigFile) &&
-                              std::filesystem::exists(dir / "monitor-summary.json");
+    const bool monitor_only = !std::filesystem::exists(dir / run::kRunConfigFile) &&
+                              std::filesystem::exists(dir / run::kMonitorSummaryFile);
     if (monitor_only) continue;
     const auto config = multi_peer_config(dir);
     if (!first) {
@@ -162,36 +163,36 @@ peer::RunSummary summarize_runs(const std::vector<std::filesystem::path>& run_di
     }
   }
   if (!first) {
-    throw InputError(fmt::format("none of {} holds a run's {}", fmt::join(run_dirs, ", "),
-                                 peer::kRunConfigFile));
+    throw InputError(
+        fmt::format("none of {} holds a run's {}", fmt::join(run_dirs, ", "), run::kRunConfigFile));
   }
-  const peer::RunDirectory run(out, -1);
-  auto summary = peer::merge_run_summary(run_dirs, first->peers);
-  run.write_json("summary.json", summary);
+  const run::RunDirectory run(out, -1);
+  auto summary = run::merge_run_summary(run_dirs, first->peers);
+  run.write_json(run::kSummaryFile, summary);
   log_results(summary, out);
   return summary;
 }
 
-peer::RunSummary summarize_launch(const std::filesystem::path& run_dir,
-                                  const std::vector<int>& local,
-                                  const std::vector<int>& failed_peers) {
+run::RunSummary summarize_launch(const std::filesystem::path& run_dir,
+                                 const std::vector<int>& local,
+                                 const std::vector<int>& failed_peers) {
   const auto config = multi_peer_config(run_dir);
-  auto summary = peer::merge_run_summary(run_dir, config.peers);
+  auto summary = run::merge_run_summary(run_dir, config.peers);
   add_failed(summary, run_dir, failed_peers);
   std::vector<int> running_elsewhere;
   for (int rank : summary.missing_peers) {
     const bool here = std::find(local.begin(), local.end(), rank) != local.end();
-    if (!here && std::filesystem::exists(run_dir / fmt::format("peer-{}.jsonl", rank)))
+    if (!here && std::filesystem::exists(run_dir / run::peer_log_file(rank)))
       running_elsewhere.push_back(rank);
   }
-  const auto file = run_dir / "summary.json";
+  const auto file = run_dir / run::kSummaryFile;
   const std::string text = nlohmann::json(summary).dump(2) + "\n";
   if (running_elsewhere.empty()) {
-    peer::write_file_atomically(file, text);
+    run::write_file_atomically(file, text);
     log_results(summary, run_dir);
   } else {
-    if (!peer::create_file_atomically(file, text) && knows_more(summary, file)) {
-      peer::write_file_atomically(file, text);
+    if (!run::create_file_atomically(file, text) && knows_more(summary, file)) {
+      run::write_file_atomically(file, text);
     }
     spdlog::info(
         "ranks {} are another host's and still running in this directory: the launcher that "
@@ -201,7 +202,7 @@ peer::RunSummary summarize_launch(const std::filesystem::path& run_dir,
   return summary;
 }
 
-void check_suspects(const peer::RunSummary& summary, const std::filesystem::path& run_dir) {
+void check_suspects(const run::RunSummary& summary, const std::filesystem::path& run_dir) {
   if (summary.suspected_peers.empty()) return;
   std::vector<std::string> reports;
   bool undefended = false;
@@ -217,13 +218,13 @@ void check_suspects(const peer::RunSummary& summary, const std::filesystem::path
       fmt::format("suspected of pushing poisoned models: {}", fmt::join(reports, "; "));
   if (!undefended) {
     spdlog::warn("{}; their contributions were clipped (suspected_peers in {})", text,
-                 run_dir / "summary.json");
+                 run_dir / run::kSummaryFile);
     return;
   }
   throw IoError(fmt::format(
       "{}; without --robust clip their contributions were mixed in unchanged, so the models may be "
       "poisoned (suspected_peers in {}; rerun with --robust clip to defend)",
-      text, run_dir / "summary.json"));
+      text, run_dir / run::kSummaryFile));
 }
 
 }  // namespace sgp::launch

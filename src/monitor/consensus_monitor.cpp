@@ -8,19 +8,19 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/compute/device.hpp"
+#include "sgp/config/run_length.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/wire_format.hpp"
+#include "sgp/model/evaluator.hpp"
 #include "sgp/model/model_spec.hpp"
-#include "sgp/peer/evaluator.hpp"
-#include "sgp/peer/model_file.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/trainer.hpp"
+#include "sgp/run/model_file.hpp"
+#include "sgp/run/run_directory.hpp"
 #include "sgp/transport/snapshot_channel.hpp"
 
 namespace sgp::monitor {
 
-using peer::Evaluation;
-using peer::Evaluator;
+using model::Evaluation;
+using model::Evaluator;
 
 namespace {
 
@@ -47,14 +47,14 @@ nlohmann::json or_null(const std::optional<double>& value) {
 
 }  // namespace
 
-EvaluationPoints evaluation_points(const peer::TrainConfig& c, int num_peers) {
+EvaluationPoints evaluation_points(const config::TrainConfig& c, int num_peers) {
   const auto train_size = data::fashion_mnist_size(data::resolve_data_dir(c.data_dir), "train");
-  const std::int64_t per_epoch = peer::iterations_per_epoch(train_size, num_peers, c.batch_size);
-  return {peer::evaluation_interval(c, per_epoch), peer::total_iterations(c, per_epoch)};
+  const std::int64_t per_epoch = config::iterations_per_epoch(train_size, num_peers, c.batch_size);
+  return {config::evaluation_interval(c, per_epoch), config::total_iterations(c, per_epoch)};
 }
 
-MassModel mass_model_of(peer::Algorithm algo) {
-  const auto& a = peer::info(algo);
+MassModel mass_model_of(config::Algorithm algo) {
+  const auto& a = config::info(algo);
   const bool lock_step = a.mode == gossip::Mode::sync || a.mode == gossip::Mode::allreduce;
   return !a.communicates || lock_step ? MassModel::conserved : MassModel::in_flight;
 }
@@ -85,7 +85,7 @@ ConsensusMonitor::ConsensusMonitor(const std::string& model, const std::string& 
       test_(data::load_fashion_mnist(data::resolve_data_dir(data_dir), "t10k")),
       evaluator_(std::make_unique<Evaluator>(*backend_, model::parse_model_spec(model), test_)),
       parameter_count_(model::parameter_count(model::parse_model_spec(model),
-                                              peer::input_shape(test_), test_.num_classes)),
+                                              model::input_shape(test_), test_.num_classes)),
       num_peers_(num_peers),
       mass_(mass),
       log_(std::move(log)),
@@ -246,7 +246,7 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
 
   // The first record of this monitor: what the file holds from this iteration on comes from an
   // earlier attempt of a resumed run (its peers went back to a checkpoint), and is recorded again.
-  if (records_.size() == 1) peer::rewind_jsonl(log_, iteration - 1);
+  if (records_.size() == 1) run::rewind_jsonl(log_, iteration - 1);
   std::ofstream out(log_, std::ios::app);
   out << nlohmann::json{{"iteration", record.iteration},
                         {"consensus_error", record.consensus_error},
@@ -260,7 +260,7 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
   out.flush();
   if (!out) {
     throw IoError(
-        fmt::format("monitor: {}: cannot write: {}", log_.string(), peer::errno_text(errno)));
+        fmt::format("monitor: {}: cannot write: {}", log_.string(), run::errno_text(errno)));
   }
   spdlog::info(
       "monitor: iteration {}: consensus error {:.3e}{}{}", iteration, record.consensus_error,
@@ -273,7 +273,7 @@ MonitorRecord ConsensusMonitor::complete(std::int64_t iteration) {
   return record;
 }
 
-std::unique_ptr<ConsensusMonitor> make_monitor(const peer::TrainConfig& c, int n,
+std::unique_ptr<ConsensusMonitor> make_monitor(const config::TrainConfig& c, int n,
                                                std::filesystem::path log, bool consensus_only) {
   const auto mass = mass_model_of(c.algo);
   if (consensus_only) return std::make_unique<ConsensusMonitor>(n, std::move(log), mass);
@@ -305,11 +305,11 @@ void serve_monitor(ConsensusMonitor& monitor, transport::SnapshotReceiver& recei
 }
 
 void ConsensusMonitor::write_average_model(const std::filesystem::path& path) const {
-  if (!average_.empty()) peer::write_model_file(path, {model_, average_});
+  if (!average_.empty()) run::write_model_file(path, {model_, average_});
 }
 
-peer::MonitorSummary ConsensusMonitor::summary() const {
-  peer::MonitorSummary s;
+run::MonitorSummary ConsensusMonitor::summary() const {
+  run::MonitorSummary s;
   s.evaluations = static_cast<std::int64_t>(records_.size());
   s.rejected_snapshots = rejected_;
   s.off_schedule_snapshots = off_schedule_;

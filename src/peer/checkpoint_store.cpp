@@ -11,10 +11,11 @@
 #include <fmt/format.h>
 #include <fmt/std.h>
 
-#include "fnv1a.hpp"
 #include "sgp/error.hpp"
+#include "sgp/fnv1a.hpp"
 #include "sgp/peer/resume_settings.hpp"
-#include "sgp/peer/run_directory.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_directory.hpp"
 
 namespace sgp::peer {
 
@@ -88,24 +89,6 @@ std::string run_id_of(const Header& h) { return std::string(h.run_id, kRunIdByte
 
 }  // namespace
 
-std::optional<CheckpointFileName> parse_checkpoint_file_name(std::string_view name) {
-  constexpr std::string_view prefix = "checkpoint-", suffix = ".bin";
-  if (!name.starts_with(prefix) || !name.ends_with(suffix)) return std::nullopt;
-  name = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  const auto dash = name.find('-');
-  if (dash == std::string_view::npos) return std::nullopt;
-  auto number = [](std::string_view digits, auto& value) {
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    return !digits.empty() && ec == std::errc() && end == digits.data() + digits.size() &&
-           value >= 0 && digits.find_first_not_of("0123456789") == std::string_view::npos;
-  };
-  CheckpointFileName out;
-  if (!number(name.substr(0, dash), out.rank) || !number(name.substr(dash + 1), out.iteration)) {
-    return std::nullopt;
-  }
-  return out;
-}
-
 CheckpointStore::CheckpointStore(std::filesystem::path dir, int rank, std::string run_id,
                                  nlohmann::json settings, int keep)
     : dir_(std::move(dir)),
@@ -119,11 +102,11 @@ CheckpointStore::CheckpointStore(std::filesystem::path dir, int rank, std::strin
 }
 
 std::filesystem::path CheckpointStore::file(std::int64_t iteration) const {
-  return dir_ / fmt::format("checkpoint-{}-{}.bin", rank_, iteration);
+  return dir_ / run::checkpoint_file_name(rank_, iteration);
 }
 
 void CheckpointStore::save(const CheckpointState& s) {
-  write_file_atomically(file(s.iteration), encode(s, rank_, run_id_, settings_.dump()));
+  run::write_file_atomically(file(s.iteration), encode(s, rank_, run_id_, settings_.dump()));
   prune();
 }
 
@@ -149,7 +132,7 @@ std::vector<std::int64_t> CheckpointStore::available() const {
   std::vector<std::int64_t> iterations;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    const auto name = parse_checkpoint_file_name(entry.path().filename().string());
+    const auto name = run::parse_checkpoint_file_name(entry.path().filename().string());
     if (name && name->rank == rank_ && owner(entry.path()) != Owner::other_run) {
       iterations.push_back(name->iteration);
     }
@@ -262,7 +245,7 @@ std::optional<std::int64_t> latest_complete_checkpoint(const std::filesystem::pa
   std::map<std::int64_t, std::set<int>> ranks_at;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const auto name = parse_checkpoint_file_name(entry.path().filename().string());
+    const auto name = run::parse_checkpoint_file_name(entry.path().filename().string());
     if (!name) continue;
     const auto h = peek_header(entry.path());
     if (!h || run_id_of(*h) == run_id) ranks_at[name->iteration].insert(name->rank);

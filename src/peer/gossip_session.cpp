@@ -10,16 +10,16 @@
 
 #include "sgp/compute/device.hpp"
 #include "sgp/compute/device_buffer.hpp"
+#include "sgp/config/algorithm.hpp"
+#include "sgp/config/engine_settings.hpp"
+#include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
-#include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/mixer.hpp"
 #include "sgp/gossip/snapshot_publisher.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
-#include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/peer_runner.hpp"
-#include "sgp/peer/run_config.hpp"
-#include "sgp/peer/settings.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/run/run_config.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/faulty_transport.hpp"
 
@@ -57,7 +57,7 @@ std::string describe(const BufferPlace& place) {
 SessionStart session_start_from_environment() {
   SessionStart start;
   if (const auto file = environment("SGP_CONFIG")) {
-    start.config = read_run_config(*file).settings;
+    start.config = run::read_run_config(*file).settings;
   }
   if (const auto topology = environment("SGP_TOPOLOGY")) start.config.topology = *topology;
   if (start.config.topology.empty()) {
@@ -86,8 +86,7 @@ struct GossipSession::State {
   float* engine_x = nullptr;       // x.data() or the attached buffer
   std::size_t numel = 0;
   std::unique_ptr<gossip::Mixer> engine;
-  gossip::AsyncPushSum* async = nullptr;  // the engine, when it is asgp's
-  std::vector<float> host_z;              // publish() from a GPU
+  std::vector<float> host_z;  // publish() from a GPU
   // After finish(), which releases the engine: what it ended with.
   gossip::PushSumMetrics final_metrics;
   double final_weight = 1.0;
@@ -104,9 +103,10 @@ struct GossipSession::State {
   }
   // asgp: the ranks excluded as failed, in order; what the engine ended with once it is gone.
   std::vector<int> excluded() const {
-    if (!async) return final_excluded;
+    const gossip::MembershipControl* group = engine ? engine->membership_control() : nullptr;
+    if (!group) return final_excluded;
     std::vector<int> out;
-    for (const auto& e : async->events())
+    for (const auto& e : group->events())
       if (e.what == "excluded") out.push_back(e.rank);
     return out;
   }
@@ -117,12 +117,12 @@ struct GossipSession::State {
   }
 };
 
-GossipSession::GossipSession(TrainConfig config, int rank, std::size_t numel)
+GossipSession::GossipSession(config::TrainConfig config, int rank, std::size_t numel)
     : config_(std::move(config)), rank_(rank), numel_(numel) {
-  validate(config_);
+  config::validate(config_);
   // The update rules of issue 35 are the trainer's (update_rule.hpp); a session only mixes.
-  if (info(config_.algo).tracks_gradient || config_.momentum_kind != MomentumKind::local ||
-      config_.slow_momentum > 0.0) {
+  if (config::info(config_.algo).tracks_gradient ||
+      config_.momentum_kind != config::MomentumKind::local || config_.slow_momentum > 0.0) {
     throw InputError(
         "--algo gt, --momentum-kind quasi-global and --slow-momentum change sgp's own training "
         "step; a gossip session only mixes the caller's buffer (--global-average-every "
@@ -132,7 +132,7 @@ GossipSession::GossipSession(TrainConfig config, int rank, std::size_t numel)
   const topology::Schedule file_schedule = load_topology(config_);
   check_rank(config_, file_schedule, rank_);
   state_ = std::make_unique<State>(peer_mixing_schedule(config_, file_schedule), numel_);
-  const gossip::Security secure = security(config_);  // reads the run's credentials once
+  const gossip::Security secure = config::security(config_);  // reads the run's credentials once
   if (communicates()) {
     state_->transport = open_peer_transport(config_, state_->mixing, rank_, numel_, secure);
   }
@@ -170,8 +170,8 @@ void GossipSession::start_engine(const float* z, const BufferPlace& place, float
   const std::string device = place.kind == compute::DeviceKind::cpu
                                  ? std::string("cpu")
                                  : fmt::format("cuda:{}", place.device_index);
-  const gossip::PushSumConfig engine_config =
-      push_sum_config(config_, rank_, place.kind, overlap_comm_thread(config_, s.mixing, rank_));
+  const gossip::PushSumConfig engine_config = config::push_sum_config(
+      config_, rank_, place.kind, config::overlap_comm_thread(config_, s.mixing, rank_));
   s.x = {};  // what an earlier, failed try made, before its backend goes
   try {
     s.backend = compute::make_backend({device, config_.blas_threads, config_.tf32, 0});
@@ -189,7 +189,6 @@ void GossipSession::start_engine(const float* z, const BufferPlace& place, float
     s.engine_x = attached ? attached : s.x.data();
     s.engine = gossip::make_mixer(*s.backend, s.mixing, *s.transport.active(), s.engine_x, numel_,
                                   engine_config);
-    s.async = dynamic_cast<gossip::AsyncPushSum*>(s.engine.get());
   }
   s.place = place;  // last: a buffer refused above leaves the next one to try again
 }
@@ -264,7 +263,6 @@ void GossipSession::finish(float* z, const std::optional<BufferPlace>& place) {
     s.final_weight = s.engine->weight();
     s.final_excluded = s.excluded();
   }
-  s.async = nullptr;
   s.engine.reset();
   s.transport = PeerTransport();  // the endpoint is free again
 }

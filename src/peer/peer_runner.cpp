@@ -11,23 +11,25 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/compute/device.hpp"
+#include "sgp/config/algorithm.hpp"
+#include "sgp/config/engine_settings.hpp"
+#include "sgp/config/settings.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
 #include "sgp/gossip/snapshot_publisher.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
+#include "sgp/model/evaluator.hpp"
 #include "sgp/model/mlp.hpp"
 #include "sgp/model/model_spec.hpp"
-#include "sgp/peer/algorithm.hpp"
-#include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/resume_settings.hpp"
-#include "sgp/peer/run_config.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
-#include "sgp/peer/settings.hpp"
 #include "sgp/peer/trainer.hpp"
 #include "sgp/peer/update_rule.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_config.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/run_files.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
@@ -77,14 +79,7 @@ std::atomic<bool> g_leave_requested{false};
 extern "C" void request_leave(int) { g_leave_requested.store(true); }
 }  // namespace
 
-gossip::Security security(const TrainConfig& config) {
-  gossip::Security s{config.keys_dir, config.insecure, std::nullopt};
-  if (!config.run_credentials.empty())
-    s.credentials = gossip::read_run_credentials(config.run_credentials);
-  return s;
-}
-
-topology::Schedule load_topology(const TrainConfig& config) {
+topology::Schedule load_topology(const config::TrainConfig& config) {
   if (config.topology.empty()) throw InputError("--topology: a topology file is required");
   topology::DotReadOptions options;
   options.require_endpoints = true;
@@ -93,7 +88,8 @@ topology::Schedule load_topology(const TrainConfig& config) {
   return schedule;
 }
 
-void check_rank(const TrainConfig& config, const topology::Schedule& file_schedule, int rank) {
+void check_rank(const config::TrainConfig& config, const topology::Schedule& file_schedule,
+                int rank) {
   const int n = file_schedule.num_peers();
   if (rank < 0 || rank >= n) {
     throw InputError(fmt::format("--rank {}: {} has ranks 0..{}", rank, config.topology, n - 1));
@@ -107,24 +103,20 @@ void check_rank(const TrainConfig& config, const topology::Schedule& file_schedu
   }
 }
 
-topology::Schedule peer_mixing_schedule(const TrainConfig& config,
+topology::Schedule peer_mixing_schedule(const config::TrainConfig& config,
                                         const topology::Schedule& file_schedule) {
   const std::optional<double> self_weight =
       config.self_weight > 0.0 ? std::optional<double>(config.self_weight) : std::nullopt;
-  return mixing_schedule(config.algo, file_schedule, self_weight, config.topology);
+  return config::mixing_schedule(config.algo, file_schedule, self_weight, config.topology);
 }
 
-PeerTransport open_peer_transport(const TrainConfig& config, const topology::Schedule& mixing,
-                                  int rank, std::size_t parameters,
-                                  const gossip::Security& secure) {
+PeerTransport open_peer_transport(const config::TrainConfig& config,
+                                  const topology::Schedule& mixing, int rank,
+                                  std::size_t parameters, const gossip::Security& secure) {
   const gossip::Mode mode = info(config.algo).mode;
   transport::ZmqOptions zmq;
   zmq.send_timeout = std::chrono::milliseconds(config.timeout_ms);
   zmq.local_ipc = config.local_ipc;
-  // asgp: what is still queued for a dead peer at the end must not hold the exit for long.
-  if (mode == gossip::Mode::async) {
-    zmq.linger = std::min(zmq.linger, std::chrono::milliseconds(1000));
-  }
   PeerTransport out;
   // gt mixes [x; y]: twice the parameters per round.
   const std::size_t mixed = state_layout(config, parameters).mixed;
@@ -151,9 +143,10 @@ transport::Transport* PeerTransport::active() const {
   return zmq.get();
 }
 
-PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, bool join) {
-  validate(config);
-  if (join && info(config.algo).mode != gossip::Mode::async) {
+run::PeerSummary run_peer(const config::TrainConfig& config, int rank, bool write_config,
+                          bool join) {
+  config::validate(config);
+  if (join && !info(config.algo).joins) {
     throw InputError(fmt::format("--join: only asgp peers can join a run in progress, not {}",
                                  name_of(config.algo)));
   }
@@ -167,30 +160,31 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
   const auto data_dir = data::resolve_data_dir(config.data_dir);
   const auto [train, test] = data::load_fashion_mnist_train_test(data_dir);
 
-  RunDirectory run(config.run_dir.empty() ? create_default_run_dir("peer")
-                                          : std::filesystem::path(config.run_dir),
-                   rank);
-  if (config.resume && ranks_finished(run.path(), {rank}) &&
+  run::RunDirectory run(config.run_dir.empty() ? run::create_default_run_dir("peer")
+                                               : std::filesystem::path(config.run_dir),
+                        rank);
+  if (config.resume && run::ranks_finished(run.path(), {rank}) &&
       !extends_finished_run(run.path(), {rank}, config)) {
     spdlog::info("--resume: rank {} of the run in {} is finished; nothing to do", rank,
                  run.path().string());
-    return read_json_file(run.path() / peer_summary_file(rank))->get<PeerSummary>();
+    return run::read_json_file(run.path() / run::peer_summary_file(rank))->get<run::PeerSummary>();
   }
   // A peer joining a run in progress (asgp) continues that run's files, as a resume does.
-  run.claim({join ? RunStart::resume : run_start_of(config), {rank}});
+  run.claim({join ? run::RunStart::resume : run::run_start_of(config), {rank}});
   // Where the rank's previous process stopped, before this one's records follow its own.
   const auto failed_after =
-      join ? last_logged_iteration(run.path() / fmt::format("peer-{}.jsonl", rank)) : std::nullopt;
-  if (rank == 0 && write_config) write_run_config(run, config, "peer", n);
+      join ? run::last_logged_iteration(run.path() / fmt::format("peer-{}.jsonl", rank))
+           : std::nullopt;
+  if (rank == 0 && write_config) run::write_run_config(run, config, "peer", n);
 
-  const gossip::Security secure = security(config);  // reads the run's credentials once
+  const gossip::Security secure = config::security(config);  // reads the run's credentials once
   PeerTransport transport;
   Communication comm;
   comm.join = join;
   if (info(config.algo).communicates && n > 1) {
     // Frames are capped at what this model's push-sum messages need (ZMQ_MAXMSGSIZE).
-    const std::size_t parameters = model::parameter_count(model::parse_model_spec(config.model),
-                                                          input_shape(train), train.num_classes);
+    const std::size_t parameters = model::parameter_count(
+        model::parse_model_spec(config.model), model::input_shape(train), train.num_classes);
     transport = open_peer_transport(config, schedule, rank, parameters, secure);
     comm.schedule = &schedule;
     comm.transport = transport.active();
@@ -212,11 +206,11 @@ PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config, boo
     };
   }
   Trainer trainer(config, rank, n, *backend, train, test, run, comm);
-  PeerSummary summary = trainer.run();
-  write_model_file(run.path() / fmt::format("peer-{}-model.bin", rank), trainer.trained_model());
+  run::PeerSummary summary = trainer.run();
+  run::write_model_file(run.path() / run::peer_model_file(rank), trainer.trained_model());
   if (publisher) summary.dropped_snapshots = publisher->dropped();
   summary.failed_after_iteration = failed_after;
-  run.write_json(peer_summary_file(rank), summary);
+  run.write_json(run::peer_summary_file(rank), summary);
   return summary;
 }
 

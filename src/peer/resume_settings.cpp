@@ -6,12 +6,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "fnv1a.hpp"
+#include "sgp/config/run_length.hpp"
+#include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/settings.hpp"
-#include "sgp/peer/summaries.hpp"
+#include "sgp/fnv1a.hpp"
 #include "sgp/peer/trainer.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/summaries.hpp"
 #include "sgp/topology/schedule.hpp"
 
 namespace sgp::peer {
@@ -37,10 +39,10 @@ std::string shown(const nlohmann::json* value) { return value ? value->dump() : 
 
 }  // namespace
 
-nlohmann::json resume_settings(const TrainConfig& config, int num_peers,
+nlohmann::json resume_settings(const config::TrainConfig& config, int num_peers,
                                const topology::Schedule* mixing) {
   nlohmann::json out = nlohmann::json::object();
-  for (const Setting* s : training_settings()) {
+  for (const config::Setting* s : config::training_settings()) {
     if (s->fixed_across_resume()) out[std::string(s->key())] = s->get(config);
   }
   out["peers"] = num_peers;
@@ -68,20 +70,20 @@ void require_same_resume_settings(const nlohmann::json& saved, const nlohmann::j
 }
 
 bool extends_finished_run(const std::filesystem::path& dir, const std::vector<int>& ranks,
-                          const TrainConfig& config) {
+                          const config::TrainConfig& config) {
   bool extends = false;
   for (int rank : ranks) {
-    const auto file = dir / peer_summary_file(rank);
-    const auto json = read_json_file(file);
+    const auto file = dir / run::peer_summary_file(rank);
+    const auto json = run::read_json_file(file);
     if (!json) return false;
-    const auto done = json->get<PeerSummary>();
+    const auto done = json->get<run::PeerSummary>();
     if (done.iterations <= 0 || done.epochs <= 0.0) return false;
     // The summary's epochs are its iterations over the iterations per epoch.
     const auto per_epoch = std::llround(static_cast<double>(done.iterations) / done.epochs);
-    const std::int64_t target = total_iterations(config, per_epoch);
+    const std::int64_t target = config::total_iterations(config, per_epoch);
     if (target <= done.iterations) continue;
     const auto checkpoint =
-        dir / "checkpoints" / fmt::format("checkpoint-{}-{}.bin", rank, done.iterations);
+        dir / run::kCheckpointDir / run::checkpoint_file_name(rank, done.iterations);
     if (!std::filesystem::exists(checkpoint)) {
       throw InputError(fmt::format(
           "--resume: rank {} finished at iteration {} without a checkpoint there ({}; the run had "

@@ -13,25 +13,28 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/compute/device_buffer.hpp"
+#include "sgp/config/algorithm.hpp"
+#include "sgp/config/engine_settings.hpp"
+#include "sgp/config/run_length.hpp"
+#include "sgp/config/settings.hpp"
+#include "sgp/config/straggler.hpp"
 #include "sgp/data/partition.hpp"
 #include "sgp/data/sharding.hpp"
 #include "sgp/error.hpp"
-#include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/mixer.hpp"
+#include "sgp/model/evaluator.hpp"
 #include "sgp/model/lr_schedule.hpp"
 #include "sgp/model/network.hpp"
 #include "sgp/model/sgd.hpp"
-#include "sgp/peer/algorithm.hpp"
 #include "sgp/peer/batch_loader.hpp"
 #include "sgp/peer/checkpoint_store.hpp"
-#include "sgp/peer/evaluator.hpp"
 #include "sgp/peer/progress.hpp"
 #include "sgp/peer/resume_agreement.hpp"
 #include "sgp/peer/resume_settings.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/settings.hpp"
-#include "sgp/peer/straggler.hpp"
 #include "sgp/peer/update_rule.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/percentiles.hpp"
+#include "sgp/run/run_directory.hpp"
 
 namespace sgp::peer {
 
@@ -43,8 +46,8 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-model::LrScheduleOptions lr_options(const TrainConfig& c, int num_peers, std::int64_t per_epoch,
-                                    std::int64_t total) {
+model::LrScheduleOptions lr_options(const config::TrainConfig& c, int num_peers,
+                                    std::int64_t per_epoch, std::int64_t total) {
   model::LrScheduleOptions o;
   o.base_lr = c.lr_scaling == model::LrScaling::linear
                   ? model::linearly_scaled_lr(c.lr, std::int64_t{c.batch_size} * num_peers)
@@ -61,8 +64,9 @@ model::LrScheduleOptions lr_options(const TrainConfig& c, int num_peers, std::in
 
 // Every peer's shard (the same split on every peer); rank 0 records their label histograms in
 // partition.json.
-std::vector<std::vector<std::size_t>> partition(const TrainConfig& c, int rank, int num_peers,
-                                                const data::Dataset& train, RunDirectory& run) {
+std::vector<std::vector<std::size_t>> partition(const config::TrainConfig& c, int rank,
+                                                int num_peers, const data::Dataset& train,
+                                                run::RunDirectory& run) {
   auto parts = data::make_partition(train.labels, train.num_classes, num_peers,
                                     data::parse_partition_spec(c.partition), c.seed);
   if (rank == 0) {
@@ -73,7 +77,7 @@ std::vector<std::vector<std::size_t>> partition(const TrainConfig& c, int rank, 
            {"samples", parts[r].size()},
            {"label_counts", data::label_histogram(train.labels, train.num_classes, parts[r])}});
     }
-    run.write_json("partition.json",
+    run.write_json(run::kPartitionFile,
                    {{"partition", c.partition}, {"seed", c.seed}, {"peers", peers}});
   }
   return parts;
@@ -81,91 +85,11 @@ std::vector<std::vector<std::size_t>> partition(const TrainConfig& c, int rank, 
 
 }  // namespace
 
-std::int64_t total_iterations(const TrainConfig& c, std::int64_t per_epoch) {
-  auto total = std::max<std::int64_t>(1, std::llround(c.epochs * static_cast<double>(per_epoch)));
-  return c.max_iterations > 0 ? std::min(total, c.max_iterations) : total;
-}
-
-std::int64_t evaluation_interval(const TrainConfig& c, std::int64_t per_epoch) {
-  return std::max<std::int64_t>(1, std::llround(c.eval_every * static_cast<double>(per_epoch)));
-}
-
-std::int64_t iterations_per_epoch(std::size_t train_size, int num_peers, int batch_size) {
-  const auto global_batch = static_cast<std::size_t>(num_peers) * batch_size;
-  return static_cast<std::int64_t>((train_size + global_batch - 1) / global_batch);
-}
-
-Percentiles percentiles(std::vector<double> values, std::size_t skip) {
-  if (values.size() > skip) values.erase(values.begin(), values.begin() + skip);
-  if (values.empty()) return {};
-  auto at = [&values](double q) {
-    const auto k = static_cast<std::size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
-    std::nth_element(values.begin(), values.begin() + k, values.end());
-    return values[k];
-  };
-  const double mean =
-      std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
-  return {at(0.5), at(0.9), mean};
-}
-
-bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& s, int rank) {
-  if (config.comm_thread != "auto") return config.comm_thread == "on";
-  if (!s.has_endpoints()) return true;
-  const auto host = [&](int r) {
-    const std::string& e = s.endpoint(r);
-    const std::string h = e.substr(0, e.rfind(':'));
-    return h.find("://127.") != std::string::npos ? std::string("loopback") : h;
-  };
-  int here = 0;
-  for (int r = 0; r < s.num_peers(); ++r) here += host(r) == host(rank);
-  const bool threaded = static_cast<int>(std::thread::hardware_concurrency()) > here;
-  if (info(config.algo).mode == gossip::Mode::overlap && !threaded) {
-    spdlog::info(
-        "rank {}: {} peers on this host, {} cores: osgp communicates between steps "
-        "(--comm-thread on to use a thread)",
-        rank, here, std::thread::hardware_concurrency());
-  }
-  return threaded;
-}
-
-gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
-                                      compute::DeviceKind device, bool comm_thread) {
-  gossip::PushSumConfig gc;
-  gc.mode = info(config.algo).mode;
-  gc.tau = config.tau;
-  gc.comm_thread = comm_thread;
-  gc.gossip_every = config.gossip_every;
-  gc.timeout = std::chrono::milliseconds(config.timeout_ms);
-  gc.running_sums = config.running_sums;
-  gc.compression = config.compress;
-  gc.robust = config.robust;
-  gc.sign_flip = config.sign_flip_rank == rank;
-  gc.global_average_every = config.global_average_every;
-  if ((gc.robust != gossip::Robust::none || gc.sign_flip) && device != compute::DeviceKind::cpu) {
-    throw InputError(fmt::format(
-        "--{}: models are measured on the CPU backend only; with --device {} use --device cpu",
-        gc.sign_flip ? "sign-flip-rank" : "robust", config.device));
-  }
-  if (gc.sign_flip) {
-    spdlog::warn(
-        "rank {}: --sign-flip-rank: this rank pushes its parameters sign-flipped (an attack "
-        "simulation)",
-        rank);
-  }
-  if (gc.compression != gossip::Compression::none && device != compute::DeviceKind::cpu) {
-    throw InputError(fmt::format(
-        "--compress {}: 16-bit payloads are converted on the CPU backend only; with --device {} "
-        "use --compress none (or --device cpu)",
-        name_of(gc.compression), config.device));
-  }
-  return gc;
-}
-
 struct Trainer::State {
-  const TrainConfig& config;
+  const config::TrainConfig& config;
   int rank, num_peers;
   compute::Backend& backend;
-  RunDirectory& run;
+  run::RunDirectory& run;
   Communication comm;
   model::Network net;
   StateLayout layout;                        // what x holds besides the parameters
@@ -175,27 +99,28 @@ struct Trainer::State {
   UpdateRule rule;
   data::BatchSampler sampler;
   BatchLoader loader;
-  Evaluator evaluator;
+  model::Evaluator evaluator;
   std::int64_t per_epoch, total;
   model::LrSchedule lr;
   // --resume with gossip: the transport the peers agree on the iteration over, which hands the
   // engine what arrived meanwhile.
   std::unique_ptr<transport::ReplayTransport> replay;
   std::unique_ptr<gossip::Mixer> engine;
-  gossip::AsyncPushSum* async = nullptr;  // the engine, when it is asgp's
+  gossip::MembershipControl* group = nullptr;  // the engine's, when peers may join and leave
   std::optional<CheckpointStore> checkpoints;
   std::optional<std::int64_t> resume_at;  // --resume: the iteration all peers have (none: start)
-  StragglerSpec straggler;
+  config::StragglerSpec straggler;
 
-  State(const TrainConfig& c, int r, int n, compute::Backend& b, const data::Dataset& tr,
-        const data::Dataset& te, RunDirectory& rd, Communication cm)
+  State(const config::TrainConfig& c, int r, int n, compute::Backend& b, const data::Dataset& tr,
+        const data::Dataset& te, run::RunDirectory& rd, Communication cm)
       : config(c),
         rank(r),
         num_peers(n),
         backend(b),
         run(rd),
         comm(std::move(cm)),
-        net(b, model::parse_model_spec(c.model), input_shape(tr), tr.num_classes, c.batch_size),
+        net(b, model::parse_model_spec(c.model), model::input_shape(tr), tr.num_classes,
+            c.batch_size),
         layout(state_layout(c, net.parameter_count())),
         x(b, layout.total),
         z(b, comm.schedule ? layout.mixed : 0),
@@ -205,10 +130,10 @@ struct Trainer::State {
         sampler(std::move(partition(c, r, n, tr, rd)[r]), c.batch_size, c.seed + 1 + r),
         loader(b, tr, c.batch_size),
         evaluator(b, model::parse_model_spec(c.model), te),
-        per_epoch(iterations_per_epoch(tr.size(), n, c.batch_size)),
-        total(total_iterations(c, per_epoch)),
+        per_epoch(config::iterations_per_epoch(tr.size(), n, c.batch_size)),
+        total(config::total_iterations(c, per_epoch)),
         lr(lr_options(c, n, per_epoch, total)),
-        straggler(parse_straggler_spec(c.straggler)) {
+        straggler(config::parse_straggler_spec(c.straggler)) {
     if (c.sign_flip_rank >= n) {
       throw InputError(
           fmt::format("--sign-flip-rank {}: not a rank of a run of {} peers", c.sign_flip_rank, n));
@@ -221,7 +146,7 @@ struct Trainer::State {
     rule.start();
     label_counts = data::label_histogram(tr.labels, tr.num_classes, sampler.shard());
     if (c.checkpoint_every > 0 || c.resume) {
-      checkpoints.emplace(rd.path() / "checkpoints", r, rd.run_id(),
+      checkpoints.emplace(rd.path() / run::kCheckpointDir, r, rd.run_id(),
                           resume_settings(c, n, comm.schedule));
     }
     if (comm.schedule) {
@@ -237,11 +162,11 @@ struct Trainer::State {
   }
 
   void start_engine() {
-    const gossip::PushSumConfig gc = push_sum_config(
-        config, rank, backend.kind(), overlap_comm_thread(config, *comm.schedule, rank));
+    const gossip::PushSumConfig gc = config::push_sum_config(
+        config, rank, backend.kind(), config::overlap_comm_thread(config, *comm.schedule, rank));
     engine =
         gossip::make_mixer(backend, *comm.schedule, *comm.transport, x.data(), layout.mixed, gc);
-    async = dynamic_cast<gossip::AsyncPushSum*>(engine.get());
+    group = engine->membership_control();
     rule.set_engine(engine.get());
   }
 
@@ -277,8 +202,8 @@ struct Trainer::State {
 
   // asgp, sgp peer --join: a sponsor's half of its mass and its iteration; returns that.
   std::int64_t join() {
-    SGP_ENFORCE(async != nullptr, "--join needs --algo asgp");
-    const std::int64_t iteration = std::min(total, async->join() * config.gossip_every);
+    SGP_ENFORCE(group != nullptr, "--join needs an algorithm whose peers may join");
+    const std::int64_t iteration = std::min(total, group->join() * config.gossip_every);
     const auto position = static_cast<std::size_t>(iteration % per_epoch) *
                           static_cast<std::size_t>(config.batch_size);
     sampler.seek(static_cast<int>(iteration / per_epoch),
@@ -328,10 +253,10 @@ struct Trainer::State {
   }
 };
 
-Trainer::Trainer(const TrainConfig& config, int rank, int num_peers, compute::Backend& backend,
-                 const data::Dataset& train, const data::Dataset& test, RunDirectory& run,
-                 Communication communication) {
-  validate(config);
+Trainer::Trainer(const config::TrainConfig& config, int rank, int num_peers,
+                 compute::Backend& backend, const data::Dataset& train, const data::Dataset& test,
+                 run::RunDirectory& run, Communication communication) {
+  config::validate(config);
   state_ = std::make_unique<State>(config, rank, num_peers, backend, train, test, run,
                                    std::move(communication));
 }
@@ -344,7 +269,7 @@ struct Trainer::Tally {
   double compute_seconds = 0.0, comm_seconds = 0.0;  // since the last record
   std::int64_t window_count = 0, samples = 0;
   std::vector<double> iteration_seconds;
-  Evaluation last_eval;
+  model::Evaluation last_eval;
   bool evaluated = false;                          // last_eval is a real evaluation
   gossip::PushSumMetrics before;                   // engine metrics at the last record
   std::optional<std::int64_t> joined_at, left_at;  // asgp
@@ -369,7 +294,7 @@ double Trainer::step(std::int64_t it, Tally& t) {
         it, loss));
   }
   if (s.straggler.applies_to(s.rank)) {  // sleeps: the host's other peers keep its CPU
-    std::this_thread::sleep_for(straggler_pause(s.straggler, Clock::now() - step_start));
+    std::this_thread::sleep_for(config::straggler_pause(s.straggler, Clock::now() - step_start));
   }
   const auto computed = Clock::now();
   t.compute_seconds += std::chrono::duration<double>(computed - step_start).count();
@@ -444,12 +369,12 @@ void Trainer::add_evaluation(nlohmann::json& record, std::int64_t it, bool last,
   }
 }
 
-PeerSummary Trainer::summary(const Tally& t, double wall) const {
+run::PeerSummary Trainer::summary(const Tally& t, double wall) const {
   const State& s = *state_;
-  const auto times = percentiles(t.iteration_seconds, 20);
+  const auto times = run::percentiles(t.iteration_seconds, 20);
   double train_seconds = 0.0;
   for (double seconds : t.iteration_seconds) train_seconds += seconds;
-  PeerSummary summary;
+  run::PeerSummary summary;
   summary.rank = s.rank;
   summary.peers = s.num_peers;
   summary.algo = name_of(s.config.algo);
@@ -487,8 +412,8 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
       summary.clipped_contributions = m.clipped_messages;
     }
   }
-  if (s.async) {
-    for (const auto& e : s.async->events())
+  if (s.group) {
+    for (const auto& e : s.group->events())
       if (e.what == "excluded") {
         summary.excluded_peers.push_back(e.rank);
         summary.excluded_at_round.push_back(e.round);
@@ -499,17 +424,17 @@ PeerSummary Trainer::summary(const Tally& t, double wall) const {
   return summary;
 }
 
-ModelFile Trainer::trained_model() {
+run::ModelFile Trainer::trained_model() {
   State& s = *state_;
-  ModelFile out{s.config.model, std::vector<float>(s.net.parameter_count())};
+  run::ModelFile out{s.config.model, std::vector<float>(s.net.parameter_count())};
   s.backend.download(out.parameters.data(), s.debiased(), out.parameters.size() * sizeof(float));
   return out;
 }
 
-PeerSummary Trainer::run() {
+run::PeerSummary Trainer::run() {
   State& s = *state_;
-  const TrainConfig& c = s.config;
-  const std::int64_t eval_every = evaluation_interval(c, s.per_epoch);
+  const config::TrainConfig& c = s.config;
+  const std::int64_t eval_every = config::evaluation_interval(c, s.per_epoch);
   const std::int64_t start_iteration = s.comm.join ? s.join() : c.resume ? s.resume() : 0;
   Tally t;
   if (s.comm.join) t.joined_at = start_iteration;
@@ -524,8 +449,8 @@ PeerSummary Trainer::run() {
   const auto start = Clock::now();
   auto wall = [&] { return earlier_wall + seconds_since(start); };
   for (std::int64_t it = start_iteration; it < s.total; ++it) {
-    if (s.async && s.comm.leave_requested && s.comm.leave_requested->load()) {
-      s.async->leave();
+    if (s.group && s.comm.leave_requested && s.comm.leave_requested->load()) {
+      s.group->leave();
       t.left_at = it;
       spdlog::info("left at iteration {}", it);
       break;

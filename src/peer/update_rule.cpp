@@ -11,12 +11,12 @@
 
 namespace sgp::peer {
 
-StateLayout state_layout(const TrainConfig& config, std::size_t parameters) {
+StateLayout state_layout(const config::TrainConfig& config, std::size_t parameters) {
   StateLayout l;
   l.parameters = parameters;
-  l.mixed = info(config.algo).tracks_gradient ? 2 * parameters : parameters;
+  l.mixed = config::info(config.algo).tracks_gradient ? 2 * parameters : parameters;
   l.total = l.mixed;
-  if (info(config.algo).tracks_gradient) {
+  if (config::info(config.algo).tracks_gradient) {
     l.last_gradient = l.total;
     l.total += parameters;
   }
@@ -27,24 +27,26 @@ StateLayout state_layout(const TrainConfig& config, std::size_t parameters) {
   return l;
 }
 
-std::optional<std::string> describe_update_rule(const TrainConfig& c) {
+std::optional<std::string> describe_update_rule(const config::TrainConfig& c) {
   std::vector<std::string> parts;
-  if (c.momentum_kind == MomentumKind::quasi_global) parts.emplace_back("quasi-global momentum");
+  if (c.momentum_kind == config::MomentumKind::quasi_global)
+    parts.emplace_back("quasi-global momentum");
   if (c.global_average_every > 0) parts.push_back(fmt::format("PGA H={}", c.global_average_every));
   if (c.slow_momentum > 0.0) parts.push_back(fmt::format("SlowMo {}", c.slow_momentum));
   if (parts.empty()) return std::nullopt;
   return fmt::format("{}", fmt::join(parts, " + "));
 }
 
-UpdateRule::UpdateRule(const TrainConfig& config, compute::Backend& backend,
+UpdateRule::UpdateRule(const config::TrainConfig& config, compute::Backend& backend,
                        const StateLayout& layout, float* state, model::Sgd& sgd)
     : config_(config),
       backend_(backend),
       layout_(layout),
       x_(state),
       sgd_(sgd),
-      z_before_(backend,
-                config.momentum_kind == MomentumKind::quasi_global ? layout.parameters : 0) {}
+      z_before_(backend, config.momentum_kind == config::MomentumKind::quasi_global
+                             ? layout.parameters
+                             : 0) {}
 
 void UpdateRule::start() {
   const std::size_t n = layout_.parameters;
@@ -57,9 +59,9 @@ void UpdateRule::start() {
 
 void UpdateRule::local_step(float* grads, float scale, float lr) {
   lr_ = lr;
-  if (info(config_.algo).tracks_gradient) {
+  if (config::info(config_.algo).tracks_gradient) {
     tracking_step(grads, scale, lr);
-  } else if (config_.momentum_kind == MomentumKind::quasi_global) {
+  } else if (config_.momentum_kind == config::MomentumKind::quasi_global) {
     quasi_global_step(grads, scale, lr);
   } else {
     sgd_.step(x_, grads, lr);
@@ -124,7 +126,7 @@ void UpdateRule::update_quasi_global_buffer() {
 
 bool UpdateRule::mix(std::int64_t iteration) {
   const bool mixed = engine_ && engine_->step(iteration);
-  if (config_.momentum_kind == MomentumKind::quasi_global) update_quasi_global_buffer();
+  if (config_.momentum_kind == config::MomentumKind::quasi_global) update_quasi_global_buffer();
   if (layout_.slow_anchor > 0 &&
       gossip::exact_average_round(iteration, config_.global_average_every)) {
     slow_momentum_step();

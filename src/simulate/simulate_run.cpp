@@ -8,8 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "sgp/error.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/run_files.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/run_files.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
@@ -233,13 +234,13 @@ void run_simulate(const SimulateCommand& c) {
   const auto schedule = simulation_schedule(c);
   require_fits_in_memory(schedule, c.options);
   const auto membership = plan_membership(schedule, c.options.changes, c.options.rounds);
-  const std::filesystem::path dir = c.run_dir.empty() ? peer::create_default_run_dir("simulate")
+  const std::filesystem::path dir = c.run_dir.empty() ? run::create_default_run_dir("simulate")
                                                       : std::filesystem::path(c.run_dir);
-  peer::RunDirectory run(dir, -1);
-  run.claim({c.overwrite ? peer::RunStart::overwrite : peer::RunStart::fresh, {}, false});
+  run::RunDirectory run(dir, -1);
+  run.claim({c.overwrite ? run::RunStart::overwrite : run::RunStart::fresh, {}, false});
   auto config = config_json(c, schedule);
   config["run_id"] = run.run_id();
-  run.write_json("config.json", config);
+  run.write_json(run::kRunConfigFile, config);
 
   nlohmann::json summary = config;
   summary.erase("command");
@@ -256,18 +257,20 @@ void run_simulate(const SimulateCommand& c) {
                  report.asymptotic_rate ? "dense" : "Lanczos on vectors, no rho");
   }
 
-  std::ofstream records(dir / "simulate.jsonl");
-  if (!records) throw IoError(fmt::format("cannot write {}", (dir / "simulate.jsonl").string()));
+  std::ofstream records(dir / run::kSimulateLogFile);
+  if (!records)
+    throw IoError(fmt::format("cannot write {}", (dir / run::kSimulateLogFile).string()));
   spdlog::info("simulating {} peers ({}, {}), dim {}, {} rounds on {} threads",
                schedule.num_peers(), algorithm_name(c.options), workload_name(c.options.workload),
                c.options.dim, c.options.rounds, c.options.threads);
   const auto result = simulate(schedule, c.options, [&](const RoundRecord& r) {
     records << record_json(r, c.options.workload).dump() << '\n' << std::flush;
   });
-  if (!records) throw IoError(fmt::format("writing {} failed", (dir / "simulate.jsonl").string()));
+  if (!records)
+    throw IoError(fmt::format("writing {} failed", (dir / run::kSimulateLogFile).string()));
 
   add_results(summary, c, result);
-  run.write_json("summary.json", summary);
+  run.write_json(run::kSummaryFile, summary);
   fmt::print("{}\n", dir.string());
   print_result(c, result, summary, summary["membership_changes"].size());
 }

@@ -15,7 +15,7 @@
 
 #include "round_metrics.hpp"
 #include "sgp/error.hpp"
-#include "sgp/launch/consensus_run.hpp"
+#include "sgp/gossip/consensus_vectors.hpp"
 #include "sgp/simulate/compressed_population.hpp"
 #include "sgp/simulate/sync_population.hpp"
 
@@ -262,7 +262,7 @@ std::vector<double> initialise(PeerPool& pool, int peers, const SimulationOption
   if (problem) return problem->optimum();
   pool.for_ranges(static_cast<std::size_t>(peers), [&](int, std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
-      const auto v = launch::consensus_initial_vector(o.seed, static_cast<int>(i), peers, o.dim);
+      const auto v = gossip::consensus_initial_vector(o.seed, static_cast<int>(i), peers, o.dim);
       auto x = x_of(static_cast<int>(i));
       for (std::size_t k = 0; k < o.dim; ++k) x[k] = static_cast<T>(v[k]);
     }

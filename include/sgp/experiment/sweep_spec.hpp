@@ -32,7 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sgp/peer/train_config.hpp"
+#include "sgp/config/train_config.hpp"
 
 namespace sgp::experiment {
 
@@ -43,7 +43,7 @@ struct SweepPoint {
   int peers = 0;  // for a file: the file's N
   // Every training setting of the run, grid values included; `topology`, `run_dir` and
   // `monitor` are left empty for the runner to fill.
-  peer::TrainConfig config;
+  config::TrainConfig config;
   // Grid axes beyond algo, self_weight, gossip_every and seed (they name the point too).
   std::vector<std::string> other_axes;
   // command = "simulate" (src/experiment/simulate_sweep.hpp): the options of its

@@ -26,10 +26,10 @@
 //     every live peer is done, then until its z has settled (it no longer moves when its
 //     in-neighbours' totals arrive), so that the peers end in agreement.
 //
-// Values are mixed in double on the host (x64). Unlike PushSumEngine, the caller's float x holds
-// the de-biased z = x64 / w, rewritten after every round; what the caller changed in it since
-// (the SGD step) is added to x64 scaled by w first, so that a step's size in z does not depend on
-// w (asgp's w can fall far below 1 while a peer's mass is in flight).
+// Values are mixed in double on the host (x64). The caller's buffer holds z = x64 / w (mixer.hpp:
+// what it holds for each engine); what the caller changed in it since the last round (the SGD
+// step) is added to x64 scaled by w, so that a step's size in z does not depend on w (asgp's w
+// can fall far below 1 while a peer's mass is in flight).
 // One thread (the caller's); the transport's release callbacks may run on any thread.
 #include <chrono>
 #include <cstdint>
@@ -54,14 +54,7 @@ class FailureDetector;
 class InEdge;
 class OutEdge;
 
-// A change of membership this peer saw, for summaries: "excluded", "joined", "left".
-struct MembershipEvent {
-  std::string what;
-  int rank = 0;
-  std::int64_t round = 0;  // this peer's round when it learnt it
-};
-
-class AsyncPushSum final : public Mixer {
+class AsyncPushSum final : public Mixer, public MembershipControl {
  public:
   // As PushSumEngine: x is n floats in the backend's memory, mixed in place; the transport can
   // reach every rank of the schedule (control notices go to all of them). w starts at 1.
@@ -73,7 +66,7 @@ class AsyncPushSum final : public Mixer {
   // One round: apply what arrived, push, look for failed peers.
   void mix();
   // Handles what arrives during `duration` (waiting without spinning): pacing between rounds.
-  void idle(std::chrono::milliseconds duration);
+  void idle(std::chrono::milliseconds duration) override;
   void finish() override;
   void restore(std::int64_t round, double weight) override;
   void debias(float* z) override;
@@ -81,16 +74,12 @@ class AsyncPushSum final : public Mixer {
   double weight() const override { return w_; }
   std::int64_t round() const override { return round_; }
   PushSumMetrics metrics() const override;
+  MembershipControl* membership_control() override { return this; }
 
-  // For a rank that died or never started: asks for admission and takes the sponsor's half of
-  // its mass (x, w) and its round; returns that round. IoError when no live peer admits it
-  // within the timeout. Before the first step().
-  std::int64_t join();
-  // Hands all mass to a live out-neighbour, tells everyone, and stops mixing.
-  void leave();
-
+  std::int64_t join() override;
+  void leave() override;
+  const std::vector<MembershipEvent>& events() const override { return events_; }
   const Membership& membership() const { return membership_; }
-  const std::vector<MembershipEvent>& events() const { return events_; }
   int rank() const { return rank_; }
 
  private:

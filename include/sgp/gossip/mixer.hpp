@@ -1,12 +1,24 @@
 #pragma once
 // What a training loop needs from a gossip engine, whatever the algorithm: PushSumEngine (sgp,
 // osgp, dpsgd, exact: rounds in lock step), AsyncPushSum (asgp: nobody waits, running sums,
-// peers may fail, join and leave) and RingAllReduce (allreduce: w stays 1) all mix the caller's
-// parameters x in place and keep the push-sum weight w; the caller trains on z = x / w.
+// peers may fail, join and leave) and RingAllReduce (allreduce: w stays 1). Each keeps the
+// push-sum weight w and mixes the caller's buffer (n floats in the backend's memory, given to
+// make_mixer) in place. What that buffer holds, engine by engine:
+//   - PushSumEngine: the numerator x; the caller trains on z = x / w, through z_scale() = 1 / w
+//     or the z that debias() writes.
+//   - RingAllReduce: x with w = 1 always, so x is z (z_scale() = 1).
+//   - AsyncPushSum: z itself (z_scale() = nullopt): the engine keeps x and w in double and
+//     rewrites the buffer with z after every round and in debias(); what the caller changed in
+//     it since (its step) is taken in as a change of z, i.e. w times as much of x.
+// So a caller that trains on the buffer scaled by z_scale(), and calls debias() before each step
+// where z_scale() is nullopt, trains on z with every engine.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "sgp/gossip/push_sum_config.hpp"
 
@@ -21,6 +33,30 @@ class Transport;
 }
 
 namespace sgp::gossip {
+
+// A change of membership this peer saw, for summaries: "excluded", "joined", "left".
+struct MembershipEvent {
+  std::string what;
+  int rank = 0;
+  std::int64_t round = 0;  // this peer's round when it learnt it
+};
+
+// Peers that fail, join and leave a run in progress: what an engine whose group can change
+// (asgp's) offers through Mixer::membership_control(); the others mix in a fixed group.
+class MembershipControl {
+ public:
+  // For a rank that died or never started: asks for admission and takes the sponsor's half of
+  // its mass (x, w) and its round; returns that round. IoError when no live peer admits it
+  // within the timeout. Before the first step().
+  virtual std::int64_t join() = 0;
+  // Hands all mass to a live out-neighbour, tells everyone, and stops mixing.
+  virtual void leave() = 0;
+  // What this peer saw, in order.
+  virtual const std::vector<MembershipEvent>& events() const = 0;
+
+ protected:
+  ~MembershipControl() = default;
+};
 
 class Mixer {
  public:
@@ -45,6 +81,12 @@ class Mixer {
   virtual double weight() const = 0;
   virtual std::int64_t round() const = 0;
   virtual PushSumMetrics metrics() const = 0;
+  // Joining and leaving, for an engine whose group can change; nullptr for a fixed group.
+  virtual MembershipControl* membership_control() { return nullptr; }
+  // Between the rounds of a loop that computes nothing (sgp consensus): handles what arrives
+  // during `duration` where nobody waits (asgp, whose rounds this paces); an engine whose step()
+  // waits for its neighbours returns at once.
+  virtual void idle(std::chrono::milliseconds duration) { (void)duration; }
 };
 
 // The engine for config.mode: AsyncPushSum for async, RingAllReduce for allreduce (over the

@@ -48,6 +48,7 @@ transport::ReceiveLimits push_sum_receive_limits(const Chunking& chunking, Mode 
 // admits rank - 1 (mod N) only, whatever the edges. Async mode connects to (and admits) every
 // rank: membership notices go to all, and a repaired schedule may push anywhere. `ring_too`
 // (--global-average-every): rank + 1 and rank - 1 besides the schedule's neighbours.
+// Async mode also caps options.linger at 1 s (a dead peer's queue must not hold the exit).
 std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Schedule& schedule,
                                                             int rank, const Chunking& chunking,
                                                             const Security& security,

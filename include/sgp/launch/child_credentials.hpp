@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "sgp/config/train_config.hpp"
 #include "sgp/gossip/run_credentials.hpp"
-#include "sgp/peer/train_config.hpp"
 #include "sgp/transport/plain.hpp"
 
 namespace sgp::topology {
@@ -22,7 +22,7 @@ namespace sgp::launch {
 
 // Whether a launch of `ranks_here` of the schedule's ranks gets per-run credentials: the topology
 // has no keys, every rank runs here, and not --insecure.
-bool wants_run_credentials(const peer::TrainConfig& config, const topology::Schedule& schedule,
+bool wants_run_credentials(const config::TrainConfig& config, const topology::Schedule& schedule,
                            std::size_t ranks_here);
 
 class ChildCredentials {

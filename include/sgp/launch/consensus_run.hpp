@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sgp/config/train_config.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
-#include "sgp/peer/train_config.hpp"
 
 namespace sgp::topology {
 class Schedule;
@@ -25,7 +25,7 @@ class Schedule;
 
 namespace sgp::launch {
 
-// The training settings sgp consensus shares (sgp/peer/settings.hpp): its flags, and what
+// The training settings sgp consensus shares (sgp/config/settings.hpp): its flags, and what
 // --local passes to each peer it starts.
 inline constexpr std::array<std::string_view, 12> kConsensusSettings = {
     "tau",       "timeout_ms", "seed",     "device",       "run_dir", "overwrite",
@@ -37,12 +37,8 @@ struct ConsensusOptions {
   gossip::Mode mode = gossip::Mode::sync;
   std::size_t dim = 1000;
   // The kConsensusSettings, as for training runs.
-  peer::TrainConfig shared;
+  config::TrainConfig shared;
 };
-
-// Peer `rank`'s initial vector: the exact mean plus a deviation; the deviations sum to zero.
-std::vector<float> consensus_initial_vector(std::uint64_t seed, int rank, int num_peers,
-                                            std::size_t dim);
 
 // One peer, this process.
 void run_consensus_peer(const ConsensusOptions& options, const topology::Schedule& schedule,

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sgp/peer/link_rate.hpp"
+#include "sgp/config/link_rate.hpp"
 
 namespace sgp::launch {
 
@@ -18,7 +18,7 @@ class EmulatedHosts {
   // Creates the hosts. InputError when not root, without ip/tc, or for a bad prefix (1-10
   // characters a-z0-9) or count (1..64); IoError naming the command when one fails, after
   // removing whatever was created.
-  EmulatedHosts(std::string prefix, int count, const peer::LinkRate& rate);
+  EmulatedHosts(std::string prefix, int count, const config::LinkRate& rate);
   // Removes the hosts unless release() was called.
   ~EmulatedHosts();
   EmulatedHosts(const EmulatedHosts&) = delete;
@@ -34,7 +34,7 @@ class EmulatedHosts {
   std::string bridge_address() const;          // 10.A.B.254, in this namespace
 
  private:
-  void create(const peer::LinkRate& rate);
+  void create(const config::LinkRate& rate);
 
   std::string prefix_;
   int count_;
@@ -53,7 +53,7 @@ int remove_emulated_hosts(const std::string& prefix);
 // and `out`: that topology readdressed onto them (rank r at tcp://<host r>:29500). Returns the
 // hosts' description (names, addresses, the bridge's address for a monitor).
 std::string emulate_up(const std::string& prefix, const std::filesystem::path& topology,
-                       const peer::LinkRate& rate, const std::filesystem::path& out);
+                       const config::LinkRate& rate, const std::filesystem::path& out);
 
 // The path of ip(8), for running a command inside a host: ip netns exec NAME ...
 std::string ip_program();

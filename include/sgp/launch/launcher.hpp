@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "sgp/config/train_config.hpp"
 #include "sgp/launch/run_summary.hpp"
-#include "sgp/peer/train_config.hpp"
 
 namespace sgp::topology {
 class Schedule;
@@ -18,7 +18,7 @@ class Schedule;
 namespace sgp::launch {
 
 struct LaunchOptions {
-  peer::TrainConfig config;
+  config::TrainConfig config;
   std::vector<int> ranks;   // empty: the ranks whose endpoint is on this host
   bool no_monitor = false;  // do not run the monitor even when every peer is local
   // Re-address the topology's ports: each rank keeps its host and listens on base_port + the
@@ -36,7 +36,7 @@ std::vector<int> ranks_on_this_host(const topology::Schedule& schedule);
 // Checks the settings and reads the topology, then writes <run-dir>/config.json and returns the
 // run directory, starting nothing: for peers and a monitor started by another launcher (srun, in
 // scripts/sbatch-sgp), each reading that one file with --config.
-std::filesystem::path prepare_run(peer::TrainConfig config,
+std::filesystem::path prepare_run(config::TrainConfig config,
                                   std::optional<int> base_port = std::nullopt);
 
 // Runs the peers to the end. Returns the run's merged summary (also written to summary.json).
@@ -44,6 +44,6 @@ std::filesystem::path prepare_run(peer::TrainConfig config,
 // whenever it comes, once every peer is stopped and the run's secrets are removed. With
 // --on-peer-failure continue (the default for asgp) the others go on, the failed ranks are
 // listed in the summary, and only a run where every local peer failed is an error.
-peer::RunSummary launch_peers(LaunchOptions options);
+run::RunSummary launch_peers(LaunchOptions options);
 
 }  // namespace sgp::launch

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "sgp/peer/summaries.hpp"
-#include "sgp/peer/train_config.hpp"
+#include "sgp/config/train_config.hpp"
+#include "sgp/run/summaries.hpp"
 
 namespace sgp::launch {
 
@@ -21,7 +21,7 @@ std::filesystem::path find_program(const std::string& command);
 // setting), SGP_TOPOLOGY, SGP_RUN_DIR, SGP_MONITOR (when there is a monitor) and SGP_KEYS (with
 // --keys). The launcher adds SGP_RUN_CREDENTIALS (the rank's share of a keyless run's passwords,
 // launch/child_credentials.hpp) where it made them.
-std::vector<std::string> program_environment(const peer::TrainConfig& config,
+std::vector<std::string> program_environment(const config::TrainConfig& config,
                                              const std::filesystem::path& run_dir, int rank,
                                              int world_size, int local_rank,
                                              const std::string& monitor_endpoint);
@@ -33,6 +33,6 @@ inline constexpr std::string_view kProgramEvaluationFile = "average-model-evalua
 // Takes the program's evaluation of the average model into the monitor's summary, when it is of
 // the monitor's last record (same iteration): nothing otherwise. InputError naming the file when
 // it is there but not such an object.
-void add_program_evaluation(peer::MonitorSummary& summary, const std::filesystem::path& run_dir);
+void add_program_evaluation(run::MonitorSummary& summary, const std::filesystem::path& run_dir);
 
 }  // namespace sgp::launch

@@ -23,17 +23,17 @@
 #include <vector>
 
 #include "sgp/compute/backend.hpp"
+#include "sgp/config/algorithm.hpp"
+#include "sgp/config/train_config.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/gossip/wire_format.hpp"
-#include "sgp/peer/algorithm.hpp"
-#include "sgp/peer/summaries.hpp"
-#include "sgp/peer/train_config.hpp"
+#include "sgp/run/summaries.hpp"
 #include "sgp/transport/message.hpp"
 
 namespace sgp::transport {
 class SnapshotReceiver;
 }  // namespace sgp::transport
-namespace sgp::peer {
+namespace sgp::model {
 class Evaluator;
 }
 
@@ -56,7 +56,7 @@ struct MonitorRecord {
 // whose messages are always under way: the sum is reported, nothing is promised (asgp's weights
 // are only checked finite, since they may exceed N).
 enum class MassModel { conserved, in_flight };
-MassModel mass_model_of(peer::Algorithm algo);
+MassModel mass_model_of(config::Algorithm algo);
 
 // The iterations at which a run's peers evaluate and hand snapshots over (peer::Trainer): every
 // `every` iterations, and the last one, `total`.
@@ -70,7 +70,7 @@ struct EvaluationPoints {
 
 // The evaluation points of a run of these settings among `num_peers` peers (peer::Trainer's
 // rule; the epoch's length from the training set's size). InputError when the data is missing.
-EvaluationPoints evaluation_points(const peer::TrainConfig& config, int num_peers);
+EvaluationPoints evaluation_points(const config::TrainConfig& config, int num_peers);
 
 class ConsensusMonitor {
  public:
@@ -103,7 +103,7 @@ class ConsensusMonitor {
   std::uint64_t rejected() const { return rejected_; }
   // Valid snapshots given up: their iteration could no longer complete.
   std::uint64_t dropped() const { return dropped_; }
-  peer::MonitorSummary summary() const;
+  run::MonitorSummary summary() const;
   // Writes the average model of the last record (the mean of the peers' z) to `path`; nothing
   // when there is no record.
   void write_average_model(const std::filesystem::path& path) const;
@@ -117,7 +117,7 @@ class ConsensusMonitor {
 
   std::unique_ptr<compute::Backend> backend_;
   data::Dataset test_;
-  std::unique_ptr<peer::Evaluator> evaluator_;
+  std::unique_ptr<model::Evaluator> evaluator_;
   std::size_t parameter_count_;  // 0 until the first snapshot for a consensus-only monitor
   int num_peers_;
   MassModel mass_;
@@ -137,7 +137,7 @@ class ConsensusMonitor {
 
 // The monitor of a run of these settings: evaluating the peers' --model, or consensus only
 // (`consensus_only`: the peers are a program's, sgp launch -- COMMAND).
-std::unique_ptr<ConsensusMonitor> make_monitor(const peer::TrainConfig& config, int num_peers,
+std::unique_ptr<ConsensusMonitor> make_monitor(const config::TrainConfig& config, int num_peers,
                                                std::filesystem::path log, bool consensus_only);
 
 // Receives snapshots into `monitor` until `stop` is set, then drains what is still queued

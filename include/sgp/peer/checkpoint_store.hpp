@@ -31,13 +31,6 @@ struct CheckpointState {
   std::vector<float> velocity;  // optimizer momentum buffer
 };
 
-// "checkpoint-<rank>-<iteration>.bin"; nothing for any other name, or numbers out of range.
-struct CheckpointFileName {
-  int rank = 0;
-  std::int64_t iteration = 0;
-};
-std::optional<CheckpointFileName> parse_checkpoint_file_name(std::string_view name);
-
 class CheckpointStore {
  public:
   // run_id: the run this peer belongs to (run.json); only its checkpoints are listed as this

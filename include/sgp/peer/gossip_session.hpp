@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "sgp/compute/backend.hpp"
+#include "sgp/config/train_config.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
-#include "sgp/peer/train_config.hpp"
 
 namespace sgp::peer {
 
@@ -35,7 +35,7 @@ struct BufferPlace {
 // $SGP_RUN_CREDENTIALS, and the rank from $RANK (or $SLURM_PROCID). InputError naming the variable
 // when one is missing or wrong.
 struct SessionStart {
-  TrainConfig config;
+  config::TrainConfig config;
   int rank = 0;
 };
 SessionStart session_start_from_environment();
@@ -46,7 +46,7 @@ class GossipSession {
   // Peer `rank` of config.topology, mixing vectors of `numel` floats (every peer's must be the
   // same). Validates the settings (InputError naming the setting), binds this peer's endpoint
   // (IoError when that fails).
-  GossipSession(TrainConfig config, int rank, std::size_t numel);
+  GossipSession(config::TrainConfig config, int rank, std::size_t numel);
   ~GossipSession();
   GossipSession(const GossipSession&) = delete;
   GossipSession& operator=(const GossipSession&) = delete;
@@ -72,7 +72,7 @@ class GossipSession {
   int rank() const { return rank_; }
   int world_size() const;
   std::size_t numel() const { return numel_; }
-  const TrainConfig& config() const { return config_; }
+  const config::TrainConfig& config() const { return config_; }
   std::int64_t iteration() const { return iteration_; }
   bool finished() const { return finished_; }
   // Whether this peer communicates at all (false for --algo local or a one-peer topology).
@@ -89,7 +89,7 @@ class GossipSession {
   // The engine's x starts as z (the caller's buffer at `place`), or is `attached` itself.
   void start_engine(const float* z, const BufferPlace& place, float* attached = nullptr);
 
-  TrainConfig config_;
+  config::TrainConfig config_;
   int rank_;
   std::size_t numel_;
   std::int64_t iteration_ = 0;

@@ -7,9 +7,9 @@
 #include <optional>
 #include <string>
 
+#include "sgp/config/train_config.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
-#include "sgp/peer/summaries.hpp"
-#include "sgp/peer/train_config.hpp"
+#include "sgp/run/summaries.hpp"
 
 namespace sgp::topology {
 class Schedule;
@@ -31,20 +31,17 @@ int resolve_rank(std::optional<int> flag);
 // $LOCAL_RANK is not a non-negative integer.
 int local_peer_index(const topology::Schedule& schedule, int rank);
 
-// The --keys / --insecure settings of a peer or launch, and the run credentials sgp launch handed
-// it (config.run_credentials: the file is read by this call).
-gossip::Security security(const TrainConfig& config);
-
 // Reads config.topology (InputError naming the file and every problem in it).
-topology::Schedule load_topology(const TrainConfig& config);
+topology::Schedule load_topology(const config::TrainConfig& config);
 
 // InputError when `rank` is not a rank of the topology file's schedule, or $WORLD_SIZE (set by
 // torchrun and Slurm) is not its number of peers.
-void check_rank(const TrainConfig& config, const topology::Schedule& file_schedule, int rank);
+void check_rank(const config::TrainConfig& config, const topology::Schedule& file_schedule,
+                int rank);
 
 // The schedule the peers mix with: config.algo's weights over the file's graph, with
-// --self-weight where it applies (peer::mixing_schedule).
-topology::Schedule peer_mixing_schedule(const TrainConfig& config,
+// --self-weight where it applies (config::mixing_schedule).
+topology::Schedule peer_mixing_schedule(const config::TrainConfig& config,
                                         const topology::Schedule& file_schedule);
 
 // A peer's transport: ZeroMQ wired from the mixing schedule, behind fault injection when
@@ -63,13 +60,14 @@ struct PeerTransport {
 
 // Opens peer `rank`'s transport for push-sum messages of `parameters` floats, with the
 // settings' timeout, --local-ipc and --inject, secured by `secure` (security(config)).
-PeerTransport open_peer_transport(const TrainConfig& config, const topology::Schedule& mixing,
-                                  int rank, std::size_t parameters, const gossip::Security& secure);
+PeerTransport open_peer_transport(const config::TrainConfig& config,
+                                  const topology::Schedule& mixing, int rank,
+                                  std::size_t parameters, const gossip::Security& secure);
 
 // Runs peer `rank` to the end; returns its summary. Rank 0 writes config.json when
 // `write_config` (not when the settings came from the run's own config.json). `join`: asgp
 // only, join a run in progress (a rank that died or never started) instead of starting it.
-PeerSummary run_peer(const TrainConfig& config, int rank, bool write_config = true,
-                     bool join = false);
+run::PeerSummary run_peer(const config::TrainConfig& config, int rank, bool write_config = true,
+                          bool join = false);
 
 }  // namespace sgp::peer

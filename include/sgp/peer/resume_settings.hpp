@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sgp/peer/train_config.hpp"
+#include "sgp/config/train_config.hpp"
 
 namespace sgp::topology {
 class Schedule;
@@ -19,7 +19,7 @@ namespace sgp::peer {
 
 // A JSON object: each fixed setting's key and value, "peers", and "mixing_weights" (a digest of
 // the mixing schedule's weights, phases and edges; absent for peers that do not communicate).
-nlohmann::json resume_settings(const TrainConfig& config, int num_peers,
+nlohmann::json resume_settings(const config::TrainConfig& config, int num_peers,
                                const topology::Schedule* mixing);
 
 // InputError "<source> was written with other settings: key: V then, W now; ..." naming every
@@ -32,6 +32,6 @@ void require_same_resume_settings(const nlohmann::json& saved, const nlohmann::j
 // checkpoint of their last iteration. InputError naming the rank when one has no such checkpoint
 // (the run had no --checkpoint-every: it cannot be extended).
 bool extends_finished_run(const std::filesystem::path& dir, const std::vector<int>& ranks,
-                          const TrainConfig& config);
+                          const config::TrainConfig& config);
 
 }  // namespace sgp::peer

@@ -12,11 +12,11 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "sgp/compute/backend.hpp"
+#include "sgp/config/train_config.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
-#include "sgp/peer/model_file.hpp"
-#include "sgp/peer/summaries.hpp"
-#include "sgp/peer/train_config.hpp"
+#include "sgp/run/model_file.hpp"
+#include "sgp/run/summaries.hpp"
 
 namespace sgp::topology {
 class Schedule;
@@ -25,34 +25,11 @@ namespace sgp::transport {
 class Transport;
 }
 
-namespace sgp::peer {
-
+namespace sgp::run {
 class RunDirectory;
+}
 
-// Iterations per epoch when `num_peers` peers each take `batch_size` samples per iteration:
-// the same on every peer, so that synchronous gossip rounds line up.
-std::int64_t iterations_per_epoch(std::size_t train_size, int num_peers, int batch_size);
-// The iterations a run of these settings trains (--epochs, capped by --max-iterations).
-std::int64_t total_iterations(const TrainConfig& config, std::int64_t per_epoch);
-// Iterations between evaluations (--eval-every epochs, at least 1); the last iteration is
-// evaluated too. The monitor accepts snapshots of these iterations only.
-std::int64_t evaluation_interval(const TrainConfig& config, std::int64_t per_epoch);
-
-// Median, 90th percentile and mean of `values` (copied), ignoring the first `skip` entries.
-struct Percentiles {
-  double median = 0.0, p90 = 0.0, mean = 0.0;
-};
-Percentiles percentiles(std::vector<double> values, std::size_t skip);
-
-// osgp's communication thread: with --comm-thread auto, only when this host has more cores than
-// peers (the ranks whose endpoint has `rank`'s host); else its handoffs cost more than the
-// overlap brings.
-bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& schedule, int rank);
-
-// The engine settings of peer `rank` with these settings whose parameters live on `device`.
-// InputError for --compress, --robust or --sign-flip-rank off the CPU backend.
-gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
-                                      compute::DeviceKind device, bool comm_thread);
+namespace sgp::peer {
 
 // What a peer needs to talk to the others; all null for a peer that trains alone.
 struct Communication {
@@ -72,16 +49,16 @@ struct Communication {
 class Trainer {
  public:
   // Trains shard `rank` of `num_peers` of the training set.
-  Trainer(const TrainConfig& config, int rank, int num_peers, compute::Backend& backend,
-          const data::Dataset& train, const data::Dataset& test, RunDirectory& run,
+  Trainer(const config::TrainConfig& config, int rank, int num_peers, compute::Backend& backend,
+          const data::Dataset& train, const data::Dataset& test, run::RunDirectory& run,
           Communication communication = {});
   ~Trainer();
 
   // Runs to the end (or from the newest complete checkpoint with config.resume); returns the
   // summary that was also written to the run directory.
-  PeerSummary run();
+  run::PeerSummary run();
   // The model this peer ends with: its de-biased z = x / w and the spec.
-  ModelFile trained_model();
+  run::ModelFile trained_model();
 
  private:
   struct State;
@@ -93,7 +70,7 @@ class Trainer {
               Tally& tally);
   void add_training_fields(nlohmann::json& record, double lr, bool last, Tally& tally);
   void add_evaluation(nlohmann::json& record, std::int64_t iteration, bool last, Tally& tally);
-  PeerSummary summary(const Tally& tally, double wall) const;
+  run::PeerSummary summary(const Tally& tally, double wall) const;
 
   std::unique_ptr<State> state_;
 };

@@ -18,8 +18,8 @@
 
 #include "sgp/compute/backend.hpp"
 #include "sgp/compute/device_buffer.hpp"
+#include "sgp/config/train_config.hpp"
 #include "sgp/model/sgd.hpp"
-#include "sgp/peer/train_config.hpp"
 
 namespace sgp::gossip {
 class Mixer;
@@ -39,18 +39,18 @@ struct StateLayout {
   std::size_t last_gradient = 0;  // gt: offset of g (0: none)
   std::size_t slow_anchor = 0;    // slow momentum: offset of z_prev (u follows it; 0: none)
 };
-StateLayout state_layout(const TrainConfig& config, std::size_t parameters);
+StateLayout state_layout(const config::TrainConfig& config, std::size_t parameters);
 
 // What --momentum-kind, --global-average-every and --slow-momentum add to the algorithm, e.g.
 // "quasi-global momentum + PGA H=8 + SlowMo 0.5" (summaries); nullopt when nothing.
-std::optional<std::string> describe_update_rule(const TrainConfig& config);
+std::optional<std::string> describe_update_rule(const config::TrainConfig& config);
 
 class UpdateRule {
  public:
   // state: layout.total floats in backend memory, x first; sgd: the local optimizer, whose
   // velocity is the momentum buffer of every rule (m for quasi-global, gt's filter of y).
-  UpdateRule(const TrainConfig& config, compute::Backend& backend, const StateLayout& layout,
-             float* state, model::Sgd& sgd);
+  UpdateRule(const config::TrainConfig& config, compute::Backend& backend,
+             const StateLayout& layout, float* state, model::Sgd& sgd);
 
   // The engine whose rounds mix() runs (null: the peer trains alone).
   void set_engine(gossip::Mixer* engine) { engine_ = engine; }
@@ -76,7 +76,7 @@ class UpdateRule {
   void update_quasi_global_buffer();
   void slow_momentum_step();
 
-  const TrainConfig& config_;
+  const config::TrainConfig& config_;
   compute::Backend& backend_;
   StateLayout layout_;
   float* x_;

@@ -1,6 +1,6 @@
 #pragma once
 // What the simulated peers compute between gossip rounds.
-//   consensus: no computation; peer i starts from launch::consensus_initial_vector (the vectors
+//   consensus: no computation; peer i starts from gossip::consensus_initial_vector (the vectors
 //     `sgp consensus` uses: integers whose mean m is known exactly).
 //   quadratic: decentralized SGD on least squares with a diagonal design per peer,
 //       f_i(theta) = h_i / 2 * || theta - (a + b_i v) ||^2,  f = mean_i f_i,

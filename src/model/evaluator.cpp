@@ -1,8 +1,8 @@
-#include "sgp/peer/evaluator.hpp"
+#include "sgp/model/evaluator.hpp"
 
 #include <algorithm>
 
-namespace sgp::peer {
+namespace sgp::model {
 
 model::Shape input_shape(const data::Dataset& set) { return {set.rows, set.cols, 1}; }
 
@@ -30,4 +30,4 @@ Evaluation Evaluator::evaluate(const float* params) {
   return {static_cast<double>(correct) / n, loss / n};
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::model

@@ -1,4 +1,4 @@
-#include "sgp/peer/straggler.hpp"
+#include "sgp/config/straggler.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "sgp/error.hpp"
 
-namespace sgp::peer {
+namespace sgp::config {
 
 namespace {
 
@@ -48,4 +48,4 @@ std::chrono::nanoseconds straggler_pause(const StragglerSpec& spec, std::chrono:
       std::llround((spec.factor - 1.0) * static_cast<double>(step.count())));
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::config

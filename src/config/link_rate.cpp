@@ -1,4 +1,4 @@
-#include "sgp/peer/link_rate.hpp"
+#include "sgp/config/link_rate.hpp"
 
 #include <array>
 #include <charconv>
@@ -9,7 +9,7 @@
 
 #include "sgp/error.hpp"
 
-namespace sgp::peer {
+namespace sgp::config {
 
 namespace {
 
@@ -48,4 +48,4 @@ LinkRate parse_link_rate(std::string_view text) {
   bad(text, "no unit (bit, kbit, mbit or gbit)");
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::config

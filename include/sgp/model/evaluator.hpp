@@ -8,7 +8,7 @@
 #include "sgp/data/dataset.hpp"
 #include "sgp/model/network.hpp"
 
-namespace sgp::peer {
+namespace sgp::model {
 
 // The shape of one sample of a data set (height x width x 1 channel).
 model::Shape input_shape(const data::Dataset& set);
@@ -32,4 +32,4 @@ class Evaluator {
   int features_;
 };
 
-}  // namespace sgp::peer
+}  // namespace sgp::model

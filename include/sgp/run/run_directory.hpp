@@ -6,10 +6,11 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
-namespace sgp::peer {
+namespace sgp::run {
 
 // "No space left on device (ENOSPC)": errno's text and its name, for messages about a file.
 std::string errno_text(int error);
@@ -61,7 +62,7 @@ class RunDirectory {
   const std::string& run_id() const;
 
   const std::filesystem::path& path() const { return dir_; }
-  void write_json(const std::string& name, const nlohmann::json& value) const;
+  void write_json(std::string_view name, const nlohmann::json& value) const;
   // Appends one line to peer-<rank>.jsonl (opened on the first record) and flushes it.
   void log(const nlohmann::json& record);
   // A resume from `iteration`: drops the records of peer-<rank>.jsonl after it (the resumed run
@@ -77,4 +78,4 @@ class RunDirectory {
   std::ofstream log_;
 };
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

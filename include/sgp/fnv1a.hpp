@@ -1,10 +1,10 @@
 #pragma once
-// FNV-1a 64: the peer module's checksum (checkpoint files, the mixing-weights digest). Not a
+// FNV-1a 64: sgp's file checksum (checkpoint files, the mixing-weights digest). Not a
 // defence against tampering, only against damage; xxHash stays in the gossip module.
 #include <cstdint>
 #include <string_view>
 
-namespace sgp::peer {
+namespace sgp {
 
 inline std::uint64_t fnv1a(std::string_view bytes) {
   std::uint64_t hash = 0xcbf29ce484222325ull;
@@ -12,4 +12,4 @@ inline std::uint64_t fnv1a(std::string_view bytes) {
   return hash;
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-namespace sgp::peer {
+namespace sgp::config {
 
 struct LinkRate {
   bool emulated = false;        // false: no emulation, the peers share this host's loopback
@@ -17,4 +17,4 @@ struct LinkRate {
 // 1 kbit and 100 gbit. InputError "'TEXT': what" otherwise (the caller says where).
 LinkRate parse_link_rate(std::string_view text);
 
-}  // namespace sgp::peer
+}  // namespace sgp::config

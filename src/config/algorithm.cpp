@@ -1,4 +1,4 @@
-#include "sgp/peer/algorithm.hpp"
+#include "sgp/config/algorithm.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 
 #include "sgp/error.hpp"
 
-namespace sgp::peer {
+namespace sgp::config {
 
 namespace {
 
@@ -16,33 +16,33 @@ using gossip::Mode;
 
 constexpr std::array<AlgorithmInfo, 8> kAlgorithms = {{
     {Algorithm::sgp, "sgp", "Stochastic Gradient Push: synchronous push-sum every H iterations",
-     true, Mode::sync, true, MixingRule::as_given, true},
+     true, Mode::sync, true, MixingRule::as_given, true, true, false, false},
     {Algorithm::osgp, "osgp",
      "overlap SGP: push-sum on a communication thread, in-neighbours at most --tau rounds behind",
-     true, Mode::overlap, true, MixingRule::as_given, true},
+     true, Mode::overlap, true, MixingRule::as_given, true, true, false, false},
     {Algorithm::asgp, "asgp",
      "asynchronous SGP: nobody waits for a neighbour; running sums make lost messages cost "
      "nothing; failed peers are excluded, peers may join (--join) and leave",
-     true, Mode::async, true, MixingRule::as_given, false},
+     true, Mode::async, true, MixingRule::as_given, false, false, true, true},
     {Algorithm::local, "local", "no communication: each peer trains its shard alone (a baseline)",
-     false, Mode::sync, false, MixingRule::as_given, false},
+     false, Mode::sync, false, MixingRule::as_given, false, true, false, false},
     {Algorithm::dpsgd, "dpsgd",
      "D-PSGD (Lian et al. 2017): symmetric gossip with Metropolis-Hastings weights (or the "
      "topology's own when they are symmetric, as base's); needs an undirected topology",
-     true, Mode::sync, false, MixingRule::metropolis, true},
+     true, Mode::sync, false, MixingRule::metropolis, true, true, false, false},
     {Algorithm::exact, "exact",
      "exact averaging every round on a complete topology (AllReduce by gossip, for comparison)",
-     true, Mode::sync, false, MixingRule::uniform_1_over_n, true},
+     true, Mode::sync, false, MixingRule::uniform_1_over_n, true, true, false, false},
     {Algorithm::allreduce, "allreduce",
      "ring AllReduce (reduce-scatter then all-gather, chunked and pipelined) over ranks "
      "0..N-1 in order: every peer has the exact average every round; uses only the topology "
      "file's endpoints",
-     true, Mode::allreduce, false, MixingRule::ring, false},
+     true, Mode::allreduce, false, MixingRule::ring, false, true, false, false},
     {Algorithm::gt, "gt",
      "gradient tracking over synchronous push-sum (Push-DIGing / ADD-OPT): each peer mixes its "
      "tracker y of the average gradient with x in one message and steps along y; no "
      "heterogeneity floor with a constant step",
-     true, Mode::sync, true, MixingRule::as_given, true, true},
+     true, Mode::sync, true, MixingRule::as_given, true, true, false, false, true},
 }};
 
 // Whether every phase's weights are symmetric already (p_ij == p_ji on every edge, so doubly
@@ -156,4 +156,4 @@ topology::Schedule mixing_schedule(Algorithm algo, const topology::Schedule& s,
   return s;
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::config

@@ -10,7 +10,7 @@
 #include "sgp/named_values.hpp"
 #include "sgp/topology/schedule.hpp"
 
-namespace sgp::peer {
+namespace sgp::config {
 
 enum class Algorithm { sgp, osgp, asgp, local, dpsgd, exact, allreduce, gt };
 
@@ -32,7 +32,12 @@ struct AlgorithmInfo {
   gossip::Mode mode;      // how the push-sum engine mixes
   bool uses_self_weight;  // --self-weight changes its weights (sweeps vary it only then)
   MixingRule mixing;
-  bool compressible;  // --compress applies (push-sum rounds of float32 x)
+  // What the algorithm can do, for the checks and defaults that depend on it:
+  bool compressible;        // --compress (fp16, bf16) applies: push-sum rounds of float32 x
+  bool checkpoints;         // --checkpoint-every and --resume apply (peers at one iteration)
+  bool joins;               // peers may join a run in progress (sgp peer --join) and leave it
+  bool tolerates_failures;  // a failed peer is excluded and the others go on
+                            // (--on-peer-failure auto: go-on)
   // Gradient tracking: the engine mixes [x; y], y the tracker of the average gradient, and the
   // step follows y (sgp/peer/update_rule.hpp).
   bool tracks_gradient = false;
@@ -50,4 +55,4 @@ std::span<const NamedValue<Algorithm>> names(Algorithm);
 topology::Schedule mixing_schedule(Algorithm algo, const topology::Schedule& file_schedule,
                                    std::optional<double> self_weight, const std::string& source);
 
-}  // namespace sgp::peer
+}  // namespace sgp::config

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace sgp::peer {
+namespace sgp::run {
 
 struct ModelFile {
   std::string model;  // the spec, e.g. "mlp:512,512"
@@ -28,4 +28,4 @@ void write_model_file(const std::filesystem::path& path, const ModelFile& model)
 // count does not fit its spec (for Fashion-MNIST's 28 x 28 images and 10 classes).
 ModelFile read_model_file(const std::filesystem::path& path);
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

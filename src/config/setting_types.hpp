@@ -14,10 +14,10 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "sgp/config/settings.hpp"
 #include "sgp/named_values.hpp"
-#include "sgp/peer/settings.hpp"
 
-namespace sgp::peer::detail {
+namespace sgp::config::detail {
 
 using nlohmann::json;
 
@@ -282,4 +282,4 @@ class TypedSetting final : public Setting {
   Extra extra_;
 };
 
-}  // namespace sgp::peer::detail
+}  // namespace sgp::config::detail

@@ -1,18 +1,18 @@
 #pragma once
 // Every setting of a training run, as plain data. What each field means, its flag, config.json
 // key, sweep key, allowed values and help text are declared once, in the settings table
-// (sgp/peer/settings.hpp); this struct only holds the values and their defaults.
+// (sgp/config/settings.hpp); this struct only holds the values and their defaults.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "sgp/config/algorithm.hpp"
 #include "sgp/log.hpp"
 #include "sgp/model/lr_schedule.hpp"
-#include "sgp/peer/algorithm.hpp"
 
-namespace sgp::peer {
+namespace sgp::config {
 
 // What sgp launch does when one of its peers dies.
 enum class PeerFailure {
@@ -74,7 +74,7 @@ struct TrainConfig {
   // per-run credentials that sgp launch hands to the peers it starts (--run-credentials).
   std::string run_credentials;
   bool local_ipc = true;  // peers of one host exchange over ipc:// instead of TCP loopback
-  std::string link_rate;  // sgp launch: emulated hosts with this egress limit (peer/link_rate)
+  std::string link_rate;  // sgp launch: emulated hosts with this egress limit (config/link_rate)
   // fault tolerance (asgp)
   bool running_sums = true;  // asgp: lost messages cost no mass (false: plain push-sum)
   std::string inject;  // transport faults, e.g. "drop=0.05,seed=1" (transport/faulty_transport)
@@ -95,4 +95,4 @@ struct TrainConfig {
 // config.json's settings: every setting of the table, keyed by its name.
 void to_json(nlohmann::json& j, const TrainConfig& c);
 
-}  // namespace sgp::peer
+}  // namespace sgp::config

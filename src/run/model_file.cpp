@@ -1,4 +1,4 @@
-#include "sgp/peer/model_file.hpp"
+#include "sgp/run/model_file.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,12 +9,12 @@
 
 #include <fmt/format.h>
 
-#include "fnv1a.hpp"
 #include "sgp/error.hpp"
+#include "sgp/fnv1a.hpp"
 #include "sgp/model/model_spec.hpp"
-#include "sgp/peer/run_directory.hpp"
+#include "sgp/run/run_directory.hpp"
 
-namespace sgp::peer {
+namespace sgp::run {
 
 namespace {
 
@@ -98,4 +98,4 @@ ModelFile read_model_file(const std::filesystem::path& path) {
   return model;
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

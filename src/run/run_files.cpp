@@ -1,4 +1,4 @@
-#include "sgp/peer/run_files.hpp"
+#include "sgp/run/run_files.hpp"
 
 #include <algorithm>
 #include <array>
@@ -12,20 +12,19 @@
 #include <nlohmann/json.hpp>
 
 #include "sgp/error.hpp"
-#include "sgp/peer/checkpoint_store.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/summaries.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_directory.hpp"
+#include "sgp/run/summaries.hpp"
 
-namespace sgp::peer {
+namespace sgp::run {
 
 namespace {
 
 // Files of the run as a whole (not of one rank).
-constexpr std::array<std::string_view, 10> kRunFiles = {"config.json",     "run.json",
-                                                        "summary.json",    "partition.json",
-                                                        "monitor.jsonl",   "monitor-summary.json",
-                                                        "consensus.jsonl", "simulate.jsonl",
-                                                        "mixing.dot",      "model-average.bin"};
+constexpr std::array<std::string_view, 10> kRunFiles = {
+    kRunConfigFile,      kRunMarkerFile,      kSummaryFile,      kPartitionFile,
+    kMonitorLogFile,     kMonitorSummaryFile, kConsensusLogFile, kSimulateLogFile,
+    kMixingTopologyFile, kAverageModelFile};
 
 // The rank of "peer-<rank>.jsonl", "peer-<rank>-summary.json", "peer-<rank>-model.bin" or
 // "peer-<rank>.log".
@@ -107,7 +106,7 @@ std::string adopt_or_create_run_id(const std::filesystem::path& dir) {
 
 }  // namespace
 
-RunStart run_start_of(const TrainConfig& config) {
+RunStart run_start_of(const config::TrainConfig& config) {
   if (config.resume) return RunStart::resume;
   return config.overwrite ? RunStart::overwrite : RunStart::fresh;
 }
@@ -121,7 +120,7 @@ std::vector<std::filesystem::path> result_files(const std::filesystem::path& dir
       found.push_back(entry.path());
     }
   }
-  for (const auto& entry : std::filesystem::directory_iterator(dir / "checkpoints", ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir / kCheckpointDir, ec)) {
     const auto name = parse_checkpoint_file_name(entry.path().filename().string());
     if (name && claimed(ranks, name->rank)) found.push_back(entry.path());
   }
@@ -143,7 +142,7 @@ int remove_temporary_files(const std::filesystem::path& dir, const std::vector<i
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     remove_if_ours(entry.path(), false);
   }
-  for (const auto& entry : std::filesystem::directory_iterator(dir / "checkpoints", ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir / kCheckpointDir, ec)) {
     remove_if_ours(entry.path(), true);
   }
   return removed;
@@ -175,4 +174,4 @@ bool ranks_finished(const std::filesystem::path& dir, const std::vector<int>& ra
   });
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

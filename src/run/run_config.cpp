@@ -1,4 +1,4 @@
-#include "sgp/peer/run_config.hpp"
+#include "sgp/run/run_config.hpp"
 
 #include <array>
 #include <fstream>
@@ -9,12 +9,12 @@
 #include <fmt/std.h>
 #include <nlohmann/json.hpp>
 
+#include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/settings.hpp"
+#include "sgp/run/run_directory.hpp"
 #include "sgp/topology/schedule.hpp"
 
-namespace sgp::peer {
+namespace sgp::run {
 
 namespace {
 constexpr std::array<std::string_view, 5> kMetadataKeys = {
@@ -61,7 +61,7 @@ std::vector<double> self_weights(const topology::Schedule& s) {
 }
 }  // namespace
 
-void write_run_config(const RunDirectory& run, const TrainConfig& settings,
+void write_run_config(const RunDirectory& run, const config::TrainConfig& settings,
                       std::string_view command, int peers, const topology::Schedule* mixing,
                       std::string_view monitor_endpoint) {
   nlohmann::json j = settings;
@@ -82,7 +82,7 @@ RunConfig read_run_config(const std::filesystem::path& file) {
   }
   j.erase("eval_every_epochs");
   RunConfig out;
-  out.settings = settings_from_json(j, file.string(), kMetadataKeys);
+  out.settings = config::settings_from_json(j, file.string(), kMetadataKeys);
   if (j.contains("command") && !j["command"].is_string()) {
     throw InputError(fmt::format("{}: command: expected a string", file.string()));
   }
@@ -98,4 +98,4 @@ RunConfig read_run_config(const std::filesystem::path& file) {
   return out;
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

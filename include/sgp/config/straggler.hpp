@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace sgp::peer {
+namespace sgp::config {
 
 struct StragglerSpec {
   int rank = -1;        // -1: none
@@ -27,4 +27,4 @@ std::string format_straggler_spec(const StragglerSpec& spec);
 // The time a straggler sleeps after a step that took `step`: (factor - 1) times it.
 std::chrono::nanoseconds straggler_pause(const StragglerSpec& spec, std::chrono::nanoseconds step);
 
-}  // namespace sgp::peer
+}  // namespace sgp::config

@@ -19,10 +19,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sgp/config/train_config.hpp"
 #include "sgp/error.hpp"
-#include "sgp/peer/train_config.hpp"
 
-namespace sgp::peer {
+namespace sgp::config {
 
 class SettingError : public InputError {
  public:
@@ -98,4 +98,4 @@ std::vector<std::string> setting_arguments(const TrainConfig& config,
 TrainConfig settings_from_json(const nlohmann::json& object, const std::string& source,
                                std::span<const std::string_view> other_keys, TrainConfig base = {});
 
-}  // namespace sgp::peer
+}  // namespace sgp::config

@@ -6,22 +6,19 @@
 #include <string>
 #include <string_view>
 
-#include "sgp/peer/train_config.hpp"
+#include "sgp/config/train_config.hpp"
+#include "sgp/run/file_names.hpp"
 
 namespace sgp::topology {
 class Schedule;
 }
 
-namespace sgp::peer {
+namespace sgp::run {
 
 class RunDirectory;
 
-inline constexpr std::string_view kRunConfigFile = "config.json";
-// The topology as the peers mix on it (sgp launch): the file's graph with the weights used.
-inline constexpr std::string_view kMixingTopologyFile = "mixing.dot";
-
 struct RunConfig {
-  TrainConfig settings;
+  config::TrainConfig settings;
   std::string command;  // train, peer, launch
   int peers = 0;
   // The monitor sgp launch started for this run (its port is this start's only): where a rank
@@ -33,11 +30,11 @@ struct RunConfig {
 // the algorithm's own), also "mixing_self_weights": every p_ii kept in any phase, distinct and
 // ascending (one value for a regular graph), so that uniform weights are recorded as numbers.
 // With `monitor_endpoint`, also "monitor_endpoint" (RunConfig).
-void write_run_config(const RunDirectory& run, const TrainConfig& settings,
+void write_run_config(const RunDirectory& run, const config::TrainConfig& settings,
                       std::string_view command, int peers,
                       const topology::Schedule* mixing = nullptr,
                       std::string_view monitor_endpoint = {});
 // InputError naming the file and the key when it cannot be read or holds a bad setting.
 RunConfig read_run_config(const std::filesystem::path& file);
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

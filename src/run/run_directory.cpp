@@ -1,4 +1,4 @@
-#include "sgp/peer/run_directory.hpp"
+#include "sgp/run/run_directory.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,9 +18,10 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/error.hpp"
-#include "sgp/peer/run_files.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/run_files.hpp"
 
-namespace sgp::peer {
+namespace sgp::run {
 
 std::string errno_text(int error) {
   const char* name = ::strerrorname_np(error);
@@ -207,13 +208,13 @@ const std::string& RunDirectory::run_id() const {
   return run_id_;
 }
 
-void RunDirectory::write_json(const std::string& name, const nlohmann::json& value) const {
+void RunDirectory::write_json(std::string_view name, const nlohmann::json& value) const {
   write_file_atomically(dir_ / name, value.dump(2) + "\n");
 }
 
 std::filesystem::path RunDirectory::log_path() const {
   SGP_ENFORCE(rank_ >= 0, "this run directory has no peer log");
-  return dir_ / fmt::format("peer-{}.jsonl", rank_);
+  return dir_ / peer_log_file(rank_);
 }
 
 double rewind_jsonl(const std::filesystem::path& path, std::int64_t iteration) {
@@ -269,4 +270,4 @@ void RunDirectory::log(const nlohmann::json& record) {
   if (!log_) throw IoError(fmt::format("{}: cannot write: {}", log_path(), errno_text(errno)));
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

@@ -1,4 +1,4 @@
-#include "sgp/peer/settings.hpp"
+#include "sgp/config/settings.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,13 +8,13 @@
 #include <fmt/format.h>
 
 #include "setting_types.hpp"
+#include "sgp/config/link_rate.hpp"
+#include "sgp/config/straggler.hpp"
 #include "sgp/data/partition.hpp"
 #include "sgp/model/model_spec.hpp"
-#include "sgp/peer/link_rate.hpp"
-#include "sgp/peer/straggler.hpp"
 #include "sgp/transport/faulty_transport.hpp"
 
-namespace sgp::peer {
+namespace sgp::config {
 
 namespace detail {
 
@@ -485,11 +485,11 @@ void validate(const TrainConfig& c) {
       throw InputError(fmt::format("{}: {}", s->flag(), problem));
     }
   }
-  if (c.algo == Algorithm::asgp && (c.checkpoint_every > 0 || c.resume)) {
+  if (!info(c.algo).checkpoints && (c.checkpoint_every > 0 || c.resume)) {
     throw InputError(fmt::format(
-        "{}: asgp does not checkpoint (its peers are never at the same iteration); a peer that "
+        "{}: {} does not checkpoint (its peers are never at the same iteration); a peer that "
         "fails is excluded and may rejoin with sgp peer --join",
-        c.resume ? "--resume" : "--checkpoint-every"));
+        c.resume ? "--resume" : "--checkpoint-every", name_of(c.algo)));
   }
   if (c.compress != gossip::Compression::none && !info(c.algo).compressible) {
     throw InputError(fmt::format(
@@ -545,4 +545,4 @@ TrainConfig settings_from_json(const nlohmann::json& object, const std::string& 
   return base;
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::config

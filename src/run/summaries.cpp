@@ -1,4 +1,4 @@
-#include "sgp/peer/summaries.hpp"
+#include "sgp/run/summaries.hpp"
 
 #include <algorithm>
 #include <concepts>
@@ -7,10 +7,11 @@
 #include <fmt/format.h>
 
 #include "sgp/error.hpp"
-#include "sgp/peer/run_directory.hpp"
-#include "sgp/peer/trainer.hpp"
+#include "sgp/run/file_names.hpp"
+#include "sgp/run/percentiles.hpp"
+#include "sgp/run/run_directory.hpp"
 
-namespace sgp::peer {
+namespace sgp::run {
 
 namespace {
 
@@ -180,7 +181,7 @@ void add_monitor(RunSummary& out, const MonitorSummary& m) {
 // The JSON of `name` in the one directory of `dirs` that has it; InputError naming both when two
 // have it (they are not the per-host directories of one run).
 std::optional<json> only_one_of(const std::vector<std::filesystem::path>& dirs,
-                                const std::string& name) {
+                                std::string_view name) {
   std::optional<json> found;
   std::filesystem::path where;
   for (const auto& dir : dirs) {
@@ -214,8 +215,6 @@ std::string accuracy_text(const PeerSummary& s) {
   return s.final_test_accuracy ? fmt::format("{:.2f}%", 100.0 * *s.final_test_accuracy)
                                : std::string("none (it never evaluated)");
 }
-
-std::string peer_summary_file(int rank) { return fmt::format("peer-{}-summary.json", rank); }
 
 RunSummary merge_run_summary(const std::filesystem::path& run_dir, int num_peers) {
   return merge_run_summary(std::vector<std::filesystem::path>{run_dir}, num_peers);
@@ -276,10 +275,10 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
                       })->wall_time_s;
     out.sum_of_weights = weights;
   }
-  if (const auto m = only_one_of(run_dirs, "monitor-summary.json")) {
+  if (const auto m = only_one_of(run_dirs, kMonitorSummaryFile)) {
     add_monitor(out, m->get<MonitorSummary>());
   }
   return out;
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

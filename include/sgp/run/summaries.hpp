@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace sgp::peer {
+namespace sgp::run {
 
 // An in-neighbour that a peer suspected of pushing poisoned models (gossip::NeighbourWatch), with
 // the evidence when it named it.
@@ -142,9 +142,6 @@ void from_json(const nlohmann::json& j, RunSummary& s);
 // "86.15%", or "none (it never evaluated)": for log lines.
 std::string accuracy_text(const PeerSummary& s);
 
-// The file name of rank's summary in a run directory.
-std::string peer_summary_file(int rank);
-
 // Reads what is in `run_dir` (a missing or unreadable peer summary is listed in missing_peers)
 // and merges it.
 RunSummary merge_run_summary(const std::filesystem::path& run_dir, int num_peers);
@@ -152,4 +149,4 @@ RunSummary merge_run_summary(const std::filesystem::path& run_dir, int num_peers
 // ranks' summaries; InputError naming two directories that hold the same file.
 RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs, int num_peers);
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

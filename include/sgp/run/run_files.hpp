@@ -11,11 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "sgp/peer/train_config.hpp"
+#include "sgp/config/train_config.hpp"
+#include "sgp/run/file_names.hpp"
 
-namespace sgp::peer {
-
-inline constexpr std::string_view kRunMarkerFile = "run.json";
+namespace sgp::run {
 
 enum class RunStart {
   fresh,      // refuse a directory that holds results of the claimed scope
@@ -24,7 +23,7 @@ enum class RunStart {
 };
 
 // resume or overwrite as the settings say, else fresh.
-RunStart run_start_of(const TrainConfig& config);
+RunStart run_start_of(const config::TrainConfig& config);
 
 struct RunClaim {
   RunStart start = RunStart::fresh;
@@ -51,4 +50,4 @@ std::string claim_run_directory(const std::filesystem::path& dir, const RunClaim
 // Whether every one of `ranks` wrote its peer summary (the run, or its part here, finished).
 bool ranks_finished(const std::filesystem::path& dir, const std::vector<int>& ranks);
 
-}  // namespace sgp::peer
+}  // namespace sgp::run

@@ -1,0 +1,78 @@
+#include "sgp/config/engine_settings.hpp"
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "sgp/config/algorithm.hpp"
+#include "sgp/error.hpp"
+#include "sgp/gossip/run_credentials.hpp"
+#include "sgp/named_values.hpp"
+#include "sgp/topology/schedule.hpp"
+
+namespace sgp::config {
+
+gossip::Security security(const TrainConfig& config) {
+  gossip::Security s{config.keys_dir, config.insecure, std::nullopt};
+  if (!config.run_credentials.empty())
+    s.credentials = gossip::read_run_credentials(config.run_credentials);
+  return s;
+}
+
+bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& s, int rank) {
+  if (config.comm_thread != "auto") return config.comm_thread == "on";
+  if (!s.has_endpoints()) return true;
+  const auto host = [&](int r) {
+    const std::string& e = s.endpoint(r);
+    const std::string h = e.substr(0, e.rfind(':'));
+    return h.find("://127.") != std::string::npos ? std::string("loopback") : h;
+  };
+  int here = 0;
+  for (int r = 0; r < s.num_peers(); ++r) here += host(r) == host(rank);
+  const bool threaded = static_cast<int>(std::thread::hardware_concurrency()) > here;
+  if (info(config.algo).mode == gossip::Mode::overlap && !threaded) {
+    spdlog::info(
+        "rank {}: {} peers on this host, {} cores: osgp communicates between steps "
+        "(--comm-thread on to use a thread)",
+        rank, here, std::thread::hardware_concurrency());
+  }
+  return threaded;
+}
+
+gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
+                                      compute::DeviceKind device, bool comm_thread) {
+  gossip::PushSumConfig gc;
+  gc.mode = info(config.algo).mode;
+  gc.tau = config.tau;
+  gc.comm_thread = comm_thread;
+  gc.gossip_every = config.gossip_every;
+  gc.timeout = std::chrono::milliseconds(config.timeout_ms);
+  gc.running_sums = config.running_sums;
+  gc.compression = config.compress;
+  gc.robust = config.robust;
+  gc.sign_flip = config.sign_flip_rank == rank;
+  gc.global_average_every = config.global_average_every;
+  if ((gc.robust != gossip::Robust::none || gc.sign_flip) && device != compute::DeviceKind::cpu) {
+    throw InputError(fmt::format(
+        "--{}: models are measured on the CPU backend only; with --device {} use --device cpu",
+        gc.sign_flip ? "sign-flip-rank" : "robust", config.device));
+  }
+  if (gc.sign_flip) {
+    spdlog::warn(
+        "rank {}: --sign-flip-rank: this rank pushes its parameters sign-flipped (an attack "
+        "simulation)",
+        rank);
+  }
+  if (gc.compression != gossip::Compression::none && device != compute::DeviceKind::cpu) {
+    throw InputError(fmt::format(
+        "--compress {}: 16-bit payloads are converted on the CPU backend only; with --device {} "
+        "use --compress none (or --device cpu)",
+        name_of(gc.compression), config.device));
+  }
+  return gc;
+}
+
+}  // namespace sgp::config
