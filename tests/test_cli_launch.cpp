@@ -502,7 +502,7 @@ TEST_CASE("a peer killed mid-run is reported by rank and signal, and the others 
   CHECK(processes_mentioning(run.string()) == 0);
 }
 
-TEST_CASE("bad peer input gets clear errors") {
+TEST_CASE("bad peer input: a rank the topology or the environment contradicts gets clear errors") {
   sgp::testing::TempDir dir;
   const auto topology =
       sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
@@ -532,6 +532,14 @@ TEST_CASE("bad peer input gets clear errors") {
     CHECK(r.exit_code == 2);
     CHECK(contains(r.output, "$RANK: 'two' is not a rank"));
   }
+}
+
+TEST_CASE("bad peer input: algorithms, flags, endpoints and files get clear errors") {
+  sgp::testing::TempDir dir;
+  const std::string base =
+      "--device cpu --topology " +
+      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4).string() +
+      " --run-dir " + (dir / "run").string();
   SUBCASE("unknown algorithm") {
     const auto r = run_sgp("launch --algo gossip " + base);
     CHECK(r.exit_code != 0);
