@@ -585,6 +585,19 @@ TEST_CASE("bad peer input: algorithms, flags, endpoints and files get clear erro
     CHECK(r.exit_code == 3);
     CHECK(contains(r.output, "192.0.2.1:5600"));
   }
+  SUBCASE("an endpoint that is not a ZeroMQ address: the peers' --monitor, the monitor's --bind") {
+    const auto peer = run_sgp("peer --rank 0 --monitor 127.0.0.1:29400 " + base);
+    CHECK(peer.exit_code == 2);
+    CHECK(contains(peer.output,
+                   "--monitor: endpoint '127.0.0.1:29400' is not a ZeroMQ address "
+                   "like tcp://HOST:PORT (no SCHEME://)"));
+    const auto monitor = run_sgp("monitor --bind tcp://127.0.0.1 --topology " +
+                                 (dir / "t.dot").string() + " --run-dir " + (dir / "m").string());
+    CHECK(monitor.exit_code == 2);
+    CHECK(contains(monitor.output,
+                   "--bind: endpoint 'tcp://127.0.0.1' is not a ZeroMQ address "
+                   "like tcp://HOST:PORT (no :PORT)"));
+  }
   SUBCASE("a topology file that does not exist") {
     const auto r = run_sgp("launch --topology " + (dir / "none.dot").string());
     CHECK(r.exit_code != 0);

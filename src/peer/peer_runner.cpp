@@ -12,6 +12,7 @@
 
 #include "sgp/compute/device.hpp"
 #include "sgp/data/dataset.hpp"
+#include "sgp/endpoint.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
@@ -63,10 +64,12 @@ int resolve_rank(std::optional<int> flag) {
 
 int local_peer_index(const topology::Schedule& schedule, int rank) {
   if (const auto index = environment_index("LOCAL_RANK", "a local rank")) return *index;
-  const std::string host = topology::endpoint_host(schedule.endpoint(rank));
+  const auto host = [&](int r) {
+    return Endpoint::parse(schedule.endpoint(r), "the topology").host;
+  };
   int lower = 0;
   for (int r = 0; r < rank; ++r)
-    if (topology::endpoint_host(schedule.endpoint(r)) == host) ++lower;
+    if (host(r) == host(rank)) ++lower;
   return lower;
 }
 
@@ -115,7 +118,12 @@ topology::Schedule peer_mixing_schedule(const TrainConfig& config,
 PeerTransport open_peer_transport(const TrainConfig& config, const topology::Schedule& mixing,
                                   int rank, std::size_t parameters,
                                   const gossip::Security& secure) {
-  const gossip::Mode mode = info(config.algo).mode;
+  return open_peer_transport(config, mixing, rank, parameters, secure, info(config.algo).mode);
+}
+
+PeerTransport open_peer_transport(const TrainConfig& config, const topology::Schedule& mixing,
+                                  int rank, std::size_t parameters, const gossip::Security& secure,
+                                  gossip::Mode mode) {
   transport::ZmqOptions zmq;
   zmq.send_timeout = std::chrono::milliseconds(config.timeout_ms);
   zmq.local_ipc = config.local_ipc;

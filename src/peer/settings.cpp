@@ -9,6 +9,7 @@
 
 #include "setting_types.hpp"
 #include "sgp/data/partition.hpp"
+#include "sgp/endpoint.hpp"
 #include "sgp/model/model_spec.hpp"
 #include "sgp/peer/link_rate.hpp"
 #include "sgp/peer/straggler.hpp"
@@ -436,6 +437,7 @@ void validate(const TrainConfig& c) {
         "its average stays exact; asgp sends float64 running sums); use --compress none",
         name_of(c.compress), name_of(c.algo)));
   }
+  if (!c.monitor.empty()) Endpoint::parse(c.monitor, "--monitor");
   if (c.resume && c.overwrite) {
     throw InputError("--resume and --overwrite: give one (continue the run, or replace it)");
   }

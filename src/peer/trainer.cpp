@@ -15,6 +15,7 @@
 #include "sgp/compute/device_buffer.hpp"
 #include "sgp/data/partition.hpp"
 #include "sgp/data/sharding.hpp"
+#include "sgp/endpoint.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/mixer.hpp"
@@ -111,9 +112,8 @@ bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& s,
   if (config.comm_thread != "auto") return config.comm_thread == "on";
   if (!s.has_endpoints()) return true;
   const auto host = [&](int r) {
-    const std::string& e = s.endpoint(r);
-    const std::string h = e.substr(0, e.rfind(':'));
-    return h.find("://127.") != std::string::npos ? std::string("loopback") : h;
+    const auto e = Endpoint::parse(s.endpoint(r), "the topology");
+    return e.is_loopback() ? std::string("loopback") : e.host;
   };
   int here = 0;
   for (int r = 0; r < s.num_peers(); ++r) here += host(r) == host(rank);

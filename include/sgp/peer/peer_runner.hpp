@@ -65,6 +65,11 @@ struct PeerTransport {
 // settings' timeout, --local-ipc and --inject, secured by `secure` (security(config)).
 PeerTransport open_peer_transport(const TrainConfig& config, const topology::Schedule& mixing,
                                   int rank, std::size_t parameters, const gossip::Security& secure);
+// The same for an engine of `mode` rather than config.algo's (sgp consensus, whose --mode picks
+// it): the one transport set-up of every process that gossips.
+PeerTransport open_peer_transport(const TrainConfig& config, const topology::Schedule& mixing,
+                                  int rank, std::size_t parameters, const gossip::Security& secure,
+                                  gossip::Mode mode);
 
 // Runs peer `rank` to the end; returns its summary. Rank 0 writes config.json when
 // `write_config` (not when the settings came from the run's own config.json). `join`: asgp
