@@ -36,6 +36,7 @@ TEST_CASE("endpoints: tcp hosts and ports, IPv6 in brackets, a source interface,
   CHECK(wildcard.host == "*");
   CHECK(wildcard.port == "*");
   CHECK_FALSE(wildcard.has_port_number());
+  CHECK_FALSE(Endpoint::parse("tcp://127.0.0.1:0", "here").has_port_number());  // any port
 
   const auto sourced = Endpoint::parse("tcp://eth0;node-7.cluster:1", "here");
   CHECK(sourced.source == "eth0");
@@ -74,11 +75,10 @@ TEST_CASE("endpoints: each kind of bad input is named with where it came from an
   expected("tcp://", "nothing after ://");
   expected("tcp://host 1:5", "white space in it");
   expected("tcp://host", "no :PORT");
-  expected("tcp://host:", "port '' is not a number in 1..65535 or *");
-  expected("tcp://host:http", "port 'http' is not a number in 1..65535 or *");
-  expected("tcp://host:0", "port '0' is not a number in 1..65535 or *");
-  expected("tcp://host:65536", "port '65536' is not a number in 1..65535 or *");
-  expected("tcp://host:-1", "port '-1' is not a number in 1..65535 or *");
+  expected("tcp://host:", "port '' is not a number in 0..65535 or *");
+  expected("tcp://host:http", "port 'http' is not a number in 0..65535 or *");
+  expected("tcp://host:65536", "port '65536' is not a number in 0..65535 or *");
+  expected("tcp://host:-1", "port '-1' is not a number in 0..65535 or *");
   expected("tcp://:5600", "no HOST");
   expected("tcp://[::1:5600", "host '[::1' lacks its ]");
   expected("tcp://::1:5600", "an IPv6 host goes in brackets: [::1]");

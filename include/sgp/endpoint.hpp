@@ -1,9 +1,9 @@
 #pragma once
 // One ZeroMQ endpoint, as topology files, flags (--bind, --monitor) and sockets name it:
 // SCHEME://ADDRESS, where a tcp ADDRESS is [SOURCE;]HOST:PORT (HOST a name, an IPv4 address, *
-// or a bracketed IPv6 address; PORT a number or *; SOURCE: ZeroMQ's source interface). Every
-// module that needs an endpoint's host or port parses it here, with one set of rules; like
-// error.hpp it belongs to every module.
+// or a bracketed IPv6 address; PORT a number, or * or 0 to bind where the system picks; SOURCE:
+// ZeroMQ's source interface). Every module that needs an endpoint's host or port parses it here,
+// with one set of rules; like error.hpp it belongs to every module.
 #include <charconv>
 #include <optional>
 #include <string>
@@ -20,7 +20,7 @@ struct Endpoint {
   std::string address;  // everything after "://"
   std::string source;   // tcp: the SOURCE of SOURCE;HOST:PORT, else empty
   std::string host;     // tcp: HOST, an IPv6 address without its brackets; else empty
-  std::string port;     // tcp: the digits of PORT, or "*"; else empty
+  std::string port;     // tcp: the digits of PORT (0: any), or "*"; else empty
 
   // The endpoint `text` names, or nothing when it is not one (problem() says why).
   static std::optional<Endpoint> parse(std::string_view text) {
@@ -44,8 +44,8 @@ struct Endpoint {
   static std::string problem(std::string_view text, Endpoint& out);
 
   std::string text() const { return scheme + "://" + address; }
-  // tcp with a port number (not *): what a peer can connect to.
-  bool has_port_number() const { return scheme == "tcp" && port != "*"; }
+  // tcp with a port number (not * or 0): what a peer can connect to.
+  bool has_port_number() const { return scheme == "tcp" && port != "*" && port != "0"; }
   // Whether only this host can reach it: ipc, inproc, or a tcp HOST localhost, ::1 or 127.x (a
   // SOURCE interface, judged conservatively, makes it not).
   bool is_loopback() const {
@@ -70,8 +70,8 @@ inline std::string Endpoint::problem(std::string_view text, Endpoint& out) {
   const auto [end, error] =
       std::from_chars(out.port.data(), out.port.data() + out.port.size(), number);
   if (out.port != "*" && (error != std::errc() || end != out.port.data() + out.port.size() ||
-                          number < 1 || number > 65535)) {
-    return fmt::format("port '{}' is not a number in 1..65535 or *", out.port);
+                          number < 0 || number > 65535)) {
+    return fmt::format("port '{}' is not a number in 0..65535 or *", out.port);
   }
   std::string host = out.address.substr(0, colon);
   if (const auto semicolon = host.find(';'); semicolon != std::string::npos) {
