@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "sgp/error.hpp"
 #include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
+#include "sgp/gossip/run_credentials.hpp"
 #include "sgp/gossip/snapshot_publisher.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/model/mlp.hpp"
@@ -83,6 +85,12 @@ gossip::Security security(const TrainConfig& config) {
   if (!config.run_credentials.empty())
     s.credentials = gossip::read_run_credentials(config.run_credentials);
   return s;
+}
+
+std::string rejoining_credentials(const TrainConfig& config, int rank) {
+  if (config.run_dir.empty()) return "";
+  const auto share = gossip::run_credentials_file(config.run_dir, rank);
+  return std::filesystem::exists(share) ? share.string() : "";
 }
 
 topology::Schedule load_topology(const TrainConfig& config) {

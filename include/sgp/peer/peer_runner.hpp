@@ -35,6 +35,10 @@ int local_peer_index(const topology::Schedule& schedule, int rank);
 // it (config.run_credentials: the file is read by this call).
 gossip::Security security(const TrainConfig& config);
 
+// The run credentials of `rank` rejoining a launched run by hand (sgp peer --join without
+// --run-credentials): its share in config.run_dir, while the launcher keeps it there; else "".
+std::string rejoining_credentials(const TrainConfig& config, int rank);
+
 // Reads config.topology (InputError naming the file and every problem in it).
 topology::Schedule load_topology(const TrainConfig& config);
 
