@@ -65,11 +65,6 @@ const std::vector<std::string> kColumns = {"point",
                                            "sum_of_weights",
                                            "run_dir"};
 
-std::filesystem::path source_dir() {
-  const char* dir = std::getenv("SGP_SOURCE_DIR");
-  return dir ? dir : ".";
-}
-
 // Both points of the tiny sweep finished, with the figures their topologies must give.
 void check_finished_table(const std::vector<std::vector<std::string>>& csv,
                           const std::filesystem::path& root) {
@@ -118,7 +113,7 @@ void check_unfinished_point_redone(const std::string& run, const std::filesystem
 
 // scripts/plot writes every plot file, non-empty, as a PNG or PDF.
 void check_plots(const std::filesystem::path& root) {
-  const auto plot = run_command("/usr/bin/python3 " + (source_dir() / "scripts/plot").string() +
+  const auto plot = run_command("/usr/bin/python3 " + sgp::testing::source_path("scripts/plot") +
                                 " " + root.string());
   INFO(plot.output);
   REQUIRE(plot.exit_code == 0);
