@@ -526,7 +526,7 @@ TEST_CASE("a peer killed mid-run is reported by rank and signal, and the others 
   CHECK(processes_mentioning(run.string()) == 0);
 }
 
-TEST_CASE("bad peer input gets clear errors") {
+TEST_CASE("bad peer input: a rank the topology or the environment contradicts gets clear errors") {
   sgp::testing::TempDir dir;
   const auto topology =
       sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
@@ -556,6 +556,14 @@ TEST_CASE("bad peer input gets clear errors") {
     CHECK(r.exit_code == 2);
     CHECK(contains(r.output, "$RANK: 'two' is not a rank"));
   }
+}
+
+TEST_CASE("bad peer input: algorithms, flags, endpoints and files get clear errors") {
+  sgp::testing::TempDir dir;
+  const std::string base =
+      "--device cpu --topology " +
+      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4).string() +
+      " --run-dir " + (dir / "run").string();
   SUBCASE("unknown algorithm") {
     const auto r = run_sgp("launch --algo gossip " + base);
     CHECK(r.exit_code != 0);
@@ -600,6 +608,19 @@ TEST_CASE("bad peer input gets clear errors") {
                            " --run-dir " + (dir / "y").string());
     CHECK(r.exit_code == 3);
     CHECK(contains(r.output, "192.0.2.1:5600"));
+  }
+  SUBCASE("an endpoint that is not a ZeroMQ address: the peers' --monitor, the monitor's --bind") {
+    const auto peer = run_sgp("peer --rank 0 --monitor 127.0.0.1:29400 " + base);
+    CHECK(peer.exit_code == 2);
+    CHECK(contains(peer.output,
+                   "--monitor: endpoint '127.0.0.1:29400' is not a ZeroMQ address "
+                   "like tcp://HOST:PORT (no SCHEME://)"));
+    const auto monitor = run_sgp("monitor --bind tcp://127.0.0.1 --topology " +
+                                 (dir / "t.dot").string() + " --run-dir " + (dir / "m").string());
+    CHECK(monitor.exit_code == 2);
+    CHECK(contains(monitor.output,
+                   "--bind: endpoint 'tcp://127.0.0.1' is not a ZeroMQ address "
+                   "like tcp://HOST:PORT (no :PORT)"));
   }
   SUBCASE("a topology file that does not exist") {
     const auto r = run_sgp("launch --topology " + (dir / "none.dot").string());

@@ -31,11 +31,6 @@ nlohmann::json summary_of(const std::filesystem::path& run) {
   return nlohmann::json::parse(std::ifstream(run / "summary.json"));
 }
 
-std::string source(const std::string& path) {
-  const char* dir = std::getenv("SGP_SOURCE_DIR");
-  return (std::filesystem::path(dir ? dir : ".") / path).string();
-}
-
 }  // namespace
 
 TEST_CASE("sgp simulate: consensus on 16 peers reaches the mean; the run directory is complete") {
@@ -100,7 +95,7 @@ TEST_CASE("sgp simulate: Base-2 reaches the mean within one period at N = 25, 10
 
 TEST_CASE("sgp simulate: a DOT file, and async least squares under loss logs the optimality gap") {
   sgp::testing::TempDir dir;
-  const auto topology = source("topologies/exponential-8.dot");
+  const auto topology = sgp::testing::source_path("topologies/exponential-8.dot");
   const auto run = dir / "file";
   auto r =
       run_sgp("simulate --topology " + topology + " --dim 6 --rounds 20 --run-dir " + run.string());
@@ -192,7 +187,8 @@ TEST_CASE("sgp simulate: bad flags are input errors naming them") {
            Case{"simulate --topology ring --peers 8 --lr 0.1", "--lr is for --workload quadratic"},
            Case{"simulate --topology ring --peers 8 --mode lazy", "--mode"},
            Case{"simulate --topology ring --peers 8 --self-weight 1", "--self-weight"},
-           Case{"simulate --topology " + source("topologies/exponential-8.dot") + " --peers 5",
+           Case{"simulate --topology " + sgp::testing::source_path("topologies/exponential-8.dot") +
+                    " --peers 5",
                 "--peers 5 but"},
            Case{"simulate --topology exponential --peers 5000 --dim 100000000 --mode async", "GiB"},
            Case{"simulate --topology ring --peers 8 --fail 3", "--fail 3: expected RANK@ROUND"},

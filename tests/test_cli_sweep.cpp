@@ -66,9 +66,96 @@ const std::vector<std::string> kColumns = {"point",
                                            "sum_of_weights",
                                            "run_dir"};
 
-std::filesystem::path source_dir() {
-  const char* dir = std::getenv("SGP_SOURCE_DIR");
-  return dir ? dir : ".";
+// Both points of the tiny sweep finished, with the figures their topologies must give.
+void check_finished_table(const std::vector<std::vector<std::string>>& csv,
+                          const std::filesystem::path& root) {
+  for (std::size_t row = 1; row <= 2; ++row) {
+    REQUIRE(csv[row].size() == kColumns.size());
+    CHECK(column(csv, row, "status") == "finished");
+    CHECK(column(csv, row, "peers") == "4");
+    CHECK(column(csv, row, "iterations") == "30");
+    // 30 iterations reach ~0.75 (chance: 0.1).
+    CHECK(std::stod(column(csv, row, "final_average_model_accuracy")) > 0.6);
+    CHECK(std::stod(column(csv, row, "sum_of_weights")) == doctest::Approx(4.0).epsilon(1e-6));
+    CHECK(std::filesystem::exists(root / column(csv, row, "point") / "monitor.jsonl"));
+    CHECK(std::filesystem::exists(root / column(csv, row, "point") / "topology.dot"));
+  }
+  CHECK(column(csv, 1, "topology") == "ring");
+  // Local-only peers of this sweep end 0.077 apart; the ring gossips to ~1e-6, the complete
+  // graph averages exactly every round.
+  CHECK(std::stod(column(csv, 1, "final_consensus_error")) < 1e-4);
+  CHECK(std::stod(column(csv, 2, "final_consensus_error")) < 1e-10);
+  // Directed ring of 4 with weights 1/2: sigma = cos(pi / 4); complete with 1/4: sigma = 0.
+  CHECK(std::stod(column(csv, 1, "predicted_consensus_rate")) ==
+        doctest::Approx(0.7071067811865476).epsilon(1e-9));
+  CHECK(std::stod(column(csv, 1, "mixing_self_weight")) == doctest::Approx(0.5));
+  CHECK(std::stod(column(csv, 2, "predicted_consensus_rate")) == doctest::Approx(0.0));
+  CHECK(std::stod(column(csv, 2, "mixing_self_weight")) == doctest::Approx(0.25));
+}
+
+// The aggregate: one configuration per topology, one seed each; printed too, and every figure
+// the sweep prints is rounded (not 27.856711999999998 ms/it).
+void check_aggregate(const std::vector<std::vector<std::string>>& csv,
+                     const std::filesystem::path& root, const std::string& output) {
+  const auto aggregate = read_csv(root / "aggregate.csv");
+  REQUIRE(aggregate.size() == 3);
+  CHECK(column(aggregate, 1, "topology") == "ring");
+  CHECK(column(aggregate, 1, "n") == "1");
+  CHECK(column(aggregate, 1, "final_average_model_accuracy_mean") ==
+        column(csv, 1, "final_average_model_accuracy"));
+  CHECK(contains(output, "per configuration, over its finished seeds"));
+  CHECK(contains(output, "topology=ring mixing_self_weight=0.5 predicted_consensus_rate=0.7071: "));
+  const std::regex figures(R"(: average-model accuracy \d+\.\d\d%.*, \d+\.\d\d ms/it)");
+  int rounded = 0;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("ms/it") == std::string::npos) continue;
+    CAPTURE(line);
+    CHECK(std::regex_search(line, figures));
+    ++rounded;
+  }
+  CHECK(rounded == 4);  // two points, two configurations
+}
+
+// A point without summary.json (as after an interrupt) is redone from scratch; the other is kept.
+void check_unfinished_point_redone(const std::string& run, const std::filesystem::path& root) {
+  const auto ring = root / "ring_n4_auniform_sgp_h1_s0";
+  std::filesystem::remove(ring / "summary.json");
+  std::ofstream(ring / "stale-file") << "left over";
+  const auto resumed = run_sgp(run);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(contains(resumed.output, "1 already finished, 1 to run"));
+  CHECK(contains(resumed.output, "[1/2] ring_n4_auniform_sgp_h1_s0: removing the unfinished"));
+  CHECK(contains(resumed.output, "[2/2] complete_n4_auniform_sgp_h1_s0: already finished"));
+  CHECK(std::filesystem::exists(ring / "summary.json"));
+  CHECK_FALSE(std::filesystem::exists(ring / "stale-file"));
+  const auto csv_after = read_csv(root / "summary.csv");
+  REQUIRE(csv_after.size() == 3);
+  CHECK(column(csv_after, 1, "status") == "finished");
+  CHECK(column(csv_after, 2, "status") == "finished");
+}
+
+// scripts/plot writes every plot file, non-empty, as a PNG or PDF.
+void check_plots(const std::filesystem::path& root) {
+  const auto plot = run_command("/usr/bin/python3 " + sgp::testing::source_path("scripts/plot") +
+                                " " + root.string());
+  INFO(plot.output);
+  REQUIRE(plot.exit_code == 0);
+  for (const std::string name : {"consensus_vs_accuracy", "accuracy", "loss", "consensus_error",
+                                 "accuracy_vs_self_weight", "consensus_error_vs_self_weight"}) {
+    for (const std::string ext : {"png", "pdf"}) {
+      const auto file = root / "plots" / (name + "." + ext);
+      INFO(file.string());
+      REQUIRE(std::filesystem::exists(file));
+      CHECK(std::filesystem::file_size(file) > 1000);
+      std::ifstream in(file, std::ios::binary);
+      std::string head(8, '\0');
+      in.read(head.data(), 8);
+      CHECK(head == (ext == "png" ? std::string("\x89PNG\r\n\x1a\n", 8)
+                                  : std::string("%PDF-1.") + head[7]));
+    }
+  }
 }
 
 }  // namespace
@@ -111,49 +198,8 @@ timeout_ms = 20000
   const auto csv = read_csv(root / "summary.csv");
   REQUIRE(csv.size() == 3);
   CHECK(csv[0] == kColumns);
-  for (std::size_t row = 1; row <= 2; ++row) {
-    REQUIRE(csv[row].size() == kColumns.size());
-    CHECK(column(csv, row, "status") == "finished");
-    CHECK(column(csv, row, "peers") == "4");
-    CHECK(column(csv, row, "iterations") == "30");
-    // 30 iterations reach ~0.75 (chance: 0.1).
-    CHECK(std::stod(column(csv, row, "final_average_model_accuracy")) > 0.6);
-    CHECK(std::stod(column(csv, row, "sum_of_weights")) == doctest::Approx(4.0).epsilon(1e-6));
-    CHECK(std::filesystem::exists(root / column(csv, row, "point") / "monitor.jsonl"));
-    CHECK(std::filesystem::exists(root / column(csv, row, "point") / "topology.dot"));
-  }
-  CHECK(column(csv, 1, "topology") == "ring");
-  // Local-only peers of this sweep end 0.077 apart; the ring gossips to ~1e-6, the complete
-  // graph averages exactly every round.
-  CHECK(std::stod(column(csv, 1, "final_consensus_error")) < 1e-4);
-  CHECK(std::stod(column(csv, 2, "final_consensus_error")) < 1e-10);
-  // Directed ring of 4 with weights 1/2: sigma = cos(pi / 4); complete with 1/4: sigma = 0.
-  CHECK(std::stod(column(csv, 1, "predicted_consensus_rate")) ==
-        doctest::Approx(0.7071067811865476).epsilon(1e-9));
-  CHECK(std::stod(column(csv, 1, "mixing_self_weight")) == doctest::Approx(0.5));
-  CHECK(std::stod(column(csv, 2, "predicted_consensus_rate")) == doctest::Approx(0.0));
-  CHECK(std::stod(column(csv, 2, "mixing_self_weight")) == doctest::Approx(0.25));
-  // The aggregate: one configuration per topology, one seed each; printed too, and every figure
-  // the sweep prints is rounded (not 27.856711999999998 ms/it).
-  const auto aggregate = read_csv(root / "aggregate.csv");
-  REQUIRE(aggregate.size() == 3);
-  CHECK(column(aggregate, 1, "topology") == "ring");
-  CHECK(column(aggregate, 1, "n") == "1");
-  CHECK(column(aggregate, 1, "final_average_model_accuracy_mean") ==
-        column(csv, 1, "final_average_model_accuracy"));
-  CHECK(contains(first.output, "per configuration, over its finished seeds"));
-  CHECK(contains(first.output,
-                 "topology=ring mixing_self_weight=0.5 predicted_consensus_rate=0.7071: "));
-  const std::regex figures(R"(: average-model accuracy \d+\.\d\d%.*, \d+\.\d\d ms/it)");
-  int rounded = 0;
-  std::istringstream lines(first.output);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.find("ms/it") == std::string::npos) continue;
-    CAPTURE(line);
-    CHECK(std::regex_search(line, figures));
-    ++rounded;
-  }
-  CHECK(rounded == 4);  // two points, two configurations
+  check_finished_table(csv, root);
+  check_aggregate(csv, root, first.output);
 
   // Re-running skips both finished points and leaves the table as it was.
   const auto again = run_sgp(run);
@@ -163,43 +209,9 @@ timeout_ms = 20000
   CHECK(contains(again.output, "[1/2] ring_n4_auniform_sgp_h1_s0: already finished, skipped"));
   CHECK(read_csv(root / "summary.csv") == csv);
 
-  // A point without summary.json (as after an interrupt) is redone from scratch; the other is
-  // kept.
-  const auto ring = root / "ring_n4_auniform_sgp_h1_s0";
-  std::filesystem::remove(ring / "summary.json");
-  std::ofstream(ring / "stale-file") << "left over";
-  const auto resumed = run_sgp(run);
-  INFO(resumed.output);
-  CHECK(resumed.exit_code == 0);
-  CHECK(contains(resumed.output, "1 already finished, 1 to run"));
-  CHECK(contains(resumed.output, "[1/2] ring_n4_auniform_sgp_h1_s0: removing the unfinished"));
-  CHECK(contains(resumed.output, "[2/2] complete_n4_auniform_sgp_h1_s0: already finished"));
-  CHECK(std::filesystem::exists(ring / "summary.json"));
-  CHECK_FALSE(std::filesystem::exists(ring / "stale-file"));
-  const auto csv_after = read_csv(root / "summary.csv");
-  REQUIRE(csv_after.size() == 3);
-  CHECK(column(csv_after, 1, "status") == "finished");
-  CHECK(column(csv_after, 2, "status") == "finished");
+  check_unfinished_point_redone(run, root);
 
-  // Every plot file is written, non-empty, and a PNG or PDF.
-  const auto plot = run_command("/usr/bin/python3 " + (source_dir() / "scripts/plot").string() +
-                                " " + root.string());
-  INFO(plot.output);
-  REQUIRE(plot.exit_code == 0);
-  for (const std::string name : {"consensus_vs_accuracy", "accuracy", "loss", "consensus_error",
-                                 "accuracy_vs_self_weight", "consensus_error_vs_self_weight"}) {
-    for (const std::string ext : {"png", "pdf"}) {
-      const auto file = root / "plots" / (name + "." + ext);
-      INFO(file.string());
-      REQUIRE(std::filesystem::exists(file));
-      CHECK(std::filesystem::file_size(file) > 1000);
-      std::ifstream in(file, std::ios::binary);
-      std::string head(8, '\0');
-      in.read(head.data(), 8);
-      CHECK(head == (ext == "png" ? std::string("\x89PNG\r\n\x1a\n", 8)
-                                  : std::string("%PDF-1.") + head[7]));
-    }
-  }
+  check_plots(root);
 }
 
 TEST_CASE("failed points are reported with their logs and the sweep goes on") {

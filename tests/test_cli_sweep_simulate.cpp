@@ -38,11 +38,6 @@ std::vector<std::map<std::string, std::string>> read_rows(const std::filesystem:
   return rows;
 }
 
-std::string source(const std::string& path) {
-  const char* dir = std::getenv("SGP_SOURCE_DIR");
-  return (std::filesystem::path(dir ? dir : ".") / path).string();
-}
-
 }  // namespace
 
 TEST_CASE("a simulate sweep runs sgp simulate per point, writes summary.csv, resumes, plots") {
@@ -89,8 +84,9 @@ threads = 1
   CHECK(again.exit_code == 0);
   CHECK(contains(again.output, "4 already finished, 0 to run"));
   // scripts/plot draws every point's records.
-  const auto plot = sgp::testing::run_command("/usr/bin/python3 " + source("scripts/plot") + " " +
-                                              (dir / "results/sim").string());
+  const auto plot =
+      sgp::testing::run_command("/usr/bin/python3 " + sgp::testing::source_path("scripts/plot") +
+                                " " + (dir / "results/sim").string());
   INFO(plot.output);
   CHECK(plot.exit_code == 0);
   CHECK(std::filesystem::file_size(dir / "results/sim/plots/simulate.png") > 1000);

@@ -23,10 +23,9 @@ using sgp::testing::slurp;
 
 namespace {
 
-// A topology file of the repository (tests run in the build directory).
+// A topology file of the repository.
 std::string topology_file(const std::string& name) {
-  const char* source = std::getenv("SGP_SOURCE_DIR");
-  return (std::filesystem::path(source ? source : ".") / "topologies" / name).string();
+  return sgp::testing::source_path("topologies/" + name);
 }
 
 bool can_emulate() {

@@ -139,12 +139,31 @@ TEST_CASE("defaults when reading: uniform weights, self-edges, self weight optio
   CHECK(a.self_weight(2, 0) == 0.875);  // explicit weights override the self weight option
 }
 
-TEST_CASE("bad files: each problem is reported with its place and what was expected") {
-  struct Case {
-    std::string text;
-    std::string expected;
-  };
-  const std::vector<Case> cases = {
+namespace {
+
+// A file with one problem, and what its error must say after "bad.dot: " ("": no error).
+struct BadFile {
+  std::string text;
+  std::string expected;
+};
+
+void check_each_reported(const std::vector<BadFile>& cases) {
+  for (const BadFile& c : cases) {
+    CAPTURE(c.text);
+    const std::string what = error_of(c.text);
+    if (c.expected.empty()) {
+      CHECK(what == "");
+    } else {
+      CHECK(contains(what, "topology file bad.dot has"));
+      CHECK(contains(what, "bad.dot: " + c.expected));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("bad files: syntax, nodes and endpoints are reported with their place") {
+  check_each_reported({
       {"digraph { 0 -> }", "syntax error"},
       {"graph { 0 -- 1 }", "the file holds an undirected `graph`; expected a `digraph`"},
       {"", "syntax error"},
@@ -160,6 +179,12 @@ TEST_CASE("bad files: each problem is reported with its place and what was expec
        "node 0: endpoint 'a:1' is not a ZeroMQ address"},
       {"digraph { 0 [endpoint=\"tcp://a:1\"]; 1 [endpoint=\"tcp://a:1\"]; 0 -> 1; 1 -> 0 }",
        "node 1: endpoint tcp://a:1 is already node 0's"},
+  });
+  CHECK(contains(error_of("digraph { 0 -> 1; 1 -> 0 }", kNeedEndpoints), "node 0: no endpoint"));
+}
+
+TEST_CASE("bad files: weights, self weights and phases are reported with what was expected") {
+  check_each_reported({
       {"digraph { 0 -> 1 [weight=-0.5]; 1 -> 0 }",
        "edge 0 -> 1: weight -0.5 is negative; expected a weight >= 0"},
       {"digraph { 0 -> 1 [weight=\"inf\"]; 1 -> 0 }", "edge 0 -> 1: weight inf is not finite"},
@@ -199,6 +224,11 @@ TEST_CASE("bad files: each problem is reported with its place and what was expec
       {"digraph { 0 -> 0 [weight=1]; 0 -> 1; 1 -> 0 }",
        "edge 0 -> 0: self weight 1 leaves nothing for the out-edges of rank 0"},
       {"digraph { 0 -> 0 [weight=0]; 0 -> 1 [weight=1]; 1 -> 0 }", ""},  // p_ii = 0 is fine
+  });
+}
+
+TEST_CASE("bad files: public keys are reported with what was expected") {
+  check_each_reported({
       {"digraph { 0 [public_key=\"short\"]; 0 -> 1; 1 -> 0 }",
        "node 0: public_key 'short' is not a CURVE public key (40 Z85 characters"},
       {"digraph { 0 [public_key=\"" + std::string(40, '~') + "\"]; 1; 0 -> 1; 1 -> 0 }",
@@ -213,18 +243,7 @@ TEST_CASE("bad files: each problem is reported with its place and what was expec
        "node 1: public_key " + std::string(40, 'a') + " is already node 0's"},
       {"digraph { monitor_public_key=\"" + std::string(40, 'b') + "\"; 0 -> 1; 1 -> 0 }",
        "graph attribute monitor_public_key: the nodes have no public_key"},
-  };
-  for (const Case& c : cases) {
-    CAPTURE(c.text);
-    const std::string what = error_of(c.text);
-    if (c.expected.empty()) {
-      CHECK(what == "");
-    } else {
-      CHECK(contains(what, "topology file bad.dot has"));
-      CHECK(contains(what, "bad.dot: " + c.expected));
-    }
-  }
-  CHECK(contains(error_of("digraph { 0 -> 1; 1 -> 0 }", kNeedEndpoints), "node 0: no endpoint"));
+  });
 }
 
 TEST_CASE("public keys: read, kept by with_self_weight, written back") {

@@ -13,19 +13,17 @@
 #include "setting_flags.hpp"
 #include "sgp/config/engine_settings.hpp"
 #include "sgp/data/dataset.hpp"
+#include "sgp/endpoint.hpp"
 #include "sgp/error.hpp"
-#include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/launch/program_ranks.hpp"
 #include "sgp/launch/run_summary.hpp"
 #include "sgp/log.hpp"
-#include "sgp/monitor/consensus_monitor.hpp"
+#include "sgp/monitor/run_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/trainer.hpp"
 #include "sgp/run/file_names.hpp"
 #include "sgp/run/run_config.hpp"
 #include "sgp/run/run_directory.hpp"
-#include "sgp/topology/schedule.hpp"
-#include "sgp/transport/snapshot_channel.hpp"
 
 namespace sgp::cli {
 
@@ -75,33 +73,28 @@ void add_monitor_command(CLI::App& app) {
     if (!o->topology.empty()) config.topology = o->topology;
     if (!o->run_dir.empty()) config.run_dir = o->run_dir;
     if (config.run_dir.empty()) throw InputError("--run-dir: give the directory for monitor.jsonl");
+    Endpoint::parse(o->bind, "--bind");
     const auto schedule = peer::load_topology(config);
     const int n = schedule.num_peers();
-    const auto curve = gossip::monitor_curve(schedule, config::security(config), o->bind);
     run::RunDirectory run(config.run_dir, -1);
-    const auto monitor_ptr =
-        monitor::make_monitor(config, n, run.path() / run::kMonitorLogFile, o->consensus_only);
-    monitor::ConsensusMonitor& monitor = *monitor_ptr;
-    transport::SnapshotReceiver receiver(o->bind, curve);
+    monitor::RunMonitor monitor(config, schedule, config::security(config), run.path(), o->bind,
+                                o->consensus_only);
     // With a run's settings: snapshots of its evaluation iterations only (a program's are its
     // own: any), and stop once every peer reported its last iteration (a program's: until
     // stopped).
     std::int64_t until = o->until;
     if (!flags->config_file().empty() && !o->consensus_only) {
-      const auto points = monitor::evaluation_points(config, n);
-      monitor.accept_only(points);
+      const auto points = monitor.accept_run_evaluations();
       if (until <= 0) until = points.total;
     }
-    spdlog::info("monitor listening on {} for {} peers{}", receiver.endpoint(), n,
+    spdlog::info("monitor listening on {} for {} peers{}", monitor.endpoint(), n,
                  until > 0 ? fmt::format(", until iteration {}", until) : "");
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);
-    monitor::serve_monitor(monitor, receiver, g_stop, until);
-    auto summary = monitor.summary();
+    monitor.serve(g_stop, until);
+    auto summary = monitor.finish();
     if (o->consensus_only) launch::add_program_evaluation(summary, run.path());
-    summary.refused_connections = receiver.refused_connections();
     run.write_json(run::kMonitorSummaryFile, summary);
-    monitor.write_average_model(run.path() / run::kAverageModelFile);
     // In a run's directory (a run's config.json there), the monitor may finish after every
     // launcher: then it is the one that merges summary.json with every peer.
     if (std::filesystem::exists(run.path() / run::kRunConfigFile)) {

@@ -10,7 +10,6 @@
 #include "commands.hpp"
 #include "setting_flags.hpp"
 #include "sgp/error.hpp"
-#include "sgp/gossip/run_credentials.hpp"
 #include "sgp/log.hpp"
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/run/run_config.hpp"
@@ -70,11 +69,8 @@ void add_peer_command(CLI::App& app) {
     config::TrainConfig config = flags->configuration();
     config.run_credentials = *credentials;
     const int r = peer::resolve_rank(*rank);
-    // A rank of a launched run restarted by hand takes its share of the run's credentials.
-    if (*join && credentials->empty() && !config.run_dir.empty()) {
-      const auto share = gossip::run_credentials_file(config.run_dir, r);
-      if (std::filesystem::exists(share)) config.run_credentials = share.string();
-    }
+    if (*join && credentials->empty())
+      config.run_credentials = peer::rejoining_credentials(config, r);
     configure_logging(r, config.log_level);
     if (*join) report_to_run_monitor(config, flags->config_file());
     // Peers started by sgp launch read the run's config.json; they do not write it again.

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sgp/config/algorithm.hpp"
+#include "sgp/endpoint.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/run_credentials.hpp"
 #include "sgp/named_values.hpp"
@@ -26,9 +27,8 @@ bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& s,
   if (config.comm_thread != "auto") return config.comm_thread == "on";
   if (!s.has_endpoints()) return true;
   const auto host = [&](int r) {
-    const std::string& e = s.endpoint(r);
-    const std::string h = e.substr(0, e.rfind(':'));
-    return h.find("://127.") != std::string::npos ? std::string("loopback") : h;
+    const auto e = Endpoint::parse(s.endpoint(r), "the topology");
+    return e.is_loopback() ? std::string("loopback") : e.host;
   };
   int here = 0;
   for (int r = 0; r < s.num_peers(); ++r) here += host(r) == host(rank);

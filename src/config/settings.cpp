@@ -11,6 +11,7 @@
 #include "sgp/config/link_rate.hpp"
 #include "sgp/config/straggler.hpp"
 #include "sgp/data/partition.hpp"
+#include "sgp/endpoint.hpp"
 #include "sgp/model/model_spec.hpp"
 #include "sgp/transport/faulty_transport.hpp"
 
@@ -497,6 +498,7 @@ void validate(const TrainConfig& c) {
         "its average stays exact; asgp sends float64 running sums); use --compress none",
         name_of(c.compress), name_of(c.algo)));
   }
+  if (!c.monitor.empty()) Endpoint::parse(c.monitor, "--monitor");
   if (c.resume && c.overwrite) {
     throw InputError("--resume and --overwrite: give one (continue the run, or replace it)");
   }

@@ -339,89 +339,103 @@ void PushSumEngine::send_round(std::int64_t round, const std::byte* src, double 
 void PushSumEngine::mix() {
   rethrow_comm_error();
   const std::int64_t r = round_;
-  const auto& edges = schedule_.out_edges(rank_, r);
   const bool compressed = config_.compression != Compression::none;
-  const bool overlap_on_host = config_.mode == Mode::overlap && host_x_;
-  const std::byte* src = nullptr;
-  std::vector<DecodedMessage> ready;        // overlap on the host: added in the snapshot's pass
-  std::vector<std::uint64_t> chunk_hashes;  // taken in that pass (inline), else by send_round
-  if (!edges.empty()) {
-    // Compressed, or overlap on the host: x keeps its share as it is staged, so only w is left to
-    // scale below.
-    if (compressed) {
-      src = compress_for_send(r);
-    } else if (overlap_on_host) {
-      drain_inbox();
-      ready = take_ready(r);
-      src = reinterpret_cast<const std::byte*>(snapshot_keep_and_add(r, ready, chunk_hashes));
-    } else {
-      src = reinterpret_cast<const std::byte*>(stage_for_send());
-    }
-    const auto start = Clock::now();
-    std::vector<transport::ReleaseFn> releases;
-    for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
-      for (const auto& e : edges) {
-        releases.push_back(in_flight_->hold(src + chunking_.offset(c) * element_bytes_, e.peer));
-      }
-    }
-    if (threaded()) {
-      {
-        std::lock_guard lock(comm_mutex_);
-        send_queue_.push_back(SendJob{r, src, w_, std::move(releases), !host_x_});
-      }
-      transport_.wake();
-      std::lock_guard lock(metrics_mutex_);
-      metrics_.send_seconds += seconds_since(start);
-    } else {
-      try {
-        // Inline overlap on a GPU: the snapshot's download must be done before it is sent.
-        if (config_.mode == Mode::overlap && !host_x_) backend_.wait_transfers();
-        send_round(r, src, w_, std::move(releases), chunk_hashes);
-      } catch (const IoError&) {
-        failed_ = true;
-        throw;
-      }
-    }
-  }
+  std::vector<DecodedMessage> ready;  // overlap on the host: added in the snapshot's pass
+  const std::byte* src = schedule_.out_edges(rank_, r).empty() ? nullptr : send_share(r, ready);
   if (config_.mode == Mode::overlap) {
-    // OSGP: keep p_ii of (x, w) now; add arrivals (whole messages) as they come; wait only on
-    // lag > tau.
-    if (src != nullptr && (compressed || overlap_on_host)) {
-      w_ = kept_weight(w_, schedule_.self_weight(rank_, r));
-    } else {
-      scale_self(r);
-    }
-    for (const auto& m : ready) {
-      if (readable_in_place(m)) {
-        account_applied(m, 0.0);  // its share of x came with the snapshot
-      } else {
-        apply(m);
-      }
-    }
-    drain_inbox();
-    apply_ready(r);
-    wait_until_closed(r - config_.tau, r);
+    // Compressed, or overlap on the host: x kept its share as it was staged, so only w is left
+    // to scale.
+    mix_overlap(r, src != nullptr && (compressed || host_x_), ready);
   } else {
-    // SGP, chunk by chunk: chunk c of x is scaled by p_ii once the transport has released it
-    // (x itself is what was sent, on the CPU), then round-r chunks c are added as they arrive.
-    self_weight_ = schedule_.self_weight(rank_, r);
-    sent_from_x_ = src == reinterpret_cast<const std::byte*>(x_);
-    scaled_.assign(chunking_.chunks(), src != nullptr && compressed);
-    w_before_ = w_;
-    w_ = kept_weight(w_, self_weight_);
-    if (measuring()) {
-      apply_measured(r, std::nullopt);  // chunks that came early, with the previous round
-    } else {
-      apply_ready(r);
-    }
-    wait_until_complete(r);
-    if (measuring()) end_measured_round(r);
-    for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) ensure_scaled(c);
-    tracker_->advance_floor(r);
+    mix_sync(r, src, src != nullptr && compressed);
   }
   round_ = r + 1;
   std::lock_guard lock(metrics_mutex_);
   metrics_.rounds = round_;
+}
+
+// Stages round r's share of x (compressed, as a snapshot that keeps p_ii of x and adds `ready`,
+// or x as it is) and hands its messages to the communication thread, or sends them inline.
+const std::byte* PushSumEngine::send_share(std::int64_t r, std::vector<DecodedMessage>& ready) {
+  const auto& edges = schedule_.out_edges(rank_, r);
+  const std::byte* src = nullptr;
+  std::vector<std::uint64_t> chunk_hashes;  // taken in the snapshot's pass, else by send_round
+  if (config_.compression != Compression::none) {
+    src = compress_for_send(r);
+  } else if (config_.mode == Mode::overlap && host_x_) {
+    drain_inbox();
+    ready = take_ready(r);
+    src = reinterpret_cast<const std::byte*>(snapshot_keep_and_add(r, ready, chunk_hashes));
+  } else {
+    src = reinterpret_cast<const std::byte*>(stage_for_send());
+  }
+  const auto start = Clock::now();
+  std::vector<transport::ReleaseFn> releases;
+  for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
+    for (const auto& e : edges) {
+      releases.push_back(in_flight_->hold(src + chunking_.offset(c) * element_bytes_, e.peer));
+    }
+  }
+  if (threaded()) {
+    {
+      std::lock_guard lock(comm_mutex_);
+      send_queue_.push_back(SendJob{r, src, w_, std::move(releases), !host_x_});
+    }
+    transport_.wake();
+    std::lock_guard lock(metrics_mutex_);
+    metrics_.send_seconds += seconds_since(start);
+    return src;
+  }
+  try {
+    // Inline overlap on a GPU: the snapshot's download must be done before it is sent.
+    if (config_.mode == Mode::overlap && !host_x_) backend_.wait_transfers();
+    send_round(r, src, w_, std::move(releases), chunk_hashes);
+  } catch (const IoError&) {
+    failed_ = true;
+    throw;
+  }
+  return src;
+}
+
+// OSGP: keep p_ii of (x, w) now; add arrivals (whole messages) as they come; wait only on
+// lag > tau. x_kept: x already kept its share as it was staged.
+void PushSumEngine::mix_overlap(std::int64_t r, bool x_kept,
+                                const std::vector<DecodedMessage>& ready) {
+  if (x_kept) {
+    w_ = kept_weight(w_, schedule_.self_weight(rank_, r));
+  } else {
+    scale_self(r);
+  }
+  for (const auto& m : ready) {
+    if (readable_in_place(m)) {
+      account_applied(m, 0.0);  // its share of x came with the snapshot
+    } else {
+      apply(m);
+    }
+  }
+  drain_inbox();
+  apply_ready(r);
+  wait_until_closed(r - config_.tau, r);
+}
+
+// SGP, chunk by chunk: chunk c of x is scaled by p_ii once the transport has released it (x
+// itself is what was sent, on the CPU), then round-r chunks c are added as they arrive.
+// compressed_sent: the compressed send already kept x's share.
+void PushSumEngine::mix_sync(std::int64_t r, const std::byte* src, bool compressed_sent) {
+  self_weight_ = schedule_.self_weight(rank_, r);
+  sent_from_x_ = src == reinterpret_cast<const std::byte*>(x_);
+  scaled_.assign(chunking_.chunks(), compressed_sent);
+  w_before_ = w_;
+  w_ = kept_weight(w_, self_weight_);
+  if (measuring()) {
+    apply_measured(r, std::nullopt);  // chunks that came early, with the previous round
+  } else {
+    apply_ready(r);
+  }
+  wait_until_complete(r);
+  if (measuring()) end_measured_round(r);
+  for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) ensure_scaled(c);
+  tracker_->advance_floor(r);
 }
 
 void PushSumEngine::finish() {

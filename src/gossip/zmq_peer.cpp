@@ -6,6 +6,7 @@
 
 #include <fmt/std.h>
 
+#include "sgp/endpoint.hpp"
 #include "sgp/error.hpp"
 
 namespace sgp::gossip {
@@ -29,8 +30,9 @@ void check_keys_flag(const topology::Schedule& schedule, const Security& securit
 // Without keys: refuse non-loopback endpoints unless --insecure (then say so once).
 void check_plain_endpoints(const std::vector<std::string>& endpoints, const Security& security,
                            const std::string& who) {
-  const auto open = std::find_if(endpoints.begin(), endpoints.end(),
-                                 [](const std::string& e) { return !is_loopback_endpoint(e); });
+  const auto open = std::find_if(endpoints.begin(), endpoints.end(), [&who](const std::string& e) {
+    return !Endpoint::parse(e, who).is_loopback();
+  });
   if (open == endpoints.end()) return;
   if (!security.insecure) {
     throw InputError(fmt::format(
@@ -77,18 +79,6 @@ transport::ZmqPlain plain_options(const RunCredentials& credentials, int rank,
 }
 
 }  // namespace
-
-bool is_loopback_endpoint(const std::string& endpoint) {
-  if (endpoint.starts_with("ipc://") || endpoint.starts_with("inproc://")) return true;
-  const auto scheme = endpoint.find("://");
-  if (scheme == std::string::npos) return false;
-  std::string host = endpoint.substr(scheme + 3, endpoint.rfind(':') - scheme - 3);
-  if (host.find(';') != std::string::npos) return false;  // "source;host": judge conservatively
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  return host == "localhost" || host == "::1" || host.starts_with("127.");
-}
 
 transport::ReceiveLimits push_sum_receive_limits(const Chunking& chunking, Mode mode,
                                                  int num_peers) {

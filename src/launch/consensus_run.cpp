@@ -19,9 +19,7 @@
 #include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/consensus_vectors.hpp"
-#include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/mixer.hpp"
-#include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/launch/child_credentials.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/log.hpp"
@@ -31,7 +29,6 @@
 #include "sgp/run/run_directory.hpp"
 #include "sgp/run/run_files.hpp"
 #include "sgp/topology/dot_file.hpp"
-#include "sgp/transport/faulty_transport.hpp"
 
 namespace sgp::launch {
 namespace {
@@ -104,56 +101,31 @@ nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int 
 
 }  // namespace
 
-void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& schedule, int rank) {
-  const config::TrainConfig& c = o.shared;
-  auto backend = compute::make_backend({c.device, 1, false});
-  run::RunDirectory run(run_dir_of(o), rank);
-  run.claim({run::run_start_of(c), {rank}, false});
-  const int n = schedule.num_peers();
-  const std::vector<float> mean_host = gossip::consensus_mean_vector(c.seed, o.dim);
-  compute::DeviceBuffer<float> x(
-      *backend, std::span<const float>(gossip::consensus_initial_vector(c.seed, rank, n, o.dim)));
-  compute::DeviceBuffer<float> mean(*backend, std::span<const float>(mean_host));
-  compute::DeviceBuffer<float> z(*backend, o.dim);
-  const double mean_norm2 = backend->squared_norm(mean.data(), o.dim);
+namespace {
 
-  transport::ZmqOptions zmq;
-  zmq.send_timeout = std::chrono::milliseconds(c.timeout_ms);
-  zmq.linger = std::chrono::milliseconds(c.timeout_ms);
-  gossip::PushSumConfig config;
-  auto zmq_transport =
-      gossip::open_zmq_transport(schedule, rank, gossip::Chunking(o.dim, config.chunk_elements),
-                                 config::security(c), zmq, o.mode);
-  transport::Transport* transport = zmq_transport.get();
-  std::unique_ptr<transport::FaultyTransport> faulty;
-  if (const auto faults = transport::parse_fault_spec(c.inject); faults.any()) {
-    faulty = std::make_unique<transport::FaultyTransport>(*zmq_transport, faults,
-                                                          gossip::is_control_header);
-    transport = faulty.get();
-  }
-  config.mode = o.mode;
-  config.tau = c.tau;
-  config.timeout = std::chrono::milliseconds(c.timeout_ms);
-  config.running_sums = c.running_sums;
-  config.compression = c.compress;
-  const auto engine_ptr =
-      gossip::make_mixer(*backend, schedule, *transport, x.data(), o.dim, config);
-  gossip::Mixer& engine = *engine_ptr;
-  spdlog::info("peer {} of {} at {}: {} rounds of {} push-sum, {} floats, {}", rank, n,
-               zmq_transport->endpoint(), o.rounds, name_of(o.mode), o.dim, backend->describe());
+// Each round's record of one consensus peer in peer-<rank>.jsonl: its distance to the exact mean
+// (relative to the mean's norm), its weight and its transport's counters.
+class RoundReport {
+ public:
+  RoundReport(compute::Backend& backend, const ConsensusOptions& o, run::RunDirectory& run)
+      : backend_(backend),
+        dim_(o.dim),
+        mean_(backend, std::span<const float>(gossip::consensus_mean_vector(o.shared.seed, o.dim))),
+        z_(backend, o.dim),
+        mean_norm2_(backend.squared_norm(mean_.data(), o.dim)),
+        run_(run) {}
 
-  const auto start = std::chrono::steady_clock::now();
-  auto report = [&](std::int64_t round, bool final) {
-    engine.debias(z.data());
+  void operator()(gossip::Mixer& engine, std::int64_t round, bool final) {
+    engine.debias(z_.data());
     const double distance =
-        std::sqrt(backend->squared_distance(z.data(), mean.data(), o.dim) / mean_norm2);
+        std::sqrt(backend_.squared_distance(z_.data(), mean_.data(), dim_) / mean_norm2_);
     const auto m = engine.metrics();
     nlohmann::json record{
         {"round", round},
         {"weight", engine.weight()},
         {"distance_to_mean", distance},
         {"wall_time",
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()},
         {"bytes_sent", m.bytes_sent},
         {"bytes_received", m.bytes_received},
         {"wait_seconds", m.wait_seconds},
@@ -163,18 +135,55 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
         {"messages_received", m.messages_received},
     };
     if (final) record["final"] = true;
-    run.log(record);
+    run_.log(record);
     spdlog::info("{} {:>5}: weight {:.6f}, |z - mean| / |mean| = {:.3e}",
                  final ? "final after round" : "round", round, engine.weight(), distance);
-  };
+  }
+
+ private:
+  compute::Backend& backend_;
+  std::size_t dim_;
+  compute::DeviceBuffer<float> mean_;
+  compute::DeviceBuffer<float> z_;
+  double mean_norm2_;
+  run::RunDirectory& run_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& schedule, int rank) {
+  const config::TrainConfig& c = o.shared;
+  auto backend = compute::make_backend({c.device, 1, false});
+  run::RunDirectory run(run_dir_of(o), rank);
+  run.claim({run::run_start_of(c), {rank}, false});
+  const int n = schedule.num_peers();
+  compute::DeviceBuffer<float> x(
+      *backend, std::span<const float>(gossip::consensus_initial_vector(c.seed, rank, n, o.dim)));
+
+  const auto transport =
+      peer::open_peer_transport(c, schedule, rank, o.dim, config::security(c), o.mode);
+  gossip::PushSumConfig config;
+  config.mode = o.mode;
+  config.tau = c.tau;
+  config.timeout = std::chrono::milliseconds(c.timeout_ms);
+  config.running_sums = c.running_sums;
+  config.compression = c.compress;
+  const auto engine_ptr =
+      gossip::make_mixer(*backend, schedule, *transport.active(), x.data(), o.dim, config);
+  gossip::Mixer& engine = *engine_ptr;
+  spdlog::info("peer {} of {} at {}: {} rounds of {} push-sum, {} floats, {}", rank, n,
+               transport.zmq->endpoint(), o.rounds, name_of(o.mode), o.dim, backend->describe());
+
+  RoundReport report(*backend, o, run);
   for (int k = 0; k < o.rounds; ++k) {
     // asgp: nobody waits, so pace the rounds by what arrives (at most kAsyncPace apart).
     engine.idle(kAsyncPace);
     engine.step(engine.round());
-    report(engine.round(), false);
+    report(engine, engine.round(), false);
   }
   engine.finish();
-  report(engine.round(), true);
+  report(engine, engine.round(), true);
   const auto m = engine.metrics();
   log_rejects(m);
   spdlog::info("done: sent {} B, received {} B, waited {:.3f} s; results in {}", m.bytes_sent,

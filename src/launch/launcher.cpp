@@ -22,6 +22,7 @@
 #include "sgp/config/engine_settings.hpp"
 #include "sgp/config/settings.hpp"
 #include "sgp/data/dataset.hpp"
+#include "sgp/endpoint.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/neighbour_watch.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
@@ -33,6 +34,7 @@
 #include "sgp/launch/refused_run.hpp"
 #include "sgp/launch/run_summary.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
+#include "sgp/monitor/run_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/resume_settings.hpp"
 #include "sgp/run/file_names.hpp"
@@ -42,7 +44,6 @@
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/topology/generator.hpp"
 #include "sgp/topology/schedule.hpp"
-#include "sgp/transport/snapshot_channel.hpp"
 
 namespace sgp::launch {
 
@@ -101,7 +102,8 @@ std::vector<int> ranks_to_start(const LaunchOptions& o, const topology::Schedule
   return ranks;
 }
 
-// The consensus monitor on its own thread, for runs whose peers are all on this host.
+// The run's monitor (monitor::RunMonitor) on its own thread, for runs whose peers are all on
+// this host.
 class LocalMonitor {
  public:
   // `bind`: tcp://ADDRESS:* on an address every peer reaches. `consensus_only`: the peers' model
@@ -110,23 +112,18 @@ class LocalMonitor {
   LocalMonitor(const config::TrainConfig& c, const topology::Schedule& schedule,
                const std::filesystem::path& run_dir, const std::string& bind, bool consensus_only,
                const std::optional<transport::PlainServer>& plain)
-      : monitor_(monitor::make_monitor(c, schedule.num_peers(), run_dir / run::kMonitorLogFile,
-                                       consensus_only)),
-        receiver_(bind, gossip::monitor_curve(schedule, config::security(c), bind), plain) {
-    if (!consensus_only) monitor_->accept_only(monitor::evaluation_points(c, schedule.num_peers()));
+      : monitor_(c, schedule, config::security(c), run_dir, bind, consensus_only, plain) {
+    if (!consensus_only) monitor_.accept_run_evaluations();
   }
-  std::string endpoint() const { return receiver_.endpoint(); }
+  std::string endpoint() const { return monitor_.endpoint(); }
   // Its thread, like the ZAP handler's, inherits the mask of launch_peers' HeldSignals.
   void start() {
-    thread_ = std::thread([this] { monitor::serve_monitor(*monitor_, receiver_, stop_); });
+    thread_ = std::thread([this] { monitor_.serve(stop_); });
   }
-  run::MonitorSummary stop(const std::filesystem::path& run_dir) {
+  run::MonitorSummary stop() {
     stop_.store(true);
     if (thread_.joinable()) thread_.join();
-    monitor_->write_average_model(run_dir / run::kAverageModelFile);
-    auto summary = monitor_->summary();
-    summary.refused_connections = receiver_.refused_connections();
-    return summary;
+    return monitor_.finish();
   }
   ~LocalMonitor() {
     stop_.store(true);
@@ -134,8 +131,7 @@ class LocalMonitor {
   }
 
  private:
-  std::unique_ptr<monitor::ConsensusMonitor> monitor_;
-  transport::SnapshotReceiver receiver_;
+  monitor::RunMonitor monitor_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
@@ -186,8 +182,8 @@ std::vector<int> ranks_on_this_host(const topology::Schedule& schedule) {
   const auto names = local_host_names();
   std::vector<int> ranks;
   for (int r = 0; r < schedule.num_peers(); ++r) {
-    const auto host = topology::endpoint_host(schedule.endpoint(r));
-    if (names.count(host) || host.starts_with("127.")) ranks.push_back(r);
+    const auto endpoint = Endpoint::parse(schedule.endpoint(r), "the topology");
+    if (names.count(endpoint.host) || endpoint.is_loopback()) ranks.push_back(r);
   }
   return ranks;
 }
@@ -254,7 +250,7 @@ void finish_monitor(LocalMonitor* monitor, const run::RunDirectory& run, bool pr
                     bool peers_failed) {
   if (!monitor) return;
   try {
-    auto summary = monitor->stop(run.path());
+    auto summary = monitor->stop();
     if (program) add_program_evaluation(summary, run.path());
     run.write_json(run::kMonitorSummaryFile, summary);
   } catch (const IoError& e) {
@@ -330,6 +326,49 @@ std::filesystem::path prepare_run(config::TrainConfig config, std::optional<int>
 
 namespace {
 
+// Whether the run goes on when a peer fails: asked for, or asgp's default (a fault-tolerant
+// algorithm), rather than stopping the other peers.
+bool goes_on_after_failure(const config::TrainConfig& c) {
+  return c.on_peer_failure == config::PeerFailure::go_on ||
+         (c.on_peer_failure == config::PeerFailure::automatic &&
+          config::info(c.algo).tolerates_failures);
+}
+
+// Waits for the local peers, logging their combined progress every 10 s: until every one has
+// ended when the run goes on after a failure, else until they all finished or the first failed.
+std::vector<ChildFailure> wait_for_peers(LocalProcesses& processes,
+                                         const std::filesystem::path& run_dir,
+                                         const std::vector<int>& local, bool go_on) {
+  PeriodicTask progress(std::chrono::seconds(10), [&] { log_combined_progress(run_dir, local); });
+  if (go_on) return processes.wait_for_all();
+  if (auto failure = processes.wait()) return {*failure};
+  return {};
+}
+
+// The run's outcome once its peers have ended: Interrupted, or IoError when a peer failed and
+// the run could not go on without it; else the summary of this host's ranks.
+run::RunSummary conclude_run(const LocalProcesses& processes,
+                             const std::vector<ChildFailure>& failures, bool go_on,
+                             const std::vector<int>& local, const std::filesystem::path& run_dir) {
+  if (processes.interrupted()) {
+    throw Interrupted(
+        processes.interrupted(),
+        fmt::format("interrupted by signal {}: every peer was stopped; results so far in {} "
+                    "(continue with sgp launch --run-dir {} --resume if checkpoints were on)",
+                    processes.interrupted(), run_dir, run_dir));
+  }
+  if (!failures.empty() && (!go_on || failures.size() == local.size())) {
+    throw IoError(fmt::format("{}\n{}; logs in {}", failures.front().describe(),
+                              go_on ? "no peer finished" : "the other peers were stopped",
+                              run_dir));
+  }
+  std::vector<int> failed;
+  for (const auto& f : failures) failed.push_back(f.rank);
+  auto summary = summarize_launch(run_dir, local, failed);
+  check_suspects(summary, run_dir);
+  return summary;
+}
+
 // launch_peers with SIGINT/SIGTERM held (see there).
 run::RunSummary launch_held(LaunchOptions o) {
   config::TrainConfig& c = o.config;
@@ -395,40 +434,12 @@ run::RunSummary launch_held(LaunchOptions o) {
                                      : emulation      ? std::filesystem::path(ip_program())
                                                       : self_executable());
   if (monitor) monitor->start();
-  const bool go_on =
-      c.on_peer_failure == config::PeerFailure::go_on ||
-      (c.on_peer_failure == config::PeerFailure::automatic && info(c.algo).tolerates_failures);
-  std::vector<ChildFailure> failures;
-  {
-    PeriodicTask progress(std::chrono::seconds(10),
-                          [&] { log_combined_progress(run.path(), local); });
-    if (go_on) {
-      failures = processes.wait_for_all();
-    } else if (auto failure = processes.wait()) {
-      failures.push_back(*failure);
-    }
-  }
+  const bool go_on = goes_on_after_failure(c);
+  const auto failures = wait_for_peers(processes, run.path(), local, go_on);
   finish_monitor(monitor.get(), run, !o.command.empty(), !failures.empty());
   // A peer stopped while it wrote a file (SIGTERM after another failed) leaves its temporary file.
   run::remove_temporary_files(run.path(), scope);
-
-  if (processes.interrupted()) {
-    throw Interrupted(
-        processes.interrupted(),
-        fmt::format("interrupted by signal {}: every peer was stopped; results so far in {} "
-                    "(continue with sgp launch --run-dir {} --resume if checkpoints were on)",
-                    processes.interrupted(), run.path(), run.path()));
-  }
-  if (!failures.empty() && (!go_on || failures.size() == local.size())) {
-    throw IoError(fmt::format("{}\n{}; logs in {}", failures.front().describe(),
-                              go_on ? "no peer finished" : "the other peers were stopped",
-                              run.path()));
-  }
-  std::vector<int> failed;
-  for (const auto& f : failures) failed.push_back(f.rank);
-  auto summary = summarize_launch(run.path(), local, failed);
-  check_suspects(summary, run.path());
-  return summary;
+  return conclude_run(processes, failures, go_on, local, run.path());
 }
 
 }  // namespace

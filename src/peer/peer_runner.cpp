@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include <fmt/format.h>
@@ -15,9 +16,11 @@
 #include "sgp/config/engine_settings.hpp"
 #include "sgp/config/settings.hpp"
 #include "sgp/data/dataset.hpp"
+#include "sgp/endpoint.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/control_message.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
+#include "sgp/gossip/run_credentials.hpp"
 #include "sgp/gossip/snapshot_publisher.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/model/evaluator.hpp"
@@ -67,10 +70,12 @@ int resolve_rank(std::optional<int> flag) {
 
 int local_peer_index(const topology::Schedule& schedule, int rank) {
   if (const auto index = environment_index("LOCAL_RANK", "a local rank")) return *index;
-  const std::string host = topology::endpoint_host(schedule.endpoint(rank));
+  const auto host = [&](int r) {
+    return Endpoint::parse(schedule.endpoint(r), "the topology").host;
+  };
   int lower = 0;
   for (int r = 0; r < rank; ++r)
-    if (topology::endpoint_host(schedule.endpoint(r)) == host) ++lower;
+    if (host(r) == host(rank)) ++lower;
   return lower;
 }
 
@@ -78,6 +83,12 @@ namespace {
 std::atomic<bool> g_leave_requested{false};
 extern "C" void request_leave(int) { g_leave_requested.store(true); }
 }  // namespace
+
+std::string rejoining_credentials(const config::TrainConfig& config, int rank) {
+  if (config.run_dir.empty()) return "";
+  const auto share = gossip::run_credentials_file(config.run_dir, rank);
+  return std::filesystem::exists(share) ? share.string() : "";
+}
 
 topology::Schedule load_topology(const config::TrainConfig& config) {
   if (config.topology.empty()) throw InputError("--topology: a topology file is required");
@@ -113,7 +124,14 @@ topology::Schedule peer_mixing_schedule(const config::TrainConfig& config,
 PeerTransport open_peer_transport(const config::TrainConfig& config,
                                   const topology::Schedule& mixing, int rank,
                                   std::size_t parameters, const gossip::Security& secure) {
-  const gossip::Mode mode = info(config.algo).mode;
+  return open_peer_transport(config, mixing, rank, parameters, secure,
+                             config::info(config.algo).mode);
+}
+
+PeerTransport open_peer_transport(const config::TrainConfig& config,
+                                  const topology::Schedule& mixing, int rank,
+                                  std::size_t parameters, const gossip::Security& secure,
+                                  gossip::Mode mode) {
   transport::ZmqOptions zmq;
   zmq.send_timeout = std::chrono::milliseconds(config.timeout_ms);
   zmq.local_ipc = config.local_ipc;

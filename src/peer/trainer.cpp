@@ -20,6 +20,7 @@
 #include "sgp/config/straggler.hpp"
 #include "sgp/data/partition.hpp"
 #include "sgp/data/sharding.hpp"
+#include "sgp/endpoint.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/mixer.hpp"
 #include "sgp/model/evaluator.hpp"

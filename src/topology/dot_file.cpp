@@ -18,6 +18,7 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/graphviz.hpp>
 
+#include "sgp/endpoint.hpp"
 #include "sgp/error.hpp"
 #include "sgp/topology/analysis.hpp"
 
@@ -210,12 +211,6 @@ bool is_z85_key(const std::string& key) {
     if (value > 0xffffffffull) return false;
   }
   return true;
-}
-
-bool looks_like_endpoint(const std::string& e) {
-  const auto scheme = e.find("://");
-  return scheme != std::string::npos && scheme > 0 && scheme + 3 < e.size() &&
-         e.find_first_of(" \t\r\n") == std::string::npos;
 }
 
 // One edge as read, with its place in the file for messages.
@@ -479,7 +474,10 @@ std::vector<std::string> read_endpoints(const DotGraph& g, const Ranks& ranks,
       g, ranks, &DotNode::endpoint, "endpoint", "endpoint=\"tcp://10.0.0.3:5600\"",
       options.require_endpoints,
       [](const std::string& e) {
-        return looks_like_endpoint(e) ? "" : "is not a ZeroMQ address like tcp://host:port";
+        Endpoint parsed;
+        const std::string why = Endpoint::problem(e, parsed);
+        return why.empty() ? why
+                           : fmt::format("is not a ZeroMQ address like tcp://host:port ({})", why);
       },
       problems);
 }

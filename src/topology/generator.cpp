@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "sgp/endpoint.hpp"
 #include "sgp/error.hpp"
 #include "sgp/topology/finite_time.hpp"
 
@@ -384,16 +385,10 @@ std::vector<std::string> place_endpoints(int num_peers, const std::vector<std::s
   return addressed(host_of_rank, base_port, hosts.size());
 }
 
-std::string endpoint_host(const std::string& endpoint) {
-  const auto scheme = endpoint.find("://");
-  const auto rest = endpoint.substr(scheme == std::string::npos ? 0 : scheme + 3);
-  return rest.substr(0, rest.rfind(':'));
-}
-
 std::vector<std::string> readdress_ports(const std::vector<std::string>& endpoints, int base_port) {
   std::vector<std::string> host_of_rank;
   for (const std::string& e : endpoints) {
-    host_of_rank.push_back(endpoint_host(e));
+    host_of_rank.push_back(Endpoint::parse(e, "--base-port").host);
     check_host(host_of_rank.back());
   }
   const std::set<std::string> distinct(host_of_rank.begin(), host_of_rank.end());

@@ -13,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "listener_limits.hpp"
+#include "sgp/endpoint.hpp"
 #include "sgp/error.hpp"
 #include "zap_handler.hpp"
 
@@ -43,19 +44,12 @@ void release_payload(void* /*data*/, void* hint) noexcept {
 
 int ms(std::chrono::milliseconds d) { return static_cast<int>(d.count()); }
 
-// HOST and PORT of "tcp://HOST:PORT" (nothing when it is not that, e.g. a wildcard port).
-std::optional<std::pair<std::string, std::string>> tcp_host_port(const std::string& endpoint) {
-  constexpr std::string_view kScheme = "tcp://";
-  if (!endpoint.starts_with(kScheme)) return std::nullopt;
-  const auto colon = endpoint.rfind(':');
-  if (colon == std::string::npos || colon < kScheme.size()) return std::nullopt;
-  std::string host = endpoint.substr(kScheme.size(), colon - kScheme.size());
-  std::string port = endpoint.substr(colon + 1);
-  if (host.empty() || port.empty() || port.find_first_not_of("0123456789") != std::string::npos ||
-      host.find(';') != std::string::npos) {
-    return std::nullopt;
-  }
-  return std::pair{std::move(host), std::move(port)};
+// "tcp://HOST:PORT" with a port number and no source interface (nothing otherwise, e.g. for a
+// wildcard port): what has a local ipc twin.
+std::optional<Endpoint> tcp_with_port(const std::string& endpoint) {
+  auto e = Endpoint::parse(endpoint);
+  if (!e || !e->has_port_number() || !e->source.empty()) return std::nullopt;
+  return e;
 }
 
 // Only numeric 127.x: ZMQ_LAST_ENDPOINT names the bound host numerically, so "localhost" on the
@@ -109,15 +103,15 @@ ZmqTransport::ZmqTransport(int rank, const std::string& bind_endpoint, ReceiveLi
 }
 
 std::string local_ipc_endpoint(const std::string& tcp) {
-  const auto host_port = tcp_host_port(tcp);
-  if (!host_port) return {};
-  return fmt::format("ipc://@sgp-{}-{}", host_port->first, host_port->second);
+  const auto e = tcp_with_port(tcp);
+  if (!e) return {};
+  return fmt::format("ipc://@sgp-{}-{}", e->host, e->port);
 }
 
 // The second listening endpoint of the PULL socket, for peers of this host (header).
 void ZmqTransport::bind_local_ipc() {
-  const auto host_port = tcp_host_port(endpoint_);
-  if (!host_port) return;
+  const auto bound = tcp_with_port(endpoint_);
+  if (!bound) return;
   const std::string ipc = local_ipc_endpoint(endpoint_);
   try {
     sockets_->pull.bind(ipc);
@@ -126,7 +120,7 @@ void ZmqTransport::bind_local_ipc() {
         fmt::format("rank {}: cannot bind the local receive socket at '{}' (beside {}): {}", rank_,
                     ipc, endpoint_, e.what()));
   }
-  bound_host_ = host_port->first;
+  bound_host_ = bound->host;
 }
 
 ZmqTransport::~ZmqTransport() {
@@ -158,9 +152,9 @@ void ZmqTransport::connect(int dest, const std::string& endpoint) {
   }
   // A peer of this host: over its ipc endpoint (a loopback address is this network namespace's;
   // so is the address this transport is bound to).
-  const auto host_port = tcp_host_port(endpoint);
-  const bool local = options_.local_ipc && host_port &&
-                     (is_loopback_host(host_port->first) || host_port->first == bound_host_);
+  const auto tcp = tcp_with_port(endpoint);
+  const bool local =
+      options_.local_ipc && tcp && (is_loopback_host(tcp->host) || tcp->host == bound_host_);
   try {
     socket.connect(local ? local_ipc_endpoint(endpoint) : endpoint);
   } catch (const zmq::error_t& e) {

@@ -21,6 +21,13 @@ inline std::filesystem::path sgp_binary() {
   return std::filesystem::path(build ? build : "build") / "sgp";
 }
 
+// A file of the source tree, e.g. source_path("scripts/plot") (tests run in the build
+// directory; tests/meson.build sets $SGP_SOURCE_DIR).
+inline std::string source_path(const std::string& relative) {
+  const char* dir = std::getenv("SGP_SOURCE_DIR");
+  return (std::filesystem::path(dir ? dir : ".") / relative).string();
+}
+
 // `arguments` is appended to the binary's path and run by /bin/sh.
 inline CommandResult run_command(const std::string& command) {
   CommandResult result;

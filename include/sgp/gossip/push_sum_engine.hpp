@@ -118,6 +118,9 @@ class PushSumEngine final : public Mixer {
   void send_round(std::int64_t round, const std::byte* src, double weight,
                   std::vector<transport::ReleaseFn> releases,
                   std::span<const std::uint64_t> chunk_hashes = {});
+  const std::byte* send_share(std::int64_t round, std::vector<DecodedMessage>& ready);
+  void mix_overlap(std::int64_t round, bool x_kept, const std::vector<DecodedMessage>& ready);
+  void mix_sync(std::int64_t round, const std::byte* src, bool compressed_sent);
   void scale_self(std::int64_t round);
   void ensure_scaled(std::uint32_t chunk);
   std::optional<DecodedMessage> next_message(Clock::time_point deadline);

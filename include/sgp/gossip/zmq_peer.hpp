@@ -71,8 +71,4 @@ std::optional<transport::CurveClient> snapshot_curve(const topology::Schedule& s
 // credentials with a password for the monitor.
 std::optional<transport::PlainClient> snapshot_plain(int rank, const Security& security);
 
-// Whether a ZeroMQ endpoint can only be reached from this host (127.0.0.0/8, ::1, localhost,
-// ipc://, inproc://).
-bool is_loopback_endpoint(const std::string& endpoint);
-
 }  // namespace sgp::gossip

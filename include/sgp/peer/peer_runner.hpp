@@ -31,6 +31,10 @@ int resolve_rank(std::optional<int> flag);
 // $LOCAL_RANK is not a non-negative integer.
 int local_peer_index(const topology::Schedule& schedule, int rank);
 
+// The run credentials of `rank` rejoining a launched run by hand (sgp peer --join without
+// --run-credentials): its share in config.run_dir, while the launcher keeps it there; else "".
+std::string rejoining_credentials(const config::TrainConfig& config, int rank);
+
 // Reads config.topology (InputError naming the file and every problem in it).
 topology::Schedule load_topology(const config::TrainConfig& config);
 
@@ -63,6 +67,12 @@ struct PeerTransport {
 PeerTransport open_peer_transport(const config::TrainConfig& config,
                                   const topology::Schedule& mixing, int rank,
                                   std::size_t parameters, const gossip::Security& secure);
+// The same for an engine of `mode` rather than config.algo's (sgp consensus, whose --mode picks
+// it): the one transport set-up of every process that gossips.
+PeerTransport open_peer_transport(const config::TrainConfig& config,
+                                  const topology::Schedule& mixing, int rank,
+                                  std::size_t parameters, const gossip::Security& secure,
+                                  gossip::Mode mode);
 
 // Runs peer `rank` to the end; returns its summary. Rank 0 writes config.json when
 // `write_config` (not when the settings came from the run's own config.json). `join`: asgp

@@ -111,9 +111,6 @@ std::vector<std::string> place_endpoints(int num_peers, const std::vector<std::s
                                          int base_port,
                                          Placement placement = Placement::round_robin);
 
-// The HOST of "tcp://HOST:PORT" (or of "HOST:PORT").
-std::string endpoint_host(const std::string& endpoint);
-
 // The same endpoints on new ports: each rank keeps its host and gets base_port + the number of
 // lower ranks on that host (sgp launch --base-port). InputError as above.
 std::vector<std::string> readdress_ports(const std::vector<std::string>& endpoints, int base_port);
