@@ -313,6 +313,11 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
                     S::peers, true, &C::checkpoint_every, at_least(0));
   add<bool>(r, "resume", kPeers, "continue from the newest checkpoint that every peer finished",
             S::peers, false, &C::resume);
+}
+
+// Where a peer connects and how: the monitor, keys, the transport, emulated links.
+void add_connection_rows(std::vector<std::unique_ptr<Setting>>& r) {
+  using C = TrainConfig;
   add<std::string>(r, "monitor", kPeers,
                    "endpoint of the consensus monitor to hand snapshots to (best effort)", S::peers,
                    false, &C::monitor);
@@ -386,7 +391,7 @@ void add_report_rows(std::vector<std::unique_ptr<Setting>>& r) {
 std::vector<std::unique_ptr<Setting>> make_table() {
   std::vector<std::unique_ptr<Setting>> rows;
   for (auto add_rows : {add_model_rows, add_optimiser_rows, add_compute_rows, add_peer_rows,
-                        add_fault_rows, add_report_rows}) {
+                        add_connection_rows, add_fault_rows, add_report_rows}) {
     add_rows(rows);
   }
   return rows;
