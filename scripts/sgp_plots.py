@@ -67,12 +67,14 @@ def style(index, count):
                 linestyle=LINESTYLES[index % len(LINESTYLES)])
 
 
-def save_figure(fig, base_path):
-    """Writes BASE.png and BASE.pdf; returns the PNG path."""
+def save_figure(fig, base_path, *more_base_paths):
+    """Writes BASE.png and BASE.pdf for the base path and each of more_base_paths; returns the
+    first PNG path."""
     if fig.get_layout_engine() is None:  # figures made with layout="constrained" lay out themselves
         fig.tight_layout()
-    for ext in ("png", "pdf"):
-        fig.savefig(f"{base_path}.{ext}", dpi=120)
+    for base in (base_path, *more_base_paths):
+        for ext in ("png", "pdf"):
+            fig.savefig(f"{base}.{ext}", dpi=120)
     plt.close(fig)
     return f"{base_path}.png"
 
