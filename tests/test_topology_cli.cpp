@@ -208,7 +208,7 @@ TEST_CASE("render shows every phase of a time-varying graph with the weights on 
   CHECK(contains(text, "p1_3 -> p1_1 [label=\"0.7\""));
   CHECK_FALSE(contains(text, "p0_0 -> p0_2"));
   CHECK_FALSE(contains(text, "p1_0 -> p1_1"));
-  CHECK(contains(text, "p1_2 [label=\"2\\nkeeps 0.3\"]"));
+  CHECK(contains(text, "p1_2 [label=\"2\\nkeeps 0.3\""));
 
   // A hand-written file's own weights, phase by phase.
   std::ofstream(dir / "mixed.dot") << "digraph t { period=2; 0 -> 1 [phase=0, weight=0.25]; "
@@ -219,10 +219,10 @@ TEST_CASE("render shows every phase of a time-varying graph with the weights on 
   const std::string mixed = slurp(dir / "mixed-drawing.gv");
   INFO(mixed);
   CHECK(contains(mixed, "p0_0 -> p0_1 [label=\"0.25\""));
-  CHECK(contains(mixed, "p0_0 [label=\"0\\nkeeps 0.75\"]"));
+  CHECK(contains(mixed, "p0_0 [label=\"0\\nkeeps 0.75\""));
   CHECK(contains(mixed, "p0_1 -> p0_0 [label=\"0.6\""));
-  CHECK(contains(mixed, "p1_0 -> p1_1 [label=\"0.5\""));   // uniform over out-degree + 1
-  CHECK(contains(mixed, "p1_1 [label=\"1\\nkeeps 1\"]"));  // rank 1 pushes nothing in phase 1
+  CHECK(contains(mixed, "p1_0 -> p1_1 [label=\"0.5\""));  // uniform over out-degree + 1
+  CHECK(contains(mixed, "p1_1 [label=\"1\\nkeeps 1\""));  // rank 1 pushes nothing in phase 1
 
   if (sgp::testing::run_command("command -v dot").exit_code != 0) {
     SGP_SKIP("the SVG: Graphviz `dot` is not installed (Debian package graphviz)");
@@ -236,6 +236,24 @@ TEST_CASE("render shows every phase of a time-varying graph with the weights on 
   CHECK(contains(svg, ">phase 1 (k % 2 == 1)</text>"));
   CHECK(contains(svg, ">0.7</text>"));
   CHECK(contains(svg, ">keeps 0.3</text>"));
+}
+
+TEST_CASE("render pins each phase's ranks on a circle, so a reversed ring looks reversed") {
+  sgp::testing::TempDir dir;
+  // 0 <- 1 <- 2 <- 3 <- 0: the ring run backwards.
+  std::ofstream(dir / "reversed.dot") << "digraph t { 1 -> 0; 2 -> 1; 3 -> 2; 0 -> 3; }\n";
+  REQUIRE(run_sgp("topology render " + (dir / "reversed.dot").string() + " " +
+                  (dir / "reversed.gv").string())
+              .exit_code == 0);
+  const std::string text = slurp(dir / "reversed.gv");
+  INFO(text);
+  // Rank 0 at the top, then clockwise whatever the edges (radius 1.2 in for 4 peers).
+  CHECK(contains(text, "layout=neato;"));
+  CHECK(contains(text, "p0_0 [label=\"0\\nkeeps 0.5\", pos=\"0.000,1.200!\"]"));
+  CHECK(contains(text, "p0_1 [label=\"1\\nkeeps 0.5\", pos=\"1.200,0.000!\"]"));
+  CHECK(contains(text, "p0_2 [label=\"2\\nkeeps 0.5\", pos=\"0.000,-1.200!\"]"));
+  CHECK(contains(text, "p0_3 [label=\"3\\nkeeps 0.5\", pos=\"-1.200,-0.000!\"]"));
+  CHECK(contains(text, "p0_1 -> p0_0 [label=\"0.5\""));
 }
 
 TEST_CASE("render draws with Graphviz dot, and says so clearly when dot is missing") {

@@ -1,6 +1,9 @@
 #include "sgp/topology/drawing.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <numbers>
 
 #include <fmt/format.h>
 
@@ -24,7 +27,16 @@ std::string escaped(std::string_view text) {
   return out;
 }
 
+// Each phase's peers sit on a circle of their own, rank 0 at the top and the ranks clockwise, at
+// positions pinned whatever the edges (Graphviz neato): a ring drawn this way shows its
+// direction, and a reversed ring looks reversed (dot's layered layout reordered the nodes).
+double circle_radius(int peers) { return std::max(1.2, 0.3 * peers); }  // inches
+
+std::string pinned(double x, double y) { return fmt::format("pos=\"{:.3f},{:.3f}!\"", x, y); }
+
 std::string phase_cluster(const Schedule& s, int phase) {
+  const double radius = circle_radius(s.num_peers());
+  const double centre = phase * (2 * radius + 1.5);
   const auto colour = kPhaseColours[phase % kPhaseColours.size()];
   const std::string label = s.period() == 1
                                 ? "every iteration"
@@ -33,9 +45,14 @@ std::string phase_cluster(const Schedule& s, int phase) {
       "  subgraph cluster_phase{} {{\n    label=\"{}\";\n    color=\"{}\";\n    "
       "fontcolor=\"{}\";\n",
       phase, label, colour, colour);
+  // An invisible point above the circle leaves room for the phase's title.
+  out += fmt::format("    p{}_title [shape=point, style=invis, {}];\n", phase,
+                     pinned(centre, radius + 0.9));
   for (int rank = 0; rank < s.num_peers(); ++rank) {
-    out += fmt::format("    p{}_{} [label=\"{}\\nkeeps {}\"];\n", phase, rank, rank,
-                       weight(s.self_weight(rank, phase)));
+    const double angle = std::numbers::pi / 2 - 2 * std::numbers::pi * rank / s.num_peers();
+    out += fmt::format("    p{}_{} [label=\"{}\\nkeeps {}\", {}];\n", phase, rank, rank,
+                       weight(s.self_weight(rank, phase)),
+                       pinned(centre + radius * std::cos(angle), radius * std::sin(angle)));
   }
   for (int rank = 0; rank < s.num_peers(); ++rank) {
     for (const Push& push : s.out_edges(rank, phase)) {
@@ -55,7 +72,8 @@ std::string drawing_dot(const Schedule& schedule, std::string_view title) {
       escaped(title), schedule.num_peers(), schedule.period());
   std::string out = fmt::format(
       "// drawn by `sgp topology render`: one cluster per phase, weights on nodes and edges\n"
-      "digraph drawing {{\n  label=\"{}\";\n  labelloc=t;\n  fontsize=12;\n"
+      "digraph drawing {{\n  layout=neato;\n  splines=curved;\n  label=\"{}\";\n  labelloc=t;\n"
+      "  fontsize=12;\n"
       "  node [shape=circle, fontsize=10, margin=0.02];\n  edge [fontsize=9];\n",
       heading);
   for (int phase = 0; phase < schedule.period(); ++phase) out += phase_cluster(schedule, phase);
