@@ -113,10 +113,15 @@ namespace {
 // "77.62 ± 0.31%" (a fraction shown in percent), "1.2e-06 ± 3.1e-07", "28.86 ms/it".
 std::string shown(const std::vector<std::string>& header, const std::vector<std::string>& row,
                   const std::string& result, const char* format, double scale, const char* unit) {
-  const auto mean = number(row[column(header, result + "_mean")]);
+  // A result the sweep's table has no column for (column() is then past the end) shows "-".
+  const auto cell = [&](const std::string& name) -> std::optional<double> {
+    const std::size_t c = column(header, name);
+    return c < row.size() ? number(row[c]) : std::nullopt;
+  };
+  const auto mean = cell(result + "_mean");
   if (!mean) return "-";
   std::string text = fmt::format(fmt::runtime(format), scale * *mean);
-  if (const auto sd = number(row[column(header, result + "_sd")]))
+  if (const auto sd = cell(result + "_sd"))
     text += " ± " + fmt::format(fmt::runtime(format), scale * *sd);
   return text + unit;
 }

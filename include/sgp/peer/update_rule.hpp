@@ -76,7 +76,7 @@ class UpdateRule {
   void update_quasi_global_buffer();
   void slow_momentum_step();
 
-  const config::TrainConfig& config_;
+  const config::TrainConfig config_;  // a copy: callers may pass a temporary
   compute::Backend& backend_;
   StateLayout layout_;
   float* x_;
