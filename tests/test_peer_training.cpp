@@ -23,6 +23,7 @@
 #include "sgp/topology/generator.hpp"
 #include "sgp/transport/inproc_network.hpp"
 #include "sgp/transport/inproc_transport.hpp"
+#include "support/moving_weights.hpp"
 #include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 #include "support/text.hpp"
@@ -257,17 +258,6 @@ TEST_CASE("local peers do not communicate and drift apart") {
 
 namespace {
 
-// 4 peers, period 2 (phase 0: i -> i+1, phase 1: i -> i+2), and each rank pushes its own share
-// (0.3, 0.5, 0.6, 0.4): columns sum to 1, rows do not, so every w moves; and each peer hears
-// exactly one in-neighbour per round, so sums are formed in one order and runs repeat bit for bit.
-constexpr const char* kMovingWeights = R"(digraph topology {
-  period = 2;
-  0 -> 1 [weight=0.3, phase=0]; 1 -> 2 [weight=0.5, phase=0];
-  2 -> 3 [weight=0.6, phase=0]; 3 -> 0 [weight=0.4, phase=0];
-  0 -> 2 [weight=0.3, phase=1]; 1 -> 3 [weight=0.5, phase=1];
-  2 -> 0 [weight=0.6, phase=1]; 3 -> 1 [weight=0.4, phase=1];
-})";
-
 // Rank `rank`'s checkpoint of `iteration` in a run directory, written with these settings
 // (resume_settings).
 peer::CheckpointState load_checkpoint(const std::filesystem::path& run, int rank,
@@ -323,7 +313,7 @@ TEST_CASE("a resumed run ends in the state of an uninterrupted one") {
     options.num_peers = n;
     const auto file_schedule =
         c.star ? topology::generate_topology(topology::TopologyKind::kStar, options)
-               : topology::parse_dot(kMovingWeights, "<moving weights>");
+               : topology::parse_dot(sgp::testing::kMovingWeights, "<moving weights>");
     const auto schedule = config::mixing_schedule(c.algo, file_schedule, std::nullopt, c.name);
     auto config = small_config(c.algo);
     config.gossip_every = c.gossip_every;
@@ -370,7 +360,7 @@ TEST_CASE("a resumed run ends in the state of an uninterrupted one") {
 
 TEST_CASE("a resume with other fixed settings is refused, naming each with both values") {
   const int n = 4;
-  const auto file_schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
+  const auto file_schedule = topology::parse_dot(sgp::testing::kMovingWeights, "<moving weights>");
   const auto schedule =
       config::mixing_schedule(config::Algorithm::sgp, file_schedule, std::nullopt, "<moving>");
   auto config = small_config(config::Algorithm::sgp);
@@ -415,8 +405,8 @@ TEST_CASE("peers that each see only their own checkpoints agree where to resume"
   // ends; with no iteration in common, every peer names what each rank has.
   const int n = 4;
   const auto schedule = config::mixing_schedule(
-      config::Algorithm::sgp, topology::parse_dot(kMovingWeights, "<moving weights>"), std::nullopt,
-      "<moving>");
+      config::Algorithm::sgp, topology::parse_dot(sgp::testing::kMovingWeights, "<moving weights>"),
+      std::nullopt, "<moving>");
   auto config = small_config(config::Algorithm::sgp);
   config.checkpoint_every = 10;
   config.max_iterations = 50;

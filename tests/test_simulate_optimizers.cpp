@@ -51,6 +51,20 @@ SimulationOptions quadratic(std::int64_t rounds, double lr, double spread) {
   return o;
 }
 
+// Three peers whose weights are column- but not row-stochastic, so w moves.
+topology::Schedule three_peers_moving_weights() {
+  return topology::Schedule(3, {{{{1, 1.0 / 3}, {2, 1.0 / 3}}, {{2, 0.5}}, {{0, 0.5}}}},
+                            {{1.0 / 3, 0.5, 0.5}});
+}
+
+// Gradient tracking on the quadratic workload with noisy gradients, 30 rounds.
+SimulationOptions tracking_options() {
+  SimulationOptions o = quadratic(30, 0.1, 5.0);
+  o.noise = 0.5;
+  o.optimizer.gradient_tracking = true;
+  return o;
+}
+
 std::vector<simulate::RoundRecord> records(const topology::Schedule& s,
                                            const SimulationOptions& o) {
   std::vector<simulate::RoundRecord> out;
@@ -313,11 +327,8 @@ TEST_CASE("one peer: sgp and asgp are gradient descent, momentum its exact recur
 
 TEST_CASE("gt: after every round the trackers sum to the current local gradients") {
   // Three peers, weights column- but not row-stochastic (w varies), noisy gradients.
-  const topology::Schedule s(3, {{{{1, 1.0 / 3}, {2, 1.0 / 3}}, {{2, 0.5}}, {{0, 0.5}}}},
-                             {{1.0 / 3, 0.5, 0.5}});
-  SimulationOptions o = quadratic(30, 0.1, 5.0);
-  o.noise = 0.5;
-  o.optimizer.gradient_tracking = true;
+  const topology::Schedule s = three_peers_moving_weights();
+  const SimulationOptions o = tracking_options();
   const simulate::QuadraticProblem f(o.seed, 3, o.dim, o.spread);
   simulate::PeerPool pool(1);
   simulate::SyncPopulation population(s, 2 * o.dim, pool);
@@ -357,11 +368,8 @@ TEST_CASE("gt: after every round the trackers sum to the current local gradients
 TEST_CASE("agt: with every message delivered, the trackers sum to the local gradients") {
   // The same three peers, asynchronous (running sums, double): what a round pushes is applied
   // at the start of the next, and then sum_i y_i = sum_i g_i at the peers' z.
-  const topology::Schedule s(3, {{{{1, 1.0 / 3}, {2, 1.0 / 3}}, {{2, 0.5}}, {{0, 0.5}}}},
-                             {{1.0 / 3, 0.5, 0.5}});
-  SimulationOptions o = quadratic(30, 0.1, 5.0);
-  o.noise = 0.5;
-  o.optimizer.gradient_tracking = true;
+  const topology::Schedule s = three_peers_moving_weights();
+  const SimulationOptions o = tracking_options();
   const simulate::QuadraticProblem f(o.seed, 3, o.dim, o.spread);
   simulate::PeerPool pool(1);
   simulate::AsyncPopulation population(s, 2 * o.dim, true, {}, pool);
@@ -397,8 +405,7 @@ TEST_CASE("agt: with every message delivered, the trackers sum to the local grad
 }
 
 TEST_CASE("PGA: an exact round is the arithmetic mean of z; H = 1 is gradient descent on f") {
-  const topology::Schedule s(3, {{{{1, 1.0 / 3}, {2, 1.0 / 3}}, {{2, 0.5}}, {{0, 0.5}}}},
-                             {{1.0 / 3, 0.5, 0.5}});
+  const topology::Schedule s = three_peers_moving_weights();
   simulate::PeerPool pool(1);
   simulate::SyncPopulation population(s, 5, pool);
   for (int r = 0; r < 3; ++r)

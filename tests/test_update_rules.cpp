@@ -21,6 +21,7 @@
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/transport/inproc_network.hpp"
 #include "sgp/transport/inproc_transport.hpp"
+#include "support/moving_weights.hpp"
 #include "support/text.hpp"
 
 using namespace sgp;
@@ -28,15 +29,6 @@ using namespace sgp;
 namespace {
 
 constexpr std::size_t kDim = 3;
-
-// Period 2, directed, column stochastic but not row stochastic: w moves.
-constexpr const char* kMovingWeights = R"(digraph topology {
-  period = 2;
-  0 -> 1 [weight=0.3, phase=0]; 1 -> 2 [weight=0.5, phase=0];
-  2 -> 3 [weight=0.6, phase=0]; 3 -> 0 [weight=0.4, phase=0];
-  0 -> 2 [weight=0.3, phase=1]; 1 -> 3 [weight=0.5, phase=1];
-  2 -> 0 [weight=0.6, phase=1]; 3 -> 1 [weight=0.4, phase=1];
-})";
 
 struct Quadratic {
   double a;
@@ -254,7 +246,7 @@ TEST_CASE("one peer: slow momentum is SlowMo's outer step at every H-th iteratio
 }
 
 TEST_CASE("gt over push-sum: the trackers sum to the current gradients after every round") {
-  const auto schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
+  const auto schedule = topology::parse_dot(sgp::testing::kMovingWeights, "<moving weights>");
   Trace trace;
   run_peers(rule_config(config::Algorithm::gt, 0.9f, true, 0.01f), schedule, 40, 0.02f, &trace);
   for (int it = 0; it < 40; ++it) {
@@ -273,7 +265,7 @@ TEST_CASE("gt over push-sum: the trackers sum to the current gradients after eve
 // With a constant step, plain push-sum SGD stalls at a floor set by the heterogeneity; gradient
 // tracking reaches the minimiser of the sum (to float rounding).
 TEST_CASE("gt reaches the exact optimum with a constant step, where sgp stalls") {
-  const auto schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
+  const auto schedule = topology::parse_dot(sgp::testing::kMovingWeights, "<moving weights>");
   const auto target = optimum(4);
   const double gt =
       max_distance(run_peers(rule_config(config::Algorithm::gt), schedule, 400, 0.1f), target);
@@ -321,7 +313,7 @@ std::vector<std::vector<float>> mix_rounds(
 }  // namespace
 
 TEST_CASE("PGA: an exact round leaves every peer w = 1 and x = the arithmetic mean of z") {
-  const auto schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
+  const auto schedule = topology::parse_dot(sgp::testing::kMovingWeights, "<moving weights>");
   // Several chunks, so that the lanes hold back messages of either engine.
   const std::size_t n = 1000;
   gossip::PushSumConfig gc;
@@ -362,7 +354,7 @@ TEST_CASE("PGA: an exact round leaves every peer w = 1 and x = the arithmetic me
 }
 
 TEST_CASE("PGA with H = 1 is the ring allreduce, bit for bit") {
-  const auto schedule = topology::parse_dot(kMovingWeights, "<moving weights>");
+  const auto schedule = topology::parse_dot(sgp::testing::kMovingWeights, "<moving weights>");
   const std::size_t n = 1001;
   gossip::PushSumConfig gc;
   gc.chunk_elements = 100;
