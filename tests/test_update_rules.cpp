@@ -17,7 +17,7 @@
 #include "sgp/gossip/periodic_average.hpp"
 #include "sgp/gossip/ring_allreduce.hpp"
 #include "sgp/model/sgd.hpp"
-#include "sgp/peer/update_rule.hpp"
+#include "sgp/optim/update_rule.hpp"
 #include "sgp/topology/dot_file.hpp"
 #include "sgp/transport/inproc_network.hpp"
 #include "sgp/transport/inproc_transport.hpp"
@@ -66,13 +66,13 @@ config::TrainConfig rule_config(config::Algorithm algo, float momentum = 0.0f,
 // One peer's state buffer, optimizer and rule, starting from x0 (kDim values).
 struct PeerState {
   compute::CpuBackend backend;
-  peer::StateLayout layout;
+  optim::StateLayout layout;
   compute::DeviceBuffer<float> x;
   model::Sgd sgd;
-  peer::UpdateRule rule;
+  optim::UpdateRule rule;
 
   PeerState(const config::TrainConfig& c, const std::vector<float>& x0)
-      : layout(peer::state_layout(c, kDim)),
+      : layout(optim::state_layout(c, kDim)),
         x(backend, layout.total),
         sgd(backend, kDim, {c.momentum, c.weight_decay, c.nesterov}),
         rule(c, backend, layout, x.data(), sgd) {

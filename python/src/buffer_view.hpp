@@ -10,7 +10,7 @@
 
 #include <pybind11/pybind11.h>
 
-#include "sgp/peer/gossip_session.hpp"
+#include "gossip_session.hpp"
 
 namespace sgp::python {
 
@@ -23,7 +23,7 @@ class BufferView {
   BufferView& operator=(const BufferView&) = delete;
 
   float* data() const { return data_; }
-  const peer::BufferPlace& place() const { return place_; }
+  const bridge::BufferPlace& place() const { return place_; }
 
  private:
   void from_buffer_protocol(const pybind11::object& object, std::size_t numel,
@@ -31,7 +31,7 @@ class BufferView {
   void from_dlpack(const pybind11::object& object, std::size_t numel, std::string_view what);
 
   float* data_ = nullptr;
-  peer::BufferPlace place_;
+  bridge::BufferPlace place_;
   std::unique_ptr<pybind11::buffer_info> buffer_;  // holds the exporter's buffer while we use it
   pybind11::object capsule_;                       // holds the DLPack tensor while we use it
 };

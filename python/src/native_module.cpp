@@ -1,5 +1,5 @@
 // sgp._native: the gossip engine of `sgp peer` for a training loop in Python (python/README.md).
-// A thin layer over peer::GossipSession: Python values in, C++ errors out as Python exceptions
+// A thin layer over bridge::GossipSession: Python values in, C++ errors out as Python exceptions
 // (InputError: ValueError, IoError: sgp._native.PeerError, an OSError; a bug: RuntimeError).
 #include <memory>
 #include <string>
@@ -10,11 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "buffer_view.hpp"
+#include "gossip_session.hpp"
 #include "sgp/config/settings.hpp"
 #include "sgp/error.hpp"
 #include "sgp/gossip/wire_format.hpp"
 #include "sgp/log.hpp"
-#include "sgp/peer/gossip_session.hpp"
 
 namespace py = pybind11;
 
@@ -43,7 +43,7 @@ config::TrainConfig settings_from_dict(const py::object& settings) {
 }
 
 // The session's counters, with the names the C++ peer records them under.
-py::dict metrics_of(const peer::GossipSession& session) {
+py::dict metrics_of(const bridge::GossipSession& session) {
   const gossip::PushSumMetrics m = session.metrics();
   py::dict rejected;
   for (int i = 0; i < gossip::kNumRejectCauses; ++i) {
@@ -69,11 +69,11 @@ py::dict metrics_of(const peer::GossipSession& session) {
   return out;
 }
 
-std::unique_ptr<peer::GossipSession> make_session(config::TrainConfig config, int rank,
-                                                  std::size_t numel) {
+std::unique_ptr<bridge::GossipSession> make_session(config::TrainConfig config, int rank,
+                                                    std::size_t numel) {
   configure_logging(rank, config.log_level);
   py::gil_scoped_release release;  // binding and connecting may take a moment
-  return std::make_unique<peer::GossipSession>(std::move(config), rank, numel);
+  return std::make_unique<bridge::GossipSession>(std::move(config), rank, numel);
 }
 
 // A path given as str or os.PathLike.
@@ -81,10 +81,11 @@ std::string path_text(const py::object& path) {
   return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
 }
 
-std::unique_ptr<peer::GossipSession> construct(const py::object& topology, int rank,
-                                               std::int64_t numel, const py::object& settings,
-                                               const py::object& run_dir, const py::object& monitor,
-                                               const py::object& keys) {
+std::unique_ptr<bridge::GossipSession> construct(const py::object& topology, int rank,
+                                                 std::int64_t numel, const py::object& settings,
+                                                 const py::object& run_dir,
+                                                 const py::object& monitor,
+                                                 const py::object& keys) {
   if (numel <= 0) throw py::value_error(fmt::format("numel: expected >= 1, got {}", numel));
   config::TrainConfig config = settings_from_dict(settings);
   config.topology = path_text(topology);
@@ -94,31 +95,31 @@ std::unique_ptr<peer::GossipSession> construct(const py::object& topology, int r
   return make_session(std::move(config), rank, static_cast<std::size_t>(numel));
 }
 
-std::unique_ptr<peer::GossipSession> from_env(std::int64_t numel) {
+std::unique_ptr<bridge::GossipSession> from_env(std::int64_t numel) {
   if (numel <= 0) throw py::value_error(fmt::format("numel: expected >= 1, got {}", numel));
-  peer::SessionStart start = peer::session_start_from_environment();
+  bridge::SessionStart start = bridge::session_start_from_environment();
   return make_session(std::move(start.config), start.rank, static_cast<std::size_t>(numel));
 }
 
-bool step(peer::GossipSession& session, const py::object& buffer) {
+bool step(bridge::GossipSession& session, const py::object& buffer) {
   const BufferView view(buffer, session.numel(), "Gossip.step(buffer)");
   py::gil_scoped_release release;
   return session.step(view.data(), view.place());
 }
 
-void attach(peer::GossipSession& session, const py::object& buffer) {
+void attach(bridge::GossipSession& session, const py::object& buffer) {
   const BufferView view(buffer, session.numel(), "Gossip.attach(buffer)");
   py::gil_scoped_release release;
   session.attach(view.data(), view.place());
 }
 
-bool publish(peer::GossipSession& session, const py::object& buffer, std::int64_t iteration) {
+bool publish(bridge::GossipSession& session, const py::object& buffer, std::int64_t iteration) {
   const BufferView view(buffer, session.numel(), "Gossip.publish(buffer)");
   py::gil_scoped_release release;
   return session.publish(view.data(), view.place(), iteration);
 }
 
-void close(peer::GossipSession& session, const py::object& buffer) {
+void close(bridge::GossipSession& session, const py::object& buffer) {
   if (buffer.is_none()) {
     py::gil_scoped_release release;
     session.finish();
@@ -145,7 +146,7 @@ void translate_errors(std::exception_ptr error, const py::object& peer_error) {
 }  // namespace sgp::python
 
 PYBIND11_MODULE(_native, m) {
-  using sgp::peer::GossipSession;
+  using sgp::bridge::GossipSession;
   namespace sp = sgp::python;
   m.doc() = "sgp's gossip engine (push-sum over ZeroMQ) for training loops in Python";
   static py::exception<sgp::IoError> peer_error(m, "PeerError", PyExc_OSError);

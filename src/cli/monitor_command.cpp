@@ -20,7 +20,6 @@
 #include "sgp/log.hpp"
 #include "sgp/monitor/run_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
-#include "sgp/peer/trainer.hpp"
 #include "sgp/run/file_names.hpp"
 #include "sgp/run/run_config.hpp"
 #include "sgp/run/run_directory.hpp"

@@ -33,7 +33,6 @@
 #include "sgp/launch/program_ranks.hpp"
 #include "sgp/launch/refused_run.hpp"
 #include "sgp/launch/run_summary.hpp"
-#include "sgp/monitor/consensus_monitor.hpp"
 #include "sgp/monitor/run_monitor.hpp"
 #include "sgp/peer/peer_runner.hpp"
 #include "sgp/peer/resume_settings.hpp"

@@ -26,9 +26,9 @@
 #include "sgp/model/evaluator.hpp"
 #include "sgp/model/mlp.hpp"
 #include "sgp/model/model_spec.hpp"
+#include "sgp/optim/update_rule.hpp"
 #include "sgp/peer/resume_settings.hpp"
 #include "sgp/peer/trainer.hpp"
-#include "sgp/peer/update_rule.hpp"
 #include "sgp/run/file_names.hpp"
 #include "sgp/run/run_config.hpp"
 #include "sgp/run/run_directory.hpp"
@@ -137,7 +137,7 @@ PeerTransport open_peer_transport(const config::TrainConfig& config,
   zmq.local_ipc = config.local_ipc;
   PeerTransport out;
   // gt mixes [x; y]: twice the parameters per round.
-  const std::size_t mixed = state_layout(config, parameters).mixed;
+  const std::size_t mixed = optim::state_layout(config, parameters).mixed;
   out.zmq = gossip::open_zmq_transport(
       mixing, rank, gossip::Chunking(mixed, gossip::PushSumConfig{}.chunk_elements), secure, zmq,
       mode, config.global_average_every > 0);

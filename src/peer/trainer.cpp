@@ -27,12 +27,12 @@
 #include "sgp/model/lr_schedule.hpp"
 #include "sgp/model/network.hpp"
 #include "sgp/model/sgd.hpp"
+#include "sgp/optim/update_rule.hpp"
 #include "sgp/peer/batch_loader.hpp"
 #include "sgp/peer/checkpoint_store.hpp"
 #include "sgp/peer/progress.hpp"
 #include "sgp/peer/resume_agreement.hpp"
 #include "sgp/peer/resume_settings.hpp"
-#include "sgp/peer/update_rule.hpp"
 #include "sgp/run/file_names.hpp"
 #include "sgp/run/percentiles.hpp"
 #include "sgp/run/run_directory.hpp"
@@ -93,11 +93,11 @@ struct Trainer::State {
   run::RunDirectory& run;
   Communication comm;
   model::Network net;
-  StateLayout layout;                        // what x holds besides the parameters
+  optim::StateLayout layout;                 // what x holds besides the parameters
   std::vector<std::int64_t> label_counts;    // of this peer's shard
   compute::DeviceBuffer<float> x, z, grads;  // push-sum numerator (and more state), z, gradient
   model::Sgd sgd;
-  UpdateRule rule;
+  optim::UpdateRule rule;
   data::BatchSampler sampler;
   BatchLoader loader;
   model::Evaluator evaluator;
@@ -122,7 +122,7 @@ struct Trainer::State {
         comm(std::move(cm)),
         net(b, model::parse_model_spec(c.model), model::input_shape(tr), tr.num_classes,
             c.batch_size),
-        layout(state_layout(c, net.parameter_count())),
+        layout(optim::state_layout(c, net.parameter_count())),
         x(b, layout.total),
         z(b, comm.schedule ? layout.mixed : 0),
         grads(b, net.parameter_count()),
@@ -379,7 +379,7 @@ run::PeerSummary Trainer::summary(const Tally& t, double wall) const {
   summary.rank = s.rank;
   summary.peers = s.num_peers;
   summary.algo = name_of(s.config.algo);
-  summary.update_rule = describe_update_rule(s.config);
+  summary.update_rule = optim::describe_update_rule(s.config);
   summary.device = s.backend.describe();
   summary.model = s.config.model;
   summary.parameters = static_cast<std::int64_t>(s.net.parameter_count());

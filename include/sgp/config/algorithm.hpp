@@ -39,7 +39,7 @@ struct AlgorithmInfo {
   bool tolerates_failures;  // a failed peer is excluded and the others go on
                             // (--on-peer-failure auto: go-on)
   // Gradient tracking: the engine mixes [x; y], y the tracker of the average gradient, and the
-  // step follows y (sgp/peer/update_rule.hpp).
+  // step follows y (sgp/optim/update_rule.hpp).
   bool tracks_gradient = false;
 };
 

@@ -22,7 +22,7 @@ enum class PeerFailure {
 };
 std::span<const NamedValue<PeerFailure>> names(PeerFailure);
 
-// What the momentum buffer follows (--momentum-kind; sgp/peer/update_rule.hpp): the local
+// What the momentum buffer follows (--momentum-kind; sgp/optim/update_rule.hpp): the local
 // stochastic gradient, or the change of the de-biased mixed model (Lin et al., ICML 2021).
 enum class MomentumKind { local, quasi_global };
 std::span<const NamedValue<MomentumKind>> names(MomentumKind);

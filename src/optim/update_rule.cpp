@@ -1,4 +1,4 @@
-#include "sgp/peer/update_rule.hpp"
+#include "sgp/optim/update_rule.hpp"
 
 #include <vector>
 
@@ -9,7 +9,7 @@
 #include "sgp/gossip/mixer.hpp"
 #include "sgp/gossip/periodic_average.hpp"
 
-namespace sgp::peer {
+namespace sgp::optim {
 
 StateLayout state_layout(const config::TrainConfig& config, std::size_t parameters) {
   StateLayout l;
@@ -153,4 +153,4 @@ void UpdateRule::slow_momentum_step() {
   backend_.copy(x_, anchor, n * sizeof(float));
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::optim

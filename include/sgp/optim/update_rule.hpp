@@ -25,7 +25,7 @@ namespace sgp::gossip {
 class Mixer;
 }
 
-namespace sgp::peer {
+namespace sgp::optim {
 
 // Where each part of a peer's state lives in its one state buffer, so that the engine mixes a
 // prefix of it and a checkpoint saves all of it (n = the model's parameters):
@@ -87,4 +87,4 @@ class UpdateRule {
   bool tracking_started_ = false;
 };
 
-}  // namespace sgp::peer
+}  // namespace sgp::optim

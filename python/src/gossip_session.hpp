@@ -20,7 +20,7 @@
 #include "sgp/config/train_config.hpp"
 #include "sgp/gossip/push_sum_config.hpp"
 
-namespace sgp::peer {
+namespace sgp::bridge {
 
 // Where a caller's buffer is: host memory, or CUDA device `device_index`.
 struct BufferPlace {
@@ -100,4 +100,4 @@ class GossipSession {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace sgp::peer
+}  // namespace sgp::bridge

@@ -1,4 +1,4 @@
-#include "sgp/peer/gossip_session.hpp"
+#include "gossip_session.hpp"
 
 #include <cstdlib>
 #include <mutex>
@@ -23,7 +23,7 @@
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/faulty_transport.hpp"
 
-namespace sgp::peer {
+namespace sgp::bridge {
 
 namespace {
 
@@ -71,13 +71,13 @@ SessionStart session_start_from_environment() {
   if (const auto credentials = environment("SGP_RUN_CREDENTIALS")) {
     start.config.run_credentials = *credentials;
   }
-  start.rank = resolve_rank(std::nullopt);
+  start.rank = peer::resolve_rank(std::nullopt);
   return start;
 }
 
 struct GossipSession::State {
   topology::Schedule mixing;
-  PeerTransport transport;
+  peer::PeerTransport transport;
   std::unique_ptr<gossip::SnapshotPublisher> publisher;
   // Made by the first buffer's place: the backend, the engine's x there, the engine.
   std::optional<BufferPlace> place;
@@ -129,12 +129,12 @@ GossipSession::GossipSession(config::TrainConfig config, int rank, std::size_t n
         "applies): docs/optimizers.md");
   }
   if (numel_ == 0) throw InputError("numel: the buffer to mix must hold at least one element");
-  const topology::Schedule file_schedule = load_topology(config_);
-  check_rank(config_, file_schedule, rank_);
-  state_ = std::make_unique<State>(peer_mixing_schedule(config_, file_schedule), numel_);
+  const topology::Schedule file_schedule = peer::load_topology(config_);
+  peer::check_rank(config_, file_schedule, rank_);
+  state_ = std::make_unique<State>(peer::peer_mixing_schedule(config_, file_schedule), numel_);
   const gossip::Security secure = config::security(config_);  // reads the run's credentials once
   if (communicates()) {
-    state_->transport = open_peer_transport(config_, state_->mixing, rank_, numel_, secure);
+    state_->transport = peer::open_peer_transport(config_, state_->mixing, rank_, numel_, secure);
   }
   if (!config_.monitor.empty()) {
     state_->publisher = std::make_unique<gossip::SnapshotPublisher>(
@@ -264,7 +264,7 @@ void GossipSession::finish(float* z, const std::optional<BufferPlace>& place) {
     s.final_excluded = s.excluded();
   }
   s.engine.reset();
-  s.transport = PeerTransport();  // the endpoint is free again
+  s.transport = peer::PeerTransport();  // the endpoint is free again
 }
 
 double GossipSession::weight() const {
@@ -286,4 +286,4 @@ std::uint64_t GossipSession::dropped_snapshots() const {
   return state_->publisher ? state_->publisher->dropped() : 0;
 }
 
-}  // namespace sgp::peer
+}  // namespace sgp::bridge
