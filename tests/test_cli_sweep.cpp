@@ -20,18 +20,22 @@ using sgp::testing::run_sgp;
 
 namespace {
 
+// The fields of a CSV line (no quoting: sweep tables hold none); a trailing comma ends an empty
+// one.
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> fields;
+  std::stringstream s(line);
+  std::string field;
+  while (std::getline(s, field, ',')) fields.push_back(field);
+  if (!line.empty() && line.back() == ',') fields.emplace_back();
+  return fields;
+}
+
 std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& path) {
   std::vector<std::vector<std::string>> rows;
   std::ifstream in(path);
   std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> fields;
-    std::stringstream s(line);
-    std::string field;
-    while (std::getline(s, field, ',')) fields.push_back(field);
-    if (!line.empty() && line.back() == ',') fields.emplace_back();
-    rows.push_back(fields);
-  }
+  while (std::getline(in, line)) rows.push_back(split_csv_line(line));
   return rows;
 }
 
@@ -43,28 +47,12 @@ std::string column(const std::vector<std::vector<std::string>>& csv, std::size_t
   return "";
 }
 
-const std::vector<std::string> kColumns = {"point",
-                                           "topology",
-                                           "peers",
-                                           "self_weight",
-                                           "algo",
-                                           "gossip_every",
-                                           "seed",
-                                           "status",
-                                           "mixing_self_weight",
-                                           "predicted_consensus_rate",
-                                           "topology_period",
-                                           "iterations",
-                                           "final_average_model_accuracy",
-                                           "mean_peer_accuracy",
-                                           "min_peer_accuracy",
-                                           "max_peer_accuracy",
-                                           "final_consensus_error",
-                                           "median_iteration_ms",
-                                           "bytes_sent_per_iteration",
-                                           "wall_time_s",
-                                           "sum_of_weights",
-                                           "run_dir"};
+// summary.csv's header, the contract with the plot scripts: the grid's columns, then the results'.
+const std::vector<std::string> kColumns = split_csv_line(
+    "point,topology,peers,self_weight,algo,gossip_every,seed,status,mixing_self_weight,"
+    "predicted_consensus_rate,topology_period,iterations,final_average_model_accuracy,"
+    "mean_peer_accuracy,min_peer_accuracy,max_peer_accuracy,final_consensus_error,"
+    "median_iteration_ms,bytes_sent_per_iteration,wall_time_s,sum_of_weights,run_dir");
 
 // Both points of the tiny sweep finished, with the figures their topologies must give.
 void check_finished_table(const std::vector<std::vector<std::string>>& csv,
