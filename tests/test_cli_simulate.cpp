@@ -191,7 +191,7 @@ TEST_CASE("sgp simulate: bad flags are input errors naming them") {
                     " --peers 5",
                 "--peers 5 but"},
            Case{"simulate --topology exponential --peers 5000 --dim 100000000 --mode async", "GiB"},
-           Case{"simulate --topology ring --peers 8 --fail 3", "--fail 3: expected RANK@ROUND"},
+           Case{"simulate --topology ring --peers 8 --fail 3", "--fail: '3': expected RANK@ROUND"},
            Case{"simulate --topology ring --peers 8 --fail 9@5", "--fail 9@5: rank 9 is not one"},
            Case{"simulate --topology ring --peers 8 --fail 2@5 --join 3@6",
                 "--join 3@6: rank 3 is live"},
@@ -255,7 +255,8 @@ TEST_CASE(
            {"--compress sign --workload quadratic", "--workload consensus only"},
            {"--compress qsgd:0", "--compress qsgd:0"},
            {"--consensus-step 0.5", "--consensus-step is for compressed gossip"},
-           {"--compress sign --consensus-step 0", "--consensus-step 0"}}) {
+           {"--compress sign --consensus-step 0",
+            "--consensus-step: expected a number in (0, 1]"}}) {
     r = run_sgp(common + (dir / "bad").string() + " " + flags);
     INFO(flags, r.output);
     CHECK(r.exit_code == 2);
