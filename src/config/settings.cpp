@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "sgp/config/engine_settings.hpp"
 #include "sgp/config/link_rate.hpp"
 #include "sgp/config/setting_types.hpp"
 #include "sgp/config/straggler.hpp"
@@ -490,12 +491,7 @@ void validate(const TrainConfig& c) {
         "fails is excluded and may rejoin with sgp peer --join",
         c.resume ? "--resume" : "--checkpoint-every", name_of(c.algo)));
   }
-  if (c.compress != gossip::Compression::none && !info(c.algo).compressible) {
-    throw InputError(fmt::format(
-        "--compress {}: {} does not send push-sum rounds of float32 x (allreduce keeps float32 so "
-        "its average stays exact; asgp sends float64 running sums); use --compress none",
-        name_of(c.compress), name_of(c.algo)));
-  }
+  require_compression_applies(c.compress, c.algo, c.device, std::nullopt);
   if (!c.monitor.empty()) Endpoint::parse(c.monitor, "--monitor");
   if (c.resume && c.overwrite) {
     throw InputError("--resume and --overwrite: give one (continue the run, or replace it)");
