@@ -69,9 +69,8 @@ TEST_CASE("every simulate option is a flag and a sweep key, refusing a value out
     const bool a_value = s->problem(SimulateSettings{}).empty() && !shown.empty();
     if (!s->is_switch() && a_value) CHECK(flag_error({s->flag(), shown}).empty());
     if (s->in_sweeps() && a_value) {  // on a run that has every option (--drop: async)
-      const std::string run = key == "algo" || key == "workload"
-                                  ? ""
-                                  : "algo = \"asgp\"\nworkload = \"quadratic\"\n";
+      const std::string run =
+          key == "algo" || key == "workload" ? "" : "algo = \"asgp\"\nworkload = \"quadratic\"\n";
       CHECK(sweep_error(run + key + " = " + s->get(SimulateSettings{}).dump()).empty());
     }
     const std::string bad = above_bounds(hint);
@@ -82,7 +81,7 @@ TEST_CASE("every simulate option is a flag and a sweep key, refusing a value out
     if (s->in_sweeps())
       CHECK(after(sweep_error(key + " = " + bad), "simulate." + key) == from_flag);
   }
-  CHECK(bounded >= 15);  // dim, rounds, threads, drop, lr, momentum, ...
+  CHECK(bounded >= 12);  // peers, dim, rounds, threads, lr, momentum, ...
 }
 
 TEST_CASE("the sweep sets the topology, its size and where results go; sweep files cannot") {
@@ -105,4 +104,17 @@ TEST_CASE("the older --mode is an alias of --algo, as a flag and as a sweep key"
   CHECK(command.settings.algo == sgp::simulate::SimulatedAlgorithm::asgp);
   CHECK(sgp::testing::contains(sweep_error("mode = \"lazy\""),
                                "simulate.mode: 'lazy' is not one of sync, async"));
+}
+
+TEST_CASE("the older --drop, --dup and --delay set parts of --inject, read by its parser") {
+  SimulateSettings s;
+  for (const auto& [key, value] : {std::pair("drop", "0.25"), {"dup", "0.5"}, {"delay", "3"}})
+    sgp::simulate::find_simulate_setting(key)->parse(s, value);
+  CHECK(s.inject == "drop=0.25,dup=0.5,delay=3");
+  CHECK(sgp::simulate::find_simulate_setting("delay")->get(s) == 3);
+  CHECK(sweep_error("algo = \"asgp\"\ndrop = 0.25").empty());
+  CHECK(sgp::testing::contains(sweep_error("algo = \"asgp\"\ndrop = 1.5"),
+                               "simulate.drop: 'drop=1.5': a probability in [0, 1) is needed"));
+  CHECK(sgp::testing::contains(flag_error({"--inject", "drop=0.25,delay=20ms"}),
+                               "--inject: 'delay=20ms': a non-negative integer is needed"));
 }

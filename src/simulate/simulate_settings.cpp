@@ -12,6 +12,7 @@
 #include "sgp/config/setting_types.hpp"
 #include "sgp/simulate/peer_changes.hpp"
 #include "sgp/simulate/simulate_run.hpp"
+#include "sgp/transport/faulty_transport.hpp"
 
 namespace sgp::simulate {
 
@@ -71,6 +72,50 @@ std::string check_mode(const std::string& mode) {
   return fmt::format("'{}' is not one of sync, async", mode);
 }
 
+std::string check_inject(const std::string& spec) {
+  try {
+    transport::parse_round_fault_spec(spec);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return {};
+}
+
+// --drop P, --dup P, --delay R: the older flags (and sweep keys) of one part of --inject each,
+// read by its parser.
+class FaultAlias final : public SimulateSetting {
+ public:
+  FaultAlias(std::string_view key, std::string_view help)
+      : SimulateSetting(key, kMixing, help, kEvery, true) {}
+  std::string value_hint() const override { return key() == "delay" ? "INT" : "NUMBER"; }
+  nlohmann::json get(const C& c) const override { return nlohmann::json::parse(text(c)); }
+  std::string text(const C& c) const override {
+    const auto spec = transport::parse_round_fault_spec(c.inject);
+    if (key() == "drop") return fmt::format("{}", spec.drop);
+    if (key() == "dup") return fmt::format("{}", spec.duplicate);
+    return fmt::format("{}", spec.delay_rounds);
+  }
+  void set(C& c, const nlohmann::json& value) const override {
+    if (!value.is_number())
+      throw config::SettingError(fmt::format("expected a number, got {}", value.dump()));
+    parse(c, value.dump());
+  }
+  void parse(C& c, std::string_view text) const override {
+    transport::FaultSpec part;
+    try {
+      part = transport::parse_round_fault_spec(fmt::format("{}={}", key(), text));
+    } catch (const InputError& e) {
+      throw config::SettingError(e.what());
+    }
+    auto spec = transport::parse_round_fault_spec(c.inject);
+    if (key() == "drop") spec.drop = part.drop;
+    if (key() == "dup") spec.duplicate = part.duplicate;
+    if (key() == "delay") spec.delay_rounds = part.delay_rounds;
+    c.inject = transport::format_round_fault_spec(spec);
+  }
+  std::string problem(const C&) const override { return {}; }
+};
+
 std::string check_changes(const std::vector<std::string>& items) {
   for (const auto& item : items) {
     try {
@@ -112,12 +157,10 @@ void add_mixing_rows(Rows& r) {
       "async: running sums on the edges (--no-running-sums: plain push-sum, a lost message's "
       "mass is gone, to measure the bias)",
       true, &C::running_sums);
-  add(r, "drop", kMixing, "async: probability that a message is lost", true, &C::drop,
-      between(0.0, 0.99));
-  add(r, "dup", kMixing, "async: probability that a message arrives twice", true, &C::dup,
-      between(0.0, 1.0));
-  add(r, "delay", kMixing, "async: each message arrives 0..this many rounds late (uniform)", true,
-      &C::delay, between(0, 1000));
+  add(r, "inject", kMixing,
+      "async: message faults, seeded, as peers' --inject: drop=P (lost), dup=P (arrives twice), "
+      "delay=R (each message 0..R rounds late, uniform), seed=S (mixed with --seed); any subset",
+      true, &C::inject, Range{}, &check_inject);
   add(r, "compress", kMixing,
       "sgp, consensus: compressed gossip with public copies and error feedback, topk:R | randk:R "
       "(fraction R of the coordinates) | sign | qsgd:LEVELS",
@@ -194,6 +237,9 @@ const Rows& alias_table() {
     Rows out;
     add(out, "mode", kMixing, "the older name of --algo: sync = sgp, async = asgp", true, &C::mode,
         Range{}, &check_mode);
+    out.push_back(std::make_unique<FaultAlias>("drop", "the same as --inject drop=P"));
+    out.push_back(std::make_unique<FaultAlias>("dup", "the same as --inject dup=P"));
+    out.push_back(std::make_unique<FaultAlias>("delay", "the same as --inject delay=R"));
     return out;
   }();
   return rows;
@@ -247,7 +293,7 @@ SimulatedAlgorithm algorithm_of(const SimulateSettings& s, const GivenKeys& give
 
 // Options that only one kind of run has.
 void check_combinations(const SimulationOptions& o, const GivenKeys& given) {
-  for (const char* key : {"drop", "dup", "delay", "running_sums"}) {
+  for (const char* key : {"inject", "drop", "dup", "delay", "running_sums"}) {
     if (o.mode == Mixing::sync && given.contains(key)) {
       throw InputError(fmt::format(
           "sgp simulate: {} needs an asynchronous algorithm, --algo asgp or agt (--mode async): "
@@ -297,7 +343,8 @@ SimulateCommand simulate_command(const SimulateSettings& s, const GivenKeys& giv
   o.rounds = s.rounds;
   o.mode = asynchronous(algo) ? Mixing::async : Mixing::sync;
   o.running_sums = s.running_sums;
-  o.faults = {s.drop, s.dup, s.delay, s.seed};
+  const auto faults = transport::parse_round_fault_spec(s.inject);
+  o.faults = {faults.drop, faults.duplicate, faults.delay_rounds, s.seed ^ faults.seed};
   o.workload = s.workload;
   o.lr = s.lr;
   o.noise = s.noise;

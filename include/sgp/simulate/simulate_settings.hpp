@@ -44,9 +44,7 @@ struct SimulateSettings {
   SimulatedAlgorithm algo = SimulatedAlgorithm::sgp;
   std::string mode;  // the older name of algo: sync (sgp) or async (asgp); "": not given
   bool running_sums = true;
-  double drop = 0.0;
-  double dup = 0.0;
-  int delay = 0;
+  std::string inject;  // message faults, as peers' --inject: drop=P,dup=P,delay=ROUNDS,seed=S
   std::optional<std::string> compress;
   std::optional<double> consensus_step;
   // The workload and its optimizer
@@ -78,7 +76,8 @@ using SimulateSetting = config::BasicSetting<SimulateSettings>;
 
 // Every option, in the order help lists them (config.json writes these).
 std::span<const SimulateSetting* const> simulate_settings();
-// Old names still read as flags and sweep keys, never written: mode.
+// Old names still read as flags and sweep keys, never written: mode (of algo), and drop, dup
+// and delay (each a part of inject).
 std::span<const SimulateSetting* const> simulate_setting_aliases();
 // The option (or alias) with this key, or nullptr.
 const SimulateSetting* find_simulate_setting(std::string_view key);
