@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,7 +102,7 @@ TEST_CASE("sgp consensus --local: 6 processes on Base-2 reach the exact mean aft
 // in-neighbours waits for rank 3 in their first round) run ahead of their in-neighbours; they
 // used to restart from z with w = 1, which changed the total mass, and ended 8e-3 from the
 // mean. Running sums and holding mass instead make it exact.
-TEST_CASE("sgp consensus --mode async: processes started apart reach the exact mean under faults") {
+TEST_CASE("sgp consensus --algo asgp: processes started apart reach the exact mean under faults") {
   const int n = 8;
   sgp::testing::TempDir dir;
   const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "exponential", n);
@@ -112,7 +113,7 @@ TEST_CASE("sgp consensus --mode async: processes started apart reach the exact m
     const int rank = k < late ? k : k == n - 1 ? late : k + 1;
     if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     peers.push_back(sgp::testing::start_sgp(
-        "consensus --mode async --rounds 150 --dim 1000 --timeout-ms 20000 --rank " +
+        "consensus --algo asgp --rounds 150 --dim 1000 --timeout-ms 20000 --rank " +
             std::to_string(rank) + " --topology " + topology.string() + " --run-dir " +
             run.string() + " --inject drop=0.05,dup=0.01,reorder=0.05,seed=" + std::to_string(rank),
         dir / ("log-" + std::to_string(rank))));
@@ -173,6 +174,21 @@ TEST_CASE("sgp consensus: bad flags and files are input errors naming them") {
                            " --run-dir " + (dir / "run").string());
     CHECK(r.exit_code == 2);
     CHECK(contains(r.output, "--mode: 'asynchronous'"));
+  }
+  SUBCASE("--algo takes the algorithm table's names; --mode, the older name, must agree") {
+    for (const auto& [flags, says] : std::map<std::string, std::string>{
+             {"--algo sgd", "--algo: 'sgd' is not one of sgp, osgp"},
+             {"--algo dpsgd", "--algo dpsgd: sgp consensus runs sgp, osgp, asgp, allreduce"},
+             {"--algo osgp --mode async", "--mode async contradicts --algo osgp"},
+             {"--mode async --compress fp16", "--compress fp16: asgp does not send push-sum"},
+             {"--algo allreduce --compress bf16", "--compress bf16: allreduce does not send"},
+             {"--compress fp16 --device auto", "16-bit payloads are converted on the CPU"}}) {
+      const auto r = run_sgp("consensus --local " + flags + " --topology " + topology.string() +
+                             " --run-dir " + (dir / "run").string());
+      INFO(flags, r.output);
+      CHECK(r.exit_code == 2);
+      CHECK(contains(r.output, says));
+    }
   }
   SUBCASE("a topology that is not strongly connected (rank 2 pushes to nobody)") {
     const auto path = dir / "chain.dot";

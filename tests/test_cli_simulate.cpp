@@ -102,11 +102,15 @@ TEST_CASE("sgp simulate: a DOT file, and async least squares under loss logs the
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(summary_of(run)["peers"] == 8);
+  // Async least squares under these message faults, in `out`.
+  const auto under_faults = [&](const std::string& faults, const std::filesystem::path& out) {
+    return run_sgp("simulate --topology " + topology + " " + faults +
+                   " --workload quadratic --lr 0.05 --dim 6 --rounds 200 --log-every 50 "
+                   "--run-dir " +
+                   out.string());
+  };
   const auto gap_run = dir / "gap";
-  r = run_sgp("simulate --topology " + topology +
-              " --mode async --drop 0.05 --dup 0.05 --delay 2 --workload quadratic --lr 0.05 "
-              "--dim 6 --rounds 200 --log-every 50 --run-dir " +
-              gap_run.string());
+  r = under_faults("--mode async --drop 0.05 --dup 0.05 --delay 2", gap_run);
   REQUIRE(r.exit_code == 0);
   const auto records = records_of(gap_run);
   REQUIRE(records.size() == 5);
@@ -116,6 +120,13 @@ TEST_CASE("sgp simulate: a DOT file, and async least squares under loss logs the
   CHECK(s["messages"]["lost"].get<int>() > 0);
   CHECK(s["messages"]["duplicated"].get<int>() > 0);
   CHECK(s["algo"] == "asgp");  // --mode async is the older name of --algo asgp
+  CHECK(s["inject"] == "drop=0.05,dup=0.05,delay=2");
+  // --drop, --dup and --delay are the older spellings of --inject's parts: the same run.
+  const auto inject_run = dir / "inject";
+  r = under_faults("--algo asgp --inject drop=0.05,dup=0.05,delay=2", inject_run);
+  REQUIRE(r.exit_code == 0);
+  CHECK(summary_of(inject_run)["messages"] == s["messages"]);
+  CHECK(summary_of(inject_run)["final_optimality_gap"] == s["final_optimality_gap"]);
 }
 
 TEST_CASE("sgp simulate --algo gt and the optimizer flags: in config and summary, printed") {
@@ -184,6 +195,12 @@ TEST_CASE("sgp simulate: bad flags are input errors naming them") {
            Case{"simulate --topology torus --peers 7", "torus"},
            Case{"simulate --topology ring --peers 8 --drop 0.1",
                 "--drop needs an asynchronous algorithm"},
+           Case{"simulate --topology ring --peers 8 --inject dup=0.1",
+                "--inject needs an asynchronous algorithm"},
+           Case{"simulate --topology ring --peers 8 --algo asgp --inject reorder=0.1",
+                "--inject: 'reorder=0.1': unknown fault (drop, dup, delay, seed; delays reorder)"},
+           Case{"simulate --topology ring --peers 8 --algo asgp --delay 2000",
+                "--delay: 'delay=2000': at most 1000 rounds"},
            Case{"simulate --topology ring --peers 8 --lr 0.1", "--lr is for --workload quadratic"},
            Case{"simulate --topology ring --peers 8 --mode lazy", "--mode"},
            Case{"simulate --topology ring --peers 8 --self-weight 1", "--self-weight"},
@@ -191,7 +208,7 @@ TEST_CASE("sgp simulate: bad flags are input errors naming them") {
                     " --peers 5",
                 "--peers 5 but"},
            Case{"simulate --topology exponential --peers 5000 --dim 100000000 --mode async", "GiB"},
-           Case{"simulate --topology ring --peers 8 --fail 3", "--fail 3: expected RANK@ROUND"},
+           Case{"simulate --topology ring --peers 8 --fail 3", "--fail: '3': expected RANK@ROUND"},
            Case{"simulate --topology ring --peers 8 --fail 9@5", "--fail 9@5: rank 9 is not one"},
            Case{"simulate --topology ring --peers 8 --fail 2@5 --join 3@6",
                 "--join 3@6: rank 3 is live"},
@@ -255,7 +272,8 @@ TEST_CASE(
            {"--compress sign --workload quadratic", "--workload consensus only"},
            {"--compress qsgd:0", "--compress qsgd:0"},
            {"--consensus-step 0.5", "--consensus-step is for compressed gossip"},
-           {"--compress sign --consensus-step 0", "--consensus-step 0"}}) {
+           {"--compress sign --consensus-step 0",
+            "--consensus-step: expected a number in (0, 1]"}}) {
     r = run_sgp(common + (dir / "bad").string() + " " + flags);
     INFO(flags, r.output);
     CHECK(r.exit_code == 2);

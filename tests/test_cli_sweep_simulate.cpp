@@ -76,7 +76,7 @@ threads = 1
   const auto point = dir / "results/sim/exponential_n8_drop-0.1";
   const auto config = nlohmann::json::parse(std::ifstream(point / "config.json"));
   CHECK(config["command"] == "simulate");
-  CHECK(config["drop"] == 0.1);
+  CHECK(config["inject"] == "drop=0.1");  // the sweep's drop = 0.1, in --inject's syntax
   CHECK(config["fail"] == nlohmann::json({"2@10"}));
   CHECK(std::filesystem::exists(point / "simulate.log"));
   // Again: every point is already finished.

@@ -93,7 +93,7 @@ TEST_CASE("sync simulation = PushSumEngine over the in-process transport, same s
 
 TEST_CASE("consensus reaches the exact mean and keeps the mass, sync and async, 1 or 2 threads") {
   const auto s = generated(topology::TopologyKind::kExponential, 48);
-  for (auto mode : {simulate::MixingMode::sync, simulate::MixingMode::async}) {
+  for (auto mode : {simulate::Mixing::sync, simulate::Mixing::async}) {
     simulate::SimulationOptions o;
     o.mode = mode;
     o.dim = 20;
@@ -103,7 +103,7 @@ TEST_CASE("consensus reaches the exact mean and keeps the mass, sync and async, 
     o.threads = 2;
     const auto two = run(s, o);
     // float32 (sync) keeps about 7 digits, double (async) about 16.
-    const double floor = mode == simulate::MixingMode::sync ? 1e-10 : 1e-24;
+    const double floor = mode == simulate::Mixing::sync ? 1e-10 : 1e-24;
     CHECK(one.final_record.target_error < floor);
     CHECK(one.final_record.consensus_error < floor);
     CHECK(one.final_record.sum_of_weights == doctest::Approx(48.0).epsilon(1e-12));
@@ -115,7 +115,7 @@ TEST_CASE("consensus reaches the exact mean and keeps the mass, sync and async, 
 TEST_CASE("5% message loss: running sums reach the exact mean, plain push-sum does not") {
   const auto s = generated(topology::TopologyKind::kOnePeerExponential, 32);
   simulate::SimulationOptions o;
-  o.mode = simulate::MixingMode::async;
+  o.mode = simulate::Mixing::async;
   o.dim = 16;
   o.rounds = 400;
   o.faults.drop = 0.05;
@@ -158,7 +158,7 @@ TEST_CASE("decentralized SGD on least squares approaches the known optimum") {
   o.rounds = 300;
   o.lr = 0.05;
   std::vector<simulate::RoundRecord> records;
-  for (auto mode : {simulate::MixingMode::sync, simulate::MixingMode::async}) {
+  for (auto mode : {simulate::Mixing::sync, simulate::Mixing::async}) {
     o.mode = mode;
     records.clear();
     simulate::simulate(s, o, [&](const simulate::RoundRecord& r) { records.push_back(r); });

@@ -127,7 +127,7 @@ TEST_CASE("async with 5% loss: after a failure the survivors reach the mean of t
   constexpr int kN = 16, kFailAt = 7;
   const auto s = generated(topology::TopologyKind::kOnePeerExponential, kN);
   simulate::SimulationOptions o;
-  o.mode = simulate::MixingMode::async;
+  o.mode = simulate::Mixing::async;
   o.dim = 8;
   o.rounds = 300;
   o.faults.drop = 0.05;
@@ -194,7 +194,7 @@ TEST_CASE("least squares after a failure approaches the survivors' optimum") {
   o.lr = 0.05;
   o.changes = changes("5@100,6@100");
   simulate::QuadraticProblem all(o.seed, 16, o.dim, o.spread);
-  for (auto mode : {simulate::MixingMode::sync, simulate::MixingMode::async}) {
+  for (auto mode : {simulate::Mixing::sync, simulate::Mixing::async}) {
     o.mode = mode;
     std::map<std::int64_t, simulate::RoundRecord> records;
     const auto result =

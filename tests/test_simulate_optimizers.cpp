@@ -231,7 +231,7 @@ void check_exactness(const ExactnessCase& c) {
       std::log(measured) / std::log(rate));
   // float32 (as SGP's peers) resolves the distance itself to about 1e-7; agt's double does to
   // 1e-8 and below.
-  o.mode = simulate::MixingMode::async;
+  o.mode = simulate::Mixing::async;
   const double agt = simulate::simulate(c.schedule, o).final_record.target_error;
   std::printf("%s: agt without faults (double): relative distance %.3e\n", c.name, std::sqrt(agt));
   CHECK(std::sqrt(agt) <= 1e-8);
@@ -255,7 +255,7 @@ TEST_CASE("gt reaches the optimum where sgp stalls at theory's floor, at theory'
 TEST_CASE("agt under 5% loss, 1% duplication and reordering: running sums reach the optimum") {
   // Each message 0..2 rounds late: a total overtaken by a newer one on its edge arrives stale.
   auto o = quadratic(600, 0.02, 10.0);
-  o.mode = simulate::MixingMode::async;
+  o.mode = simulate::Mixing::async;
   o.optimizer.gradient_tracking = true;
   o.faults = {0.05, 0.01, 2, 7};
   const auto ring = generated(topology::TopologyKind::kBidirectionalRing, 16);
@@ -302,7 +302,7 @@ void check_alone(const SimulationOptions& o,
 TEST_CASE("one peer: sgp and asgp are gradient descent, momentum its exact recurrence") {
   auto o = quadratic(60, 0.1, 1.0);
   const double lr = o.lr, beta = 0.8;
-  for (auto mode : {simulate::MixingMode::sync, simulate::MixingMode::async}) {
+  for (auto mode : {simulate::Mixing::sync, simulate::Mixing::async}) {
     o.mode = mode;
     o.optimizer.momentum = 0.0;
     check_alone(o, [&](double g, double& s, double&) { s -= lr * g; });

@@ -1,11 +1,18 @@
 // `sgp consensus`: pure push-sum average consensus over ZeroMQ (sgp/launch/consensus_run.hpp).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <array>
 #include <memory>
 #include <string_view>
+#include <vector>
+
+#include <fmt/ranges.h>
 
 #include "commands.hpp"
 #include "setting_flags.hpp"
+#include "sgp/config/algorithm.hpp"
+#include "sgp/config/engine_settings.hpp"
 #include "sgp/error.hpp"
 #include "sgp/launch/consensus_run.hpp"
 #include "sgp/log.hpp"
@@ -13,11 +20,47 @@
 #include "sgp/topology/dot_file.hpp"
 
 namespace sgp::cli {
+namespace {
+
+// The algorithms sgp consensus runs, by the algorithm table's names: one per engine mode.
+constexpr std::array kConsensusAlgorithms = {config::Algorithm::sgp, config::Algorithm::osgp,
+                                             config::Algorithm::asgp, config::Algorithm::allreduce};
+
+std::string consensus_algorithm_names() {
+  std::vector<std::string_view> names;
+  for (auto algo : kConsensusAlgorithms) names.push_back(name_of(algo));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// --algo, or the older --mode sync|overlap|async|allreduce (the engine's mode); both only if
+// they agree.
+config::Algorithm consensus_algorithm(const CLI::App& cmd, const std::string& algo_text,
+                                      const std::string& mode_text) {
+  const auto algo = parse_name<config::Algorithm>(algo_text, "--algo");
+  if (std::ranges::find(kConsensusAlgorithms, algo) == kConsensusAlgorithms.end()) {
+    throw InputError(
+        fmt::format("--algo {}: sgp consensus runs {}", algo_text, consensus_algorithm_names()));
+  }
+  if (cmd.count("--mode") == 0) return algo;
+  const auto mode = parse_name<gossip::Mode>(mode_text, "--mode");
+  const auto by_mode = std::ranges::find_if(kConsensusAlgorithms,
+                                            [&](auto a) { return config::info(a).mode == mode; });
+  SGP_ENFORCE(by_mode != kConsensusAlgorithms.end(), "no algorithm of mode {}", mode_text);
+  if (cmd.count("--algo") > 0 && *by_mode != algo) {
+    throw InputError(
+        fmt::format("--mode {} contradicts --algo {} (--mode is the older name: give --algo alone)",
+                    mode_text, algo_text));
+  }
+  return *by_mode;
+}
+
+}  // namespace
 
 void add_consensus_command(CLI::App& app) {
   struct Args {
     launch::ConsensusOptions options;
-    std::string mode = "sync";
+    std::string algo = "sgp";
+    std::string mode;
     bool local = false;
     int rank = -1;
   };
@@ -34,11 +77,12 @@ void add_consensus_command(CLI::App& app) {
   cmd->add_option("--rounds", a->options.rounds, "gossip rounds")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000000));
-  cmd->add_option(
-         "--mode", a->mode,
-         "sync (SGP), overlap (OSGP), async (asgp: running sums, nobody waits) or allreduce "
-         "(ring AllReduce over ranks 0..N-1, whatever the edges)")
+  cmd->add_option("--algo", a->algo,
+                  "sgp (synchronous push-sum), osgp (overlapped), asgp (running sums, nobody "
+                  "waits) or allreduce (ring AllReduce over ranks 0..N-1, whatever the edges)")
       ->capture_default_str();
+  cmd->add_option("--mode", a->mode,
+                  "the older name of --algo: sync (sgp), overlap (osgp), async (asgp), allreduce");
   cmd->add_option("--dim", a->options.dim, "vector length (floats)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 28));
@@ -49,26 +93,18 @@ void add_consensus_command(CLI::App& app) {
   config::TrainConfig defaults;
   defaults.device = "cpu";  // vector arithmetic: a GPU only when asked for
   auto flags = SettingFlags::add(*cmd, launch::kConsensusSettings, defaults);
-  cmd->callback([a, flags, defaults, credentials] {
+  cmd->callback([a, cmd, flags, defaults, credentials] {
     if (a->local == (a->rank >= 0)) {
       throw InputError("sgp consensus: give exactly one of --local (every peer) or --rank R");
     }
     launch::ConsensusOptions o = a->options;
-    o.mode = parse_name<gossip::Mode>(a->mode, "--mode");
     o.shared = flags->apply(defaults);
+    o.shared.algo = consensus_algorithm(*cmd, a->algo, a->mode);
+    o.mode = config::info(o.shared.algo).mode;
     o.shared.run_credentials = *credentials;
     config::validate(o.shared);
-    if (o.shared.compress != gossip::Compression::none) {
-      if (o.mode != gossip::Mode::sync && o.mode != gossip::Mode::overlap) {
-        throw InputError(fmt::format(
-            "--compress {}: only --mode sync and overlap send push-sum rounds of float32 x, not {}",
-            name_of(o.shared.compress), a->mode));
-      }
-      if (o.shared.device != "cpu") {
-        throw InputError(fmt::format("--compress {}: 16-bit payloads need --device cpu, not {}",
-                                     name_of(o.shared.compress), o.shared.device));
-      }
-    }
+    config::require_compression_applies(o.shared.compress, o.shared.algo, o.shared.device,
+                                        o.shared.device == "cpu");
     configure_logging(a->local ? -1 : a->rank, o.shared.log_level);
     topology::DotReadOptions read_options;
     read_options.require_endpoints = true;

@@ -4,17 +4,19 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "sgp/run/run_config.hpp"
+#include "sgp/simulate/simulate_settings.hpp"
 
 namespace sgp::cli {
 
-void SettingFlags::add_flag(CLI::App& cmd, const config::Setting& s,
-                            const config::TrainConfig& defaults) {
+template <class Config>
+void FlagValues<Config>::add_flag(CLI::App& cmd, const Row& s, const Config& defaults) {
   if (s.is_switch()) {
     // Two flags, the second not listed, so that help shows the real default ("(default on)"),
     // not CLI11's "{false}" for the negated name.
@@ -22,7 +24,7 @@ void SettingFlags::add_flag(CLI::App& cmd, const config::Setting& s,
     cmd.add_flag_callback(
            s.flag(), [this, &s] { values_.emplace_back(&s, "true"); },
            fmt::format("{} (default {}; {} for off)", s.help(),
-                       s.get(defaults).get<bool>() ? "on" : "off", off))
+                       s.get(defaults).template get<bool>() ? "on" : "off", off))
         ->group(std::string(s.group()));
     cmd.add_flag_callback(off, [this, &s] { values_.emplace_back(&s, "false"); })->group("");
     return;
@@ -39,9 +41,10 @@ void SettingFlags::add_flag(CLI::App& cmd, const config::Setting& s,
 std::shared_ptr<SettingFlags> SettingFlags::add(CLI::App& cmd, bool peers) {
   auto flags = std::make_shared<SettingFlags>();
   for (const config::Setting* s : config::training_settings()) {
-    if (peers || s->scope() == config::SettingScope::every_run) flags->add_flag(cmd, *s, {});
+    if (peers || s->scope() == config::SettingScope::every_run)
+      flags->values_.add_flag(cmd, *s, {});
   }
-  for (const config::Setting* s : config::setting_aliases()) flags->add_flag(cmd, *s, {});
+  for (const config::Setting* s : config::setting_aliases()) flags->values_.add_flag(cmd, *s, {});
   return flags;
 }
 
@@ -52,12 +55,13 @@ std::shared_ptr<SettingFlags> SettingFlags::add(CLI::App& cmd,
   for (auto key : keys) {
     const config::Setting* s = config::find_setting(key);
     SGP_ENFORCE(s != nullptr, "no setting '{}'", key);
-    flags->add_flag(cmd, *s, defaults);
+    flags->values_.add_flag(cmd, *s, defaults);
   }
   return flags;
 }
 
-config::TrainConfig SettingFlags::apply(config::TrainConfig base) const {
+template <class Config>
+Config FlagValues<Config>::apply(Config base) const {
   for (const auto& [setting, value] : values_) {
     try {
       setting->parse(base, value);
@@ -66,6 +70,26 @@ config::TrainConfig SettingFlags::apply(config::TrainConfig base) const {
     }
   }
   return base;
+}
+
+template <class Config>
+std::vector<const typename FlagValues<Config>::Row*> FlagValues<Config>::given() const {
+  std::vector<const Row*> out;
+  for (const auto& entry : values_) out.push_back(entry.first);
+  return out;
+}
+
+template <class Config>
+bool FlagValues<Config>::was_given(std::string_view key) const {
+  return std::any_of(values_.begin(), values_.end(),
+                     [&](const auto& entry) { return entry.first->key() == key; });
+}
+
+template class FlagValues<config::TrainConfig>;
+template class FlagValues<simulate::SimulateSettings>;
+
+config::TrainConfig SettingFlags::apply(config::TrainConfig base) const {
+  return values_.apply(std::move(base));
 }
 
 void SettingFlags::add_config_option(CLI::App& cmd) {
@@ -120,12 +144,6 @@ config::TrainConfig SettingFlags::configuration() const {
   }
   config::validate(config);
   return config;
-}
-
-std::vector<const config::Setting*> SettingFlags::given() const {
-  std::vector<const config::Setting*> out;
-  for (const auto& entry : values_) out.push_back(entry.first);
-  return out;
 }
 
 }  // namespace sgp::cli

@@ -18,6 +18,25 @@ class App;
 
 namespace sgp::cli {
 
+// The flags of a settings table's rows, and the values given to them in the order given: the
+// part of SettingFlags that any table (TrainConfig's, sgp simulate's) shares. Instantiated in
+// setting_flags.cpp for the tables there are.
+template <class Config>
+class FlagValues {
+ public:
+  using Row = config::BasicSetting<Config>;
+  // --key VALUE, or --key / --no-key for a switch, in the row's group; `defaults` in the help.
+  void add_flag(CLI::App& command, const Row& row, const Config& defaults);
+  // `base` with every flag given laid over it; InputError "--flag: what" for a bad value.
+  Config apply(Config base) const;
+  // The rows given on the command line, in the order given.
+  std::vector<const Row*> given() const;
+  bool was_given(std::string_view key) const;
+
+ private:
+  std::vector<std::pair<const Row*, std::string>> values_;
+};
+
 class SettingFlags {
  public:
   // Flags for every setting of every run, plus the multi-peer ones when `peers`.
@@ -41,16 +60,14 @@ class SettingFlags {
   config::TrainConfig apply(config::TrainConfig base) const;
   const std::string& config_file() const { return config_file_; }
   // The settings given on the command line, in the order given.
-  std::vector<const config::Setting*> given() const;
+  std::vector<const config::Setting*> given() const { return values_.given(); }
 
  private:
   // The config.json the settings start from: --config, else <run-dir>/config.json on a resume.
   std::string recorded_config() const;
-  void add_flag(CLI::App& command, const config::Setting& setting,
-                const config::TrainConfig& defaults);
 
   std::string config_file_;
-  std::vector<std::pair<const config::Setting*, std::string>> values_;
+  FlagValues<config::TrainConfig> values_;
 };
 
 }  // namespace sgp::cli

@@ -42,6 +42,23 @@ bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& s,
   return threaded;
 }
 
+void require_compression_applies(gossip::Compression compression, Algorithm algo,
+                                 std::string_view device, std::optional<bool> on_cpu) {
+  if (compression == gossip::Compression::none) return;
+  if (!info(algo).compressible) {
+    throw InputError(fmt::format(
+        "--compress {}: {} does not send push-sum rounds of float32 x (allreduce keeps float32 so "
+        "its average stays exact; asgp sends float64 running sums); use --compress none",
+        name_of(compression), name_of(algo)));
+  }
+  if (on_cpu == false) {
+    throw InputError(fmt::format(
+        "--compress {}: 16-bit payloads are converted on the CPU backend only; with --device {} "
+        "use --compress none (or --device cpu)",
+        name_of(compression), device));
+  }
+}
+
 gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
                                       compute::DeviceKind device, bool comm_thread) {
   gossip::PushSumConfig gc;
@@ -66,12 +83,8 @@ gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
         "simulation)",
         rank);
   }
-  if (gc.compression != gossip::Compression::none && device != compute::DeviceKind::cpu) {
-    throw InputError(fmt::format(
-        "--compress {}: 16-bit payloads are converted on the CPU backend only; with --device {} "
-        "use --compress none (or --device cpu)",
-        name_of(gc.compression), config.device));
-  }
+  require_compression_applies(gc.compression, config.algo, config.device,
+                              device == compute::DeviceKind::cpu);
   return gc;
 }
 

@@ -7,8 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "setting_types.hpp"
+#include "sgp/config/engine_settings.hpp"
 #include "sgp/config/link_rate.hpp"
+#include "sgp/config/setting_types.hpp"
 #include "sgp/config/straggler.hpp"
 #include "sgp/data/partition.hpp"
 #include "sgp/endpoint.hpp"
@@ -46,14 +47,12 @@ std::string Range::describe(bool integer) const {
 
 namespace {
 
+using detail::above;
+using detail::at_least;
+using detail::between;
 using detail::Range;
 using detail::TypedSetting;
 using S = SettingScope;
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr Range at_least(double min) { return {min, kInf, false, false}; }
-constexpr Range above(double min) { return {min, kInf, true, false}; }
-constexpr Range between(double min, double max) { return {min, max, false, false}; }
 
 constexpr std::string_view kModel = "Model and data";
 constexpr std::string_view kOptim = "Optimisation";
@@ -404,8 +403,8 @@ const std::vector<std::unique_ptr<Setting>>& table() {
 
 }  // namespace
 
-std::string Setting::flag() const {
-  std::string name(key_);
+std::string setting_flag(std::string_view key) {
+  std::string name(key);
   std::replace(name.begin(), name.end(), '_', '-');
   return "--" + name;
 }
@@ -439,12 +438,7 @@ std::vector<std::string> setting_arguments(const TrainConfig& config,
   for (auto key : keys) {
     const Setting* s = find_setting(key);
     SGP_ENFORCE(s != nullptr, "no setting '{}'", key);
-    if (s->is_switch()) {
-      args.push_back(s->get(config).get<bool>() ? s->flag() : "--no-" + s->flag().substr(2));
-    } else {
-      args.push_back(s->flag());
-      args.push_back(s->text(config));
-    }
+    append_setting_arguments(args, *s, config);
   }
   return args;
 }
@@ -497,12 +491,7 @@ void validate(const TrainConfig& c) {
         "fails is excluded and may rejoin with sgp peer --join",
         c.resume ? "--resume" : "--checkpoint-every", name_of(c.algo)));
   }
-  if (c.compress != gossip::Compression::none && !info(c.algo).compressible) {
-    throw InputError(fmt::format(
-        "--compress {}: {} does not send push-sum rounds of float32 x (allreduce keeps float32 so "
-        "its average stays exact; asgp sends float64 running sums); use --compress none",
-        name_of(c.compress), name_of(c.algo)));
-  }
+  require_compression_applies(c.compress, c.algo, c.device, std::nullopt);
   if (!c.monitor.empty()) Endpoint::parse(c.monitor, "--monitor");
   if (c.resume && c.overwrite) {
     throw InputError("--resume and --overwrite: give one (continue the run, or replace it)");

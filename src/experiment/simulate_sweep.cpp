@@ -14,6 +14,7 @@
 #include "sgp/run/run_directory.hpp"
 #include "sgp/simulate/peer_changes.hpp"
 #include "sgp/simulate/simulate_run.hpp"
+#include "sgp/simulate/simulate_settings.hpp"
 #include "sgp/topology/analysis.hpp"
 #include "sgp/topology/generator.hpp"
 
@@ -23,105 +24,52 @@ namespace {
 
 using nlohmann::json;
 
-enum class Type { integer, real, text, boolean };
+using simulate::SimulateSetting;
+using simulate::SimulateSettings;
 
-// The options of `sgp simulate` a simulate sweep may set, with the ranges its flags accept (the
-// child checks them again). Flag: "--" + key with '-' for '_'; a boolean is the flag
-// --no-<key> when false.
-struct SimulateKey {
-  std::string_view key;
-  Type type;
-  double min = 0.0, max = 0.0;
-  std::vector<std::string_view> choices = {};
-};
-
-const std::vector<SimulateKey>& simulate_keys() {
-  static const std::vector<SimulateKey> keys = {
-      {"self_weight", Type::real, 0.0, 0.999999},  // 0: uniform (no --self-weight)
-      {"dim", Type::integer, 1, 1 << 28},
-      {"rounds", Type::integer, 1, 1e9},
-      {"algo", Type::text, 0, 0, {"sgp", "asgp", "gt", "agt"}},
-      {"mode", Type::text, 0, 0, {"sync", "async"}},  // the older name: sgp or asgp
-      {"running_sums", Type::boolean},
-      {"drop", Type::real, 0.0, 0.99},
-      {"dup", Type::real, 0.0, 1.0},
-      {"delay", Type::integer, 0, 1000},
-      {"workload", Type::text, 0, 0, {"consensus", "quadratic"}},
-      {"lr", Type::real, 0.0, 1.0},
-      {"noise", Type::real, 0.0, 1e6},
-      {"spread", Type::real, 0.0, 1e6},
-      {"momentum", Type::real, 0.0, 0.999999},
-      {"momentum_kind", Type::text, 0, 0, {"local", "quasi-global"}},
-      {"global_average_every", Type::integer, 0, 1e9},
-      {"slow_momentum", Type::real, 0.0, 0.999999},
-      {"seed", Type::integer, 0, 9007199254740992.0},
-      {"degree", Type::integer, 1, 1 << 20},
-      {"topology_seed", Type::integer, 0, 9007199254740992.0},
-      {"threads", Type::integer, 1, 256},
-      {"log_every", Type::integer, 1, 1e9},
-      {"fail", Type::text},  // RANK@ROUND[,...], checked against each point's schedule
-      {"join", Type::text},
-      {"predict", Type::boolean},
-  };
-  return keys;
-}
-
-const SimulateKey* find_key(std::string_view key) {
-  for (const auto& k : simulate_keys())
-    if (k.key == key) return &k;
-  return nullptr;
-}
-
+// The keys a simulate sweep may set: topology and peers (grid only), and every option of sgp
+// simulate's settings table that sweeps may set (simulate/simulate_settings.hpp).
 std::string valid_keys() {
   std::vector<std::string_view> names = {"topology", "peers"};
-  for (const auto& k : simulate_keys()) names.push_back(k.key);
+  for (auto rows : {simulate::simulate_settings(), simulate::simulate_setting_aliases()}) {
+    for (const SimulateSetting* s : rows)
+      if (s->in_sweeps()) names.push_back(s->key());
+  }
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-json read_value(const TomlReader& r, const toml::node& n, const std::string& full,
-                const SimulateKey& k) {
-  switch (k.type) {
-    case Type::integer:
-      return r.integer_in(n, full, static_cast<std::int64_t>(k.min),
-                          static_cast<std::int64_t>(k.max));
-    case Type::real: {
-      if (!n.is_number()) r.fail(n, full, fmt::format("expected a number, got {}", r.type_name(n)));
-      const double v = *n.value<double>();
-      if (v < k.min || v > k.max) {
-        r.fail(n, full, fmt::format("expected a number in [{}, {}], got {}", k.min, k.max, v));
-      }
-      return v;
-    }
-    case Type::boolean:
-      if (!n.is_boolean())
-        r.fail(n, full, fmt::format("expected true or false, got {}", r.type_name(n)));
-      return *n.value<bool>();
-    case Type::text: {
-      const std::string v = r.string(n, full);
-      if (k.key == "fail" || k.key == "join") {
-        try {
-          simulate::parse_peer_changes(v, simulate::PeerChange::Kind::fail, full + " =");
-        } catch (const InputError& e) {
-          r.fail(n, full, e.what());
-        }
-      }
-      if (!k.choices.empty() &&
-          std::find(k.choices.begin(), k.choices.end(), v) == k.choices.end()) {
-        r.fail(n, full, fmt::format("'{}' is not one of {}", v, fmt::join(k.choices, ", ")));
-      }
-      return v;
-    }
-  }
-  return nullptr;
-}
-
-const SimulateKey& simulate_key(const TomlReader& r, const toml::key& key,
-                                const std::string& full) {
-  const SimulateKey* k = find_key(key.str());
-  if (!k)
+const SimulateSetting& simulate_key(const TomlReader& r, const toml::key& key,
+                                    const std::string& full) {
+  const SimulateSetting* s = simulate::find_simulate_setting(key.str());
+  if (!s || !s->in_sweeps()) {
     r.fail(key.source(), full,
            fmt::format("unknown key for sgp simulate (valid: {})", valid_keys()));
-  return *k;
+  }
+  return *s;
+}
+
+// The value as the file gives it, checked by its row as the flag would be.
+json read_value(const TomlReader& r, const toml::node& n, const std::string& full,
+                const SimulateSetting& s) {
+  json value = r.to_json(n, full);
+  try {
+    SimulateSettings probe;
+    s.set(probe, value);
+  } catch (const config::SettingError& e) {
+    r.fail(n, full, e.what());
+  }
+  return value;
+}
+
+// The settings of a point (topology, peers and every key set), and which keys were set.
+std::pair<SimulateSettings, simulate::GivenKeys> settings_of(const json& point) {
+  SimulateSettings settings;
+  simulate::GivenKeys given;
+  for (const auto& [key, value] : point.items()) {
+    simulate::find_simulate_setting(key)->set(settings, value);
+    given.insert(key);
+  }
+  return {settings, given};
 }
 
 void apply_fixed(json& settings, const TomlReader& r, const toml::table& table,
@@ -152,8 +100,9 @@ TopologyValue read_topology_value(const TomlReader& r, const toml::node& item,
     const toml::node* degree = table->get("degree");
     if (!kind || !degree || table->size() != 2)
       r.fail(item, full, "a table must be {kind = \"<kind>\", degree = <k>}");
-    return {r.string(*kind, full + ".kind"), &item,
-            static_cast<int>(r.integer_in(*degree, full + ".degree", 1, 1 << 20))};
+    const auto k =
+        read_value(r, *degree, full + ".degree", *simulate::find_simulate_setting("degree"));
+    return {r.string(*kind, full + ".kind"), &item, k.get<int>()};
   }
   std::filesystem::path path(r.string(item, full));
   // A kind stays a name; anything else is a file next to the sweep file (sgp simulate says what
@@ -182,12 +131,12 @@ SimulateGrid read_simulate_grid(const toml::table& table, const TomlReader& r,
       });
     } else if (name == "peers") {
       g.peers.clear();
-      r.list(node, full, [&](const toml::node& item) {
-        g.peers.push_back(r.integer_in(item, full, 2, 65535));
-      });
+      const SimulateSetting& peers = *simulate::find_simulate_setting("peers");
+      r.list(node, full,
+             [&](const toml::node& item) { g.peers.push_back(read_value(r, item, full, peers)); });
     } else {
       GridAxis axis{name, {}};
-      const SimulateKey& k = simulate_key(r, key, full);
+      const SimulateSetting& k = simulate_key(r, key, full);
       r.list(node, full,
              [&](const toml::node& item) { axis.values.push_back(read_value(r, item, full, k)); });
       g.axes.push_back(std::move(axis));
@@ -209,63 +158,13 @@ void combine(const std::vector<GridAxis>& axes, std::size_t i, json settings,
   }
 }
 
-simulate::SimulateCommand command_of(const json& s) {
-  simulate::SimulateCommand c;
-  c.topology = s.at("topology").get<std::string>();
-  c.peers = s.at("peers").get<int>();
-  auto& o = c.options;
-  if (s.value("self_weight", 0.0) > 0.0) c.self_weight = s["self_weight"].get<double>();
-  c.degree = s.value("degree", 0);
-  c.topology_seed = s.value("topology_seed", std::uint64_t{0});
-  o.dim = s.value("dim", o.dim);
-  o.rounds = s.value("rounds", o.rounds);
-  const std::string algo = s.value("algo", s.value("mode", "sync") == "async" ? "asgp" : "sgp");
-  o.mode =
-      algo == "asgp" || algo == "agt" ? simulate::MixingMode::async : simulate::MixingMode::sync;
-  auto& p = o.optimizer;
-  p.gradient_tracking = algo == "gt" || algo == "agt";
-  p.momentum = s.value("momentum", 0.0);
-  p.momentum_kind = s.value("momentum_kind", "local") == "quasi-global"
-                        ? simulate::MomentumKind::quasi_global
-                        : simulate::MomentumKind::local;
-  p.global_average_every = s.value("global_average_every", std::int64_t{0});
-  if (s.contains("slow_momentum")) p.slow_momentum = s["slow_momentum"].get<double>();
-  o.lr = s.value("lr", o.lr);
-  o.workload = s.value("workload", "consensus") == "quadratic" ? simulate::Workload::quadratic
-                                                               : simulate::Workload::consensus;
-  for (const auto& [key, kind] : {std::pair("fail", simulate::PeerChange::Kind::fail),
-                                  std::pair("join", simulate::PeerChange::Kind::join)}) {
-    if (!s.contains(key)) continue;
-    auto changes =
-        simulate::parse_peer_changes(s[key].get<std::string>(), kind, fmt::format("{} =", key));
-    o.changes.insert(o.changes.end(), changes.begin(), changes.end());
-  }
-  return c;
-}
-
-// What sgp simulate refuses as a combination, refused here before anything runs.
-void check_combinations(const json& s) {
-  const std::string algo = s.value("algo", "");
-  const bool async_algo = algo == "asgp" || algo == "agt";
-  if (s.contains("algo") && s.contains("mode") && (s["mode"] == "async") != async_algo) {
-    throw InputError(fmt::format("mode = {} contradicts algo = {} (give algo alone)",
-                                 s["mode"].dump(), s["algo"].dump()));
-  }
-  const bool async = s.contains("algo") ? async_algo : s.value("mode", "sync") == "async";
-  const bool quadratic = s.value("workload", "consensus") == "quadratic";
-  for (const char* key : {"drop", "dup", "delay", "running_sums"}) {
-    if (s.contains(key) && !async)
-      throw InputError(fmt::format("{} needs algo = \"asgp\" or \"agt\" (mode = \"async\")", key));
-  }
-  for (const char* key : {"lr", "noise", "spread"}) {
-    if (s.contains(key) && !quadratic)
-      throw InputError(fmt::format("{} needs workload = \"quadratic\"", key));
-  }
+simulate::SimulateCommand command_of(const json& point) {
+  const auto [settings, given] = settings_of(point);
+  return simulate::simulate_command(settings, given);
 }
 
 // The schedule sgp simulate will build for the point; InputError for what it would refuse.
 topology::Schedule checked_schedule(const json& s) {
-  check_combinations(s);
   const auto command = command_of(s);
   auto schedule = simulate::simulation_schedule(command);
   simulate::require_valid_optimizer(command.options);
@@ -282,20 +181,10 @@ std::string value_text(const json& v) {
 }
 
 std::vector<std::string> simulate_arguments(const SweepPoint& p, const std::filesystem::path& dir) {
-  const json& s = p.simulate;
-  std::vector<std::string> args = {"simulate", "--topology", s["topology"].get<std::string>(),
-                                   "--peers", std::to_string(s["peers"].get<int>())};
-  for (const auto& k : simulate_keys()) {
-    if (!s.contains(k.key)) continue;
-    const json& v = s[std::string(k.key)];
-    std::string flag = "--" + std::string(k.key);
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    if (k.type == Type::boolean) {
-      if (!v.get<bool>()) args.push_back("--no-" + flag.substr(2));
-    } else if (k.key != "self_weight" || v.get<double>() > 0.0) {
-      args.push_back(flag);
-      args.push_back(v.is_string() ? v.get<std::string>() : v.dump());
-    }
+  const auto [settings, given] = settings_of(p.simulate);
+  std::vector<std::string> args = {"simulate"};
+  for (const auto& key : given) {
+    config::append_setting_arguments(args, *simulate::find_simulate_setting(key), settings);
   }
   args.insert(args.end(), {"--run-dir", dir.string()});
   return args;

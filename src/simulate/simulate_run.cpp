@@ -31,10 +31,7 @@ std::size_t peak_rss_bytes() {
   return static_cast<std::size_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
 }
 
-const char* mode_name(MixingMode m) { return m == MixingMode::sync ? "sync" : "async"; }
-const char* workload_name(Workload w) {
-  return w == Workload::consensus ? "consensus" : "quadratic";
-}
+const char* mode_name(Mixing m) { return m == Mixing::sync ? "sync" : "async"; }
 
 nlohmann::json record_json(const RoundRecord& r, Workload workload) {
   nlohmann::json j{{"round", r.round},
@@ -56,14 +53,6 @@ nlohmann::json record_json(const RoundRecord& r, Workload workload) {
   return j;
 }
 
-// "RANK@ROUND" items of one kind, as given.
-nlohmann::json change_items(const SimulationOptions& o, PeerChange::Kind kind) {
-  nlohmann::json items = nlohmann::json::array();
-  for (const auto& c : o.changes)
-    if (c.kind == kind) items.push_back(fmt::format("{}@{}", c.rank, c.round));
-  return items;
-}
-
 // Who failed and joined when (and who sponsored each joiner), in the order applied.
 nlohmann::json membership_json(const std::vector<MembershipStep>& steps) {
   nlohmann::json events = nlohmann::json::array();
@@ -78,41 +67,16 @@ nlohmann::json membership_json(const std::vector<MembershipStep>& steps) {
   return events;
 }
 
+// Every option as set, and what the run made of them: the algorithm (also under its older name
+// mode), the schedule's peers and period, the consensus step a compressed run used.
 nlohmann::json config_json(const SimulateCommand& c, const topology::Schedule& s) {
-  const auto& o = c.options;
-  return {{"command", "simulate"},
-          {"topology", c.topology},
-          {"peers", s.num_peers()},
-          {"period", s.period()},
-          {"self_weight", c.self_weight ? nlohmann::json(*c.self_weight) : nlohmann::json()},
-          {"degree", c.degree},
-          {"topology_seed", c.topology_seed},
-          {"dim", o.dim},
-          {"rounds", o.rounds},
-          {"algo", algorithm_name(o)},
-          {"mode", mode_name(o.mode)},
-          {"running_sums", o.running_sums},
-          {"drop", o.faults.drop},
-          {"duplicate", o.faults.duplicate},
-          {"max_delay", o.faults.max_delay},
-          {"workload", workload_name(o.workload)},
-          {"lr", o.lr},
-          {"noise", o.noise},
-          {"spread", o.spread},
-          {"momentum", o.optimizer.momentum},
-          {"momentum_kind",
-           o.optimizer.momentum_kind == MomentumKind::quasi_global ? "quasi-global" : "local"},
-          {"global_average_every", o.optimizer.global_average_every},
-          {"slow_momentum", o.optimizer.slow_momentum ? nlohmann::json(*o.optimizer.slow_momentum)
-                                                      : nlohmann::json()},
-          {"seed", o.seed},
-          {"threads", o.threads},
-          {"log_every", o.log_every},
-          {"compress", o.compressor ? nlohmann::json(compress::compressor_name(*o.compressor))
-                                    : nlohmann::json()},
-          {"consensus_step", o.compressor ? nlohmann::json(consensus_step(o)) : nlohmann::json()},
-          {"fail", change_items(o, PeerChange::Kind::fail)},
-          {"join", change_items(o, PeerChange::Kind::join)}};
+  nlohmann::json config = settings_json(c.settings);
+  config["command"] = "simulate";
+  config["mode"] = mode_name(c.options.mode);
+  config["peers"] = s.num_peers();
+  config["period"] = s.period();
+  if (c.options.compressor) config["consensus_step"] = consensus_step(c.options);
+  return config;
 }
 
 // The run's figures in summary.json: the last record as final_*, the contraction fit, time,
@@ -140,7 +104,7 @@ void add_results(nlohmann::json& summary, const SimulateCommand& c,
     summary["bytes_per_round"] = static_cast<double>(*result.final_record.total_bytes_sent) /
                                  static_cast<double>(result.final_record.round);
   }
-  if (c.options.mode == MixingMode::async) {
+  if (c.options.mode == Mixing::async) {
     const auto& m = result.messages;
     summary["messages"] = {{"sent", m.sent},       {"lost", m.lost},   {"duplicated", m.duplicated},
                            {"skipped", m.skipped}, {"stale", m.stale}, {"applied", m.applied}};
@@ -197,7 +161,9 @@ void print_result(const SimulateCommand& c, const SimulationResult& result,
 
 }  // namespace
 
-topology::Schedule simulation_schedule(const SimulateCommand& c) {
+topology::Schedule simulation_schedule(const SimulateCommand& command) {
+  const SimulateSettings& c = command.settings;
+  const auto self_weight = c.self_weight > 0.0 ? std::optional(c.self_weight) : std::nullopt;
   topology::Schedule schedule = [&] {
     if (is_kind(c.topology)) {
       if (c.peers < 2) {
@@ -206,7 +172,7 @@ topology::Schedule simulation_schedule(const SimulateCommand& c) {
       }
       topology::GeneratorOptions g;
       g.num_peers = c.peers;
-      g.self_weight = c.self_weight;
+      g.self_weight = self_weight;
       g.degree = c.degree;
       g.seed = c.topology_seed;
       g.base_port = 1;  // endpoints mean nothing here; this leaves room for 65535 peers
@@ -218,7 +184,7 @@ topology::Schedule simulation_schedule(const SimulateCommand& c) {
                       c.topology, topology::topology_kinds_help()));
     }
     topology::DotReadOptions read;
-    read.self_weight = c.self_weight;
+    read.self_weight = self_weight;
     auto s = topology::read_dot_file(c.topology, read);
     if (c.peers != 0 && c.peers != s.num_peers()) {
       throw InputError(fmt::format("sgp simulate: --peers {} but {} has {} peers", c.peers,
@@ -234,10 +200,11 @@ void run_simulate(const SimulateCommand& c) {
   const auto schedule = simulation_schedule(c);
   require_fits_in_memory(schedule, c.options);
   const auto membership = plan_membership(schedule, c.options.changes, c.options.rounds);
-  const std::filesystem::path dir = c.run_dir.empty() ? run::create_default_run_dir("simulate")
-                                                      : std::filesystem::path(c.run_dir);
+  const auto& run_dir = c.settings.run_dir;
+  const std::filesystem::path dir =
+      run_dir.empty() ? run::create_default_run_dir("simulate") : std::filesystem::path(run_dir);
   run::RunDirectory run(dir, -1);
-  run.claim({c.overwrite ? run::RunStart::overwrite : run::RunStart::fresh, {}, false});
+  run.claim({c.settings.overwrite ? run::RunStart::overwrite : run::RunStart::fresh, {}, false});
   auto config = config_json(c, schedule);
   config["run_id"] = run.run_id();
   run.write_json(run::kRunConfigFile, config);
@@ -245,7 +212,7 @@ void run_simulate(const SimulateCommand& c) {
   nlohmann::json summary = config;
   summary.erase("command");
   summary["membership_changes"] = membership_json(membership);
-  if (c.predict && schedule.num_peers() <= topology::kMaxSpectralPeers) {
+  if (c.settings.predict && schedule.num_peers() <= topology::kMaxSpectralPeers) {
     const auto report =
         topology::analyze_topology(schedule, static_cast<std::int64_t>(c.options.dim));
     summary["predicted_consensus_rate"] = *report.consensus_rate;
@@ -261,7 +228,7 @@ void run_simulate(const SimulateCommand& c) {
   if (!records)
     throw IoError(fmt::format("cannot write {}", (dir / run::kSimulateLogFile).string()));
   spdlog::info("simulating {} peers ({}, {}), dim {}, {} rounds on {} threads",
-               schedule.num_peers(), algorithm_name(c.options), workload_name(c.options.workload),
+               schedule.num_peers(), algorithm_name(c.options), name_of(c.options.workload),
                c.options.dim, c.options.rounds, c.options.threads);
   const auto result = simulate(schedule, c.options, [&](const RoundRecord& r) {
     records << record_json(r, c.options.workload).dump() << '\n' << std::flush;

@@ -30,7 +30,7 @@ double seconds_since(Clock::time_point start) {
 
 // Below this fraction of its start the distance to consensus is rounding noise: float32 x
 // (sync) holds about 7 digits, double (async) about 16.
-double rounding_floor(MixingMode mode) { return mode == MixingMode::sync ? 1e-5 : 1e-12; }
+double rounding_floor(Mixing mode) { return mode == Mixing::sync ? 1e-5 : 1e-12; }
 
 // The usable samples end where the distance stops falling: below `floor` times its start, or
 // at the first sample that is not below the one before (float32 rounding makes a plateau well
@@ -90,7 +90,7 @@ class Recorder {
         on_record_(on_record),
         sample_every_(period_ * std::max<std::int64_t>(1, o.rounds / (period_ * 4000))),
         live_(static_cast<std::size_t>(schedule.num_peers()), true) {
-    if (o.mode == MixingMode::sync) round_bytes_ = 0;
+    if (o.mode == Mixing::sync) round_bytes_ = 0;
   }
 
   // The payload bytes of the round just mixed (sync).
@@ -503,7 +503,7 @@ SimulationResult run_async(const topology::Schedule& schedule, const SimulationO
 }  // namespace
 
 const char* algorithm_name(const SimulationOptions& o) {
-  if (o.mode == MixingMode::sync) return o.optimizer.gradient_tracking ? "gt" : "sgp";
+  if (o.mode == Mixing::sync) return o.optimizer.gradient_tracking ? "gt" : "sgp";
   return o.optimizer.gradient_tracking ? "agt" : "asgp";
 }
 
@@ -518,7 +518,7 @@ void require_valid_compression(const SimulationOptions& o) {
     throw InputError(fmt::format("sgp simulate: --compress {} {}",
                                  compress::compressor_name(*o.compressor), what));
   };
-  if (o.mode != MixingMode::sync || o.optimizer.gradient_tracking) {
+  if (o.mode != Mixing::sync || o.optimizer.gradient_tracking) {
     refuse(fmt::format("with --algo {}: compressed gossip is simulated for --algo sgp only",
                        algorithm_name(o)));
   }
@@ -572,7 +572,7 @@ void require_valid_optimizer(const SimulationOptions& o) {
                     "defined (use sgp or asgp)",
                     algorithm_name(o)));
   }
-  if (p.global_average_every > 0 && o.mode == MixingMode::async) {
+  if (p.global_average_every > 0 && o.mode == Mixing::async) {
     refuse(
         fmt::format("--global-average-every with --algo {}: an exact average needs a "
                     "synchronous round (use --algo sgp)",
@@ -599,7 +599,7 @@ std::size_t state_bytes(const topology::Schedule& schedule, const SimulationOpti
     // x, the public copies and the next x in double.
     return 3 * static_cast<std::size_t>(schedule.num_peers()) * options.dim * sizeof(double);
   }
-  const bool async = options.mode == MixingMode::async;
+  const bool async = options.mode == Mixing::async;
   const std::size_t value = async ? sizeof(double) : sizeof(float);
   const std::size_t mixing =
       async ? AsyncPopulation::bytes_needed(schedule, row_width(options))
@@ -618,10 +618,9 @@ void require_fits_in_memory(const topology::Schedule& schedule, const Simulation
     throw InputError(fmt::format(
         "sgp simulate: {} peers x --dim {} in {} mode need {:.1f} GiB of state, more than this "
         "machine's {:.1f} GiB{}; use fewer peers or a smaller --dim",
-        schedule.num_peers(), options.dim, options.mode == MixingMode::sync ? "sync" : "async",
+        schedule.num_peers(), options.dim, options.mode == Mixing::sync ? "sync" : "async",
         static_cast<double>(need) / (1 << 30), static_cast<double>(have) / (1 << 30),
-        options.mode == MixingMode::async ? " (async keeps 4 x dim doubles per directed edge)"
-                                          : ""));
+        options.mode == Mixing::async ? " (async keeps 4 x dim doubles per directed edge)" : ""));
   }
 }
 
@@ -630,13 +629,13 @@ SimulationResult simulate(const topology::Schedule& schedule, const SimulationOp
   SGP_ENFORCE(
       options.rounds >= 1 && options.dim >= 1 && options.threads >= 1 && options.log_every >= 1,
       "bad simulation options");
-  SGP_ENFORCE(options.mode == MixingMode::async || !options.faults.any(),
+  SGP_ENFORCE(options.mode == Mixing::async || !options.faults.any(),
               "link faults need the async mode");
   require_valid_optimizer(options);
   require_fits_in_memory(schedule, options);
   if (options.compressor) return run_compressed(schedule, options, on_record);
-  return options.mode == MixingMode::sync ? run_sync(schedule, options, on_record)
-                                          : run_async(schedule, options, on_record);
+  return options.mode == Mixing::sync ? run_sync(schedule, options, on_record)
+                                      : run_async(schedule, options, on_record);
 }
 
 }  // namespace sgp::simulate

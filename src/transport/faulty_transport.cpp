@@ -6,6 +6,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sgp/error.hpp"
 
@@ -13,62 +14,93 @@ namespace sgp::transport {
 
 namespace {
 
-[[noreturn]] void bad_spec(std::string_view part, std::string_view what) {
-  throw InputError(fmt::format(
-      "'{}': {} (expected e.g. drop=0.05,dup=0.01,reorder=0.05,delay=20ms,seed=1)", part, what));
+// How the spec's delay is counted: wall-clock time (peers) or rounds (sgp simulate).
+enum class Clock { wall, rounds };
+
+[[noreturn]] void bad_spec(std::string_view part, std::string_view what, Clock clock) {
+  throw InputError(fmt::format("'{}': {} (expected e.g. {})", part, what,
+                               clock == Clock::wall
+                                   ? "drop=0.05,dup=0.01,reorder=0.05,delay=20ms,seed=1"
+                                   : "drop=0.05,dup=0.01,delay=2,seed=1"));
 }
 
-double probability(std::string_view part, std::string_view value) {
+double probability(std::string_view part, std::string_view value, Clock clock) {
   double p = -1;
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), p);
   if (ec != std::errc() || end != value.data() + value.size() || !(p >= 0.0 && p < 1.0)) {
-    bad_spec(part, "a probability in [0, 1) is needed");
+    bad_spec(part, "a probability in [0, 1) is needed", clock);
   }
   return p;
 }
 
-std::uint64_t unsigned_value(std::string_view part, std::string_view value) {
+std::uint64_t unsigned_value(std::string_view part, std::string_view value, Clock clock) {
   std::uint64_t v = 0;
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
   if (ec != std::errc() || end != value.data() + value.size() || value.empty()) {
-    bad_spec(part, "a non-negative integer is needed");
+    bad_spec(part, "a non-negative integer is needed", clock);
   }
   return v;
 }
 
-void set_field(FaultSpec& spec, std::string_view part) {
+void set_delay(FaultSpec& spec, std::string_view part, std::string_view value, Clock clock) {
+  if (clock == Clock::rounds) {
+    const auto rounds = unsigned_value(part, value, clock);
+    if (rounds > 1000) bad_spec(part, "at most 1000 rounds", clock);
+    spec.delay_rounds = static_cast<int>(rounds);
+    return;
+  }
+  if (!value.ends_with("ms")) bad_spec(part, "the delay needs a unit: e.g. delay=20ms", clock);
+  const auto ms = unsigned_value(part, value.substr(0, value.size() - 2), clock);
+  if (ms > 60000) bad_spec(part, "at most 60000ms", clock);
+  spec.delay = std::chrono::milliseconds(ms);
+}
+
+void set_field(FaultSpec& spec, std::string_view part, Clock clock) {
   const auto eq = part.find('=');
-  if (eq == std::string_view::npos) bad_spec(part, "no '='");
+  if (eq == std::string_view::npos) bad_spec(part, "no '='", clock);
   const auto key = part.substr(0, eq), value = part.substr(eq + 1);
   if (key == "drop") {
-    spec.drop = probability(part, value);
+    spec.drop = probability(part, value, clock);
   } else if (key == "dup") {
-    spec.duplicate = probability(part, value);
-  } else if (key == "reorder") {
-    spec.reorder = probability(part, value);
+    spec.duplicate = probability(part, value, clock);
+  } else if (key == "reorder" && clock == Clock::wall) {
+    spec.reorder = probability(part, value, clock);
   } else if (key == "delay") {
-    if (!value.ends_with("ms")) bad_spec(part, "the delay needs a unit: e.g. delay=20ms");
-    const auto ms = unsigned_value(part, value.substr(0, value.size() - 2));
-    if (ms > 60000) bad_spec(part, "at most 60000ms");
-    spec.delay = std::chrono::milliseconds(ms);
+    set_delay(spec, part, value, clock);
   } else if (key == "seed") {
-    spec.seed = unsigned_value(part, value);
+    spec.seed = unsigned_value(part, value, clock);
   } else {
-    bad_spec(part, "unknown fault (drop, dup, reorder, delay, seed)");
+    bad_spec(part,
+             clock == Clock::wall ? "unknown fault (drop, dup, reorder, delay, seed)"
+                                  : "unknown fault (drop, dup, delay, seed; delays reorder)",
+             clock);
+  }
+}
+
+FaultSpec parse_spec(std::string_view text, Clock clock) {
+  FaultSpec spec;
+  if (text.empty() || text == "none") return spec;
+  for (std::size_t start = 0;;) {
+    const auto comma = text.find(',', start);
+    set_field(spec, text.substr(start, comma - start), clock);
+    if (comma == std::string_view::npos) return spec;
+    start = comma + 1;
   }
 }
 
 }  // namespace
 
-FaultSpec parse_fault_spec(std::string_view text) {
-  FaultSpec spec;
-  if (text.empty() || text == "none") return spec;
-  for (std::size_t start = 0;;) {
-    const auto comma = text.find(',', start);
-    set_field(spec, text.substr(start, comma - start));
-    if (comma == std::string_view::npos) return spec;
-    start = comma + 1;
-  }
+FaultSpec parse_fault_spec(std::string_view text) { return parse_spec(text, Clock::wall); }
+
+FaultSpec parse_round_fault_spec(std::string_view text) { return parse_spec(text, Clock::rounds); }
+
+std::string format_round_fault_spec(const FaultSpec& s) {
+  std::vector<std::string> parts;
+  if (s.drop > 0) parts.push_back(fmt::format("drop={}", s.drop));
+  if (s.duplicate > 0) parts.push_back(fmt::format("dup={}", s.duplicate));
+  if (s.delay_rounds > 0) parts.push_back(fmt::format("delay={}", s.delay_rounds));
+  if (s.seed > 0) parts.push_back(fmt::format("seed={}", s.seed));
+  return parts.empty() ? "none" : fmt::format("{}", fmt::join(parts, ","));
 }
 
 std::string format_fault_spec(const FaultSpec& s) {
@@ -81,7 +113,9 @@ FaultyTransport::FaultyTransport(Transport& inner, FaultSpec spec, Spare spare)
     : inner_(inner),
       spec_(spec),
       spare_(spare),
-      rng_(spec.seed * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(inner.rank()) + 1) {}
+      rng_(spec.seed * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(inner.rank()) + 1) {
+  SGP_ENFORCE(spec.delay_rounds == 0, "a transport delays by time (parse_fault_spec), not rounds");
+}
 
 FaultyTransport::~FaultyTransport() {
   for (auto& h : held_) h.release();

@@ -32,15 +32,22 @@ class SettingError : public InputError {
 // Which commands have the setting: every training run (sgp train too), or multi-peer runs only.
 enum class SettingScope { every_run, peers };
 
-class Setting {
+// The flag of a settings key: "--" + the key with '-' for '_' (batch_size: --batch-size).
+std::string setting_flag(std::string_view key);
+
+// A row of a settings table that fills a `Config` struct (TrainConfig here; sgp simulate's
+// SimulateSettings, simulate/simulate_settings.hpp). Rows are made with TypedSetting
+// (config/setting_types.hpp).
+template <class Config>
+class BasicSetting {
  public:
-  Setting(std::string_view key, std::string_view group, std::string_view help, SettingScope scope,
-          bool in_sweeps)
+  BasicSetting(std::string_view key, std::string_view group, std::string_view help,
+               SettingScope scope, bool in_sweeps)
       : key_(key), group_(group), help_(help), scope_(scope), in_sweeps_(in_sweeps) {}
-  virtual ~Setting() = default;
+  virtual ~BasicSetting() = default;
 
   std::string_view key() const { return key_; }  // config.json and sweep key, e.g. batch_size
-  std::string flag() const;                      // --batch-size
+  std::string flag() const { return setting_flag(key_); }  // --batch-size
   std::string_view group() const { return group_; }
   std::string_view help() const { return help_; }
   SettingScope scope() const { return scope_; }
@@ -50,7 +57,7 @@ class Setting {
   // Must have the same value when a run is resumed (checkpoints record these; a resume with
   // another value is refused): what the saved state only makes sense with.
   bool fixed_across_resume() const { return fixed_across_resume_; }
-  Setting& fix_across_resume() {
+  BasicSetting& fix_across_resume() {
     fixed_across_resume_ = true;
     return *this;
   }
@@ -59,15 +66,15 @@ class Setting {
   // What values look like, for help: "INT >= 1", "NUMBER in (0, 1)", "sgp|osgp|...".
   virtual std::string value_hint() const = 0;
 
-  virtual nlohmann::json get(const TrainConfig& c) const = 0;
+  virtual nlohmann::json get(const Config& c) const = 0;
   // The value as text, as a flag would take it (help defaults, sweep point names).
-  virtual std::string text(const TrainConfig& c) const = 0;
+  virtual std::string text(const Config& c) const = 0;
   // Set from JSON or text; SettingError (what is wrong) on a bad type or value. Allowed values
   // are checked here too, so nothing out of range is ever stored.
-  virtual void set(TrainConfig& c, const nlohmann::json& value) const = 0;
-  virtual void parse(TrainConfig& c, std::string_view text) const = 0;
+  virtual void set(Config& c, const nlohmann::json& value) const = 0;
+  virtual void parse(Config& c, std::string_view text) const = 0;
   // What is wrong with the current value ("" when nothing): for configurations built in code.
-  virtual std::string problem(const TrainConfig& c) const = 0;
+  virtual std::string problem(const Config& c) const = 0;
 
  private:
   std::string_view key_, group_, help_;
@@ -75,6 +82,8 @@ class Setting {
   bool in_sweeps_;
   bool fixed_across_resume_ = false;
 };
+
+using Setting = BasicSetting<TrainConfig>;
 
 // Every setting, in the order help lists them.
 std::span<const Setting* const> training_settings();
@@ -86,6 +95,20 @@ const Setting* find_setting(std::string_view key);
 // InputError "--flag: what" for the first setting out of range, or for a combination that does
 // not fit (e.g. --lr-milestones without --lr-decay step).
 void validate(const TrainConfig& config);
+
+// Appends the command-line arguments that set `setting` to its value in `config`: --key VALUE,
+// or --key / --no-key for a switch.
+template <class Config>
+void append_setting_arguments(std::vector<std::string>& args, const BasicSetting<Config>& setting,
+                              const Config& config) {
+  if (setting.is_switch()) {
+    args.push_back(setting.get(config).template get<bool>() ? setting.flag()
+                                                            : "--no-" + setting.flag().substr(2));
+  } else {
+    args.push_back(setting.flag());
+    args.push_back(setting.text(config));
+  }
+}
 
 // The command-line arguments that set these settings to their values in `config`
 // (e.g. {"--tau", "2", "--no-nesterov"}), for commands that start copies of themselves.

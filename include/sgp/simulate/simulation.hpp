@@ -26,12 +26,13 @@
 
 namespace sgp::simulate {
 
-enum class MixingMode { sync, async };
+// How the peers mix: in lockstep rounds (sgp, gt) or asynchronously (asgp, agt).
+enum class Mixing { sync, async };
 
 struct SimulationOptions {
   std::size_t dim = 1000;
   std::int64_t rounds = 100;
-  MixingMode mode = MixingMode::sync;
+  Mixing mode = Mixing::sync;
   bool running_sums = true;  // async only
   LinkFaults faults;         // async only
   Workload workload = Workload::consensus;

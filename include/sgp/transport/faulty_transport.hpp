@@ -25,8 +25,11 @@ struct FaultSpec {
   double reorder = 0.0;    // probability it is held back so that later messages overtake it
   std::chrono::milliseconds delay{0};  // every message arrives this much later (link latency)
   std::uint64_t seed = 0;
+  int delay_rounds = 0;  // sgp simulate (parse_round_fault_spec): each message 0..this late
 
-  bool any() const { return drop > 0 || duplicate > 0 || reorder > 0 || delay.count() > 0; }
+  bool any() const {
+    return drop > 0 || duplicate > 0 || reorder > 0 || delay.count() > 0 || delay_rounds > 0;
+  }
   friend bool operator==(const FaultSpec&, const FaultSpec&) = default;
 };
 
@@ -34,6 +37,12 @@ struct FaultSpec {
 // InputError "'PART': what" for anything else (the caller says where).
 FaultSpec parse_fault_spec(std::string_view text);
 std::string format_fault_spec(const FaultSpec& spec);  // the inverse
+
+// The same syntax, read by the same parser, for sgp simulate, whose time is counted in rounds:
+// "drop=0.05,dup=0.01,delay=2,seed=1", delay=N meaning each message 0..N rounds late (uniform,
+// so it reorders too; there is no reorder=). Sets delay_rounds, never delay.
+FaultSpec parse_round_fault_spec(std::string_view text);
+std::string format_round_fault_spec(const FaultSpec& spec);  // the inverse: the parts set
 
 struct FaultCounts {
   std::uint64_t dropped = 0, duplicated = 0, reordered = 0, delayed = 0;

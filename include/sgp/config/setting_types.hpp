@@ -1,10 +1,12 @@
 #pragma once
-// How each type of setting value is read and written (Codec<T>), and TypedSetting<T>, the row of
-// the settings table that binds a TrainConfig field to its key, range and codec.
+// How each type of setting value is read and written (Codec<T>), and TypedSetting<T, Config>, the
+// row of a settings table that binds a field of Config (TrainConfig by default) to its key, range
+// and codec.
 #include <charconv>
 #include <cmath>
 #include <concepts>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -157,6 +159,25 @@ struct Codec<E> {
   static std::string to_text(E v) { return std::string(name_of(v)); }
 };
 
+// A value that may be absent: "" on the command line, null in JSON (e.g. sgp simulate's
+// --consensus-step, whose absence means "the compressor's default").
+template <class T>
+struct Codec<std::optional<T>> {
+  static std::string hint() { return Codec<T>::hint(); }
+  static std::optional<T> from_text(std::string_view text) {
+    if (trim(text).empty()) return std::nullopt;
+    return Codec<T>::from_text(text);
+  }
+  static std::optional<T> from_json(const json& j) {
+    if (j.is_null()) return std::nullopt;
+    return Codec<T>::from_json(j);
+  }
+  static json to_json(const std::optional<T>& v) { return v ? Codec<T>::to_json(*v) : json(); }
+  static std::string to_text(const std::optional<T>& v) {
+    return v ? Codec<T>::to_text(*v) : std::string();
+  }
+};
+
 // Lists: comma-separated on the command line, arrays in JSON.
 template <class T>
 struct Codec<std::vector<T>> {
@@ -204,35 +225,50 @@ struct Range {
   std::string describe(bool integer) const;
 };
 
+constexpr double kUnbounded = std::numeric_limits<double>::infinity();
+constexpr Range at_least(double min) { return {min, kUnbounded, false, false}; }
+constexpr Range above(double min) { return {min, kUnbounded, true, false}; }
+constexpr Range between(double min, double max) { return {min, max, false, false}; }
+
 template <class T>
 constexpr bool is_number_v = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
 
 template <class T>
-class TypedSetting final : public Setting {
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+template <class T, class Config = TrainConfig>
+class TypedSetting final : public BasicSetting<Config> {
  public:
   using Extra = std::string (*)(const T&);  // a further check: "" when the value is fine
 
   TypedSetting(std::string_view key, std::string_view group, std::string_view help,
-               SettingScope scope, bool in_sweeps, T TrainConfig::*field, Range range = {},
+               SettingScope scope, bool in_sweeps, T Config::*field, Range range = {},
                Extra extra = nullptr)
-      : Setting(key, group, help, scope, in_sweeps), field_(field), range_(range), extra_(extra) {}
+      : BasicSetting<Config>(key, group, help, scope, in_sweeps),
+        field_(field),
+        range_(range),
+        extra_(extra) {}
 
   bool is_switch() const override { return std::is_same_v<T, bool>; }
   std::string value_hint() const override {
     const std::string bounds = range_.bounds();
     if (bounds.empty()) return Codec<T>::hint();
-    if constexpr (is_number_v<T>) return fmt::format("{} {}", Codec<T>::hint(), bounds);
+    if constexpr (is_number_v<T> || is_optional<T>::value) {
+      return fmt::format("{} {}", Codec<T>::hint(), bounds);
+    }
     return fmt::format("{} (each {})", Codec<T>::hint(), bounds);
   }
-  json get(const TrainConfig& c) const override { return Codec<T>::to_json(c.*field_); }
-  std::string text(const TrainConfig& c) const override { return Codec<T>::to_text(c.*field_); }
-  void set(TrainConfig& c, const json& value) const override {
+  json get(const Config& c) const override { return Codec<T>::to_json(c.*field_); }
+  std::string text(const Config& c) const override { return Codec<T>::to_text(c.*field_); }
+  void set(Config& c, const json& value) const override {
     store(c, decode([&] { return Codec<T>::from_json(value); }));
   }
-  void parse(TrainConfig& c, std::string_view text) const override {
+  void parse(Config& c, std::string_view text) const override {
     store(c, decode([&] { return Codec<T>::from_text(text); }));
   }
-  std::string problem(const TrainConfig& c) const override { return check(c.*field_); }
+  std::string problem(const Config& c) const override { return check(c.*field_); }
 
  private:
   // Reads a value; one beyond its C++ type is refused with this setting's range (within the
@@ -262,7 +298,13 @@ class TypedSetting final : public Setting {
     return {};
   }
   std::string check(const T& v) const {
-    if constexpr (is_number_v<T>) {
+    if constexpr (is_optional<T>::value) {
+      if constexpr (is_number_v<typename T::value_type>) {
+        if (v) {
+          if (auto p = check_number(static_cast<double>(*v)); !p.empty()) return p;
+        }
+      }
+    } else if constexpr (is_number_v<T>) {
       if (auto p = check_number(static_cast<double>(v)); !p.empty()) return p;
     } else if constexpr (requires { typename T::value_type; } && !std::is_same_v<T, std::string>) {
       if constexpr (is_number_v<typename T::value_type>) {
@@ -272,12 +314,12 @@ class TypedSetting final : public Setting {
     }
     return extra_ ? extra_(v) : std::string();
   }
-  void store(TrainConfig& c, T value) const {
+  void store(Config& c, T value) const {
     if (auto p = check(value); !p.empty()) throw SettingError(p);
     c.*field_ = std::move(value);
   }
 
-  T TrainConfig::*field_;
+  T Config::*field_;
   Range range_;
   Extra extra_;
 };
