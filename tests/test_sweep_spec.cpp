@@ -251,35 +251,35 @@ TEST_CASE("errors name the file, the line:column and the key") {
     CHECK(contains(error_of("name = \"x\"\n[grid]\nself_weight = []\n"),
                    "test.toml:3:15: grid.self_weight: empty list"));
   }
-  SUBCASE("bad values") {
-    CHECK(contains(error_of("name = \"x\"\n[grid]\nself_weight = [0.5, 1.5]\n"),
-                   "test.toml:3:21: grid.self_weight: expected a mixing rate in (0, 1)"));
-    CHECK(contains(error_of("name = \"x\"\n[grid]\nalgo = [\"sgd\"]\n"),
-                   "grid.algo: 'sgd' is not one of sgp, osgp, asgp, local, dpsgd, exact"));
-    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [1]\n"),
-                   "grid.peers: expected an integer in [2, 4096], got 1"));
-    CHECK(contains(error_of("name = \"x\"\n[grid]\ntopology = [\"rign\"]\n"),
-                   "test.toml:3:13: grid.topology: 'rign' is neither a topology kind"));
-    CHECK(contains(error_of("name = \"x\"\n[grid]\ntopology = [\"torus\"]\npeers = [7]\n"),
-                   "grid.topology: torus with 7 peers"));
-    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nepochs = 0\n"),
-                   "test.toml:5:10: train.epochs: expected a number in (0, 10000], got 0"));
+  SUBCASE("bad values, also in [train] and [quick]") {
+    // Each sweep file (after `name = "x"` and `[grid]`) and what its error must say.
+    const std::pair<const char*, const char*> cases[] = {
+        {"self_weight = [0.5, 1.5]\n",
+         "test.toml:3:21: grid.self_weight: expected a mixing rate in (0, 1)"},
+        {"algo = [\"sgd\"]\n",
+         "grid.algo: 'sgd' is not one of sgp, osgp, asgp, local, dpsgd, exact"},
+        {"peers = [1]\n", "grid.peers: expected an integer in [2, 4096], got 1"},
+        {"topology = [\"rign\"]\n",
+         "test.toml:3:13: grid.topology: 'rign' is neither a topology kind"},
+        {"topology = [\"torus\"]\npeers = [7]\n", "grid.topology: torus with 7 peers"},
+        {"peers = [4]\n[train]\nepochs = 0\n",
+         "test.toml:5:10: train.epochs: expected a number in (0, 10000], got 0"},
+        {"algo = [\"sgp\"]\n[grid.topology_for_algo]\nexact = [\"complete\"]\n",
+         "grid.topology_for_algo.exact: 'exact' is not in grid.algo"},
+        {"peers = [4, 4]\n", "two points are both named one-peer-exponential_n4"},
+        {"peers = [4]\n[quick]\nmomentum = 1.5\n",
+         "test.toml:5:12: quick.momentum: expected a number in [0, 1), got 1.5"},
+        {"peers = [4]\n[train]\nlr = nan\n", "train.lr: expected a number in [0, 1000], got nan"},
+        {"peers = [4]\n[train]\nlr_decay = \"linear\"\n",
+         "train.lr_decay: 'linear' is not one of constant, step, cosine"},
+        {"peers = [4]\n[train]\nhidden = [64, 0]\n",
+         "test.toml:5:15: train.hidden: expected an integer in [1, 65536], got 0"},
+    };
+    for (const auto& [grid, expected] : cases) {
+      CAPTURE(grid);
+      CHECK(contains(error_of(std::string("name = \"x\"\n[grid]\n") + grid), expected));
+    }
     CHECK(contains(error_of("name = \"a/b\"\n[grid]\npeers = [4]\n"), "test.toml:1:8: name:"));
-    CHECK(contains(error_of("name = \"x\"\n[grid]\nalgo = [\"sgp\"]\n[grid.topology_for_algo]\n"
-                            "exact = [\"complete\"]\n"),
-                   "grid.topology_for_algo.exact: 'exact' is not in grid.algo"));
-    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4, 4]\n"),
-                   "two points are both named one-peer-exponential_n4"));
-  }
-  SUBCASE("out of range in [train] and [quick]") {
-    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[quick]\nmomentum = 1.5\n"),
-                   "test.toml:5:12: quick.momentum: expected a number in [0, 1), got 1.5"));
-    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nlr = nan\n"),
-                   "train.lr: expected a number in [0, 1000], got nan"));
-    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nlr_decay = \"linear\"\n"),
-                   "train.lr_decay: 'linear' is not one of constant, step, cosine"));
-    CHECK(contains(error_of("name = \"x\"\n[grid]\npeers = [4]\n[train]\nhidden = [64, 0]\n"),
-                   "test.toml:5:15: train.hidden: expected an integer in [1, 65536], got 0"));
   }
   SUBCASE("a grid of more than 10,000 points is refused before it is expanded") {
     // 30^4 x 20 = 16.2 million points from a few hundred bytes: expanding them took minutes.
