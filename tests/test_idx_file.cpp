@@ -178,8 +178,10 @@ TEST_CASE("data sets check counts and label range, and normalise pixels") {
   }
   SUBCASE("normalisation") {
     const auto set = sgp::data::make_dataset({2, 1, 1}, {0, 255}, {2}, {3, 9}, 10, "x");
-    CHECK(set.images[0] == doctest::Approx(-0.2860 / 0.3530).epsilon(1e-6));
-    CHECK(set.images[1] == doctest::Approx((1.0 - 0.2860) / 0.3530).epsilon(1e-6));
+    std::vector<float> images(2);
+    set.normalised_images(0, 2, images.data());
+    CHECK(images[0] == doctest::Approx(-0.2860 / 0.3530).epsilon(1e-6));
+    CHECK(images[1] == doctest::Approx((1.0 - 0.2860) / 0.3530).epsilon(1e-6));
     CHECK(set.labels == std::vector<std::int32_t>{3, 9});
   }
 }

@@ -1,6 +1,7 @@
 #include "sgp/data/dataset.hpp"
 
 #include <cstdlib>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/std.h>
@@ -31,8 +32,20 @@ std::filesystem::path resolve_data_dir(const std::string& flag_value) {
   return SGP_DEFAULT_DATA_DIR;
 }
 
-Dataset make_dataset(const std::vector<std::uint32_t>& image_dims,
-                     const std::vector<std::uint8_t>& pixels,
+void normalise_images(const std::uint8_t* pixels, std::size_t count, float* out) {
+  const float scale = 1.0f / (255.0f * kFashionMnistStd);
+  const float shift = kFashionMnistMean / kFashionMnistStd;
+  for (std::size_t i = 0; i < count; ++i) out[i] = pixels[i] * scale - shift;
+}
+
+void Dataset::normalised_images(std::size_t first, std::size_t count, float* out) const {
+  SGP_ENFORCE(first + count <= size(), "images {}..{} of a data set of {}", first, first + count,
+              size());
+  const auto features = static_cast<std::size_t>(this->features());
+  normalise_images(pixels.data() + first * features, count * features, out);
+}
+
+Dataset make_dataset(const std::vector<std::uint32_t>& image_dims, std::vector<std::uint8_t> pixels,
                      const std::vector<std::uint32_t>& label_dims,
                      const std::vector<std::uint8_t>& labels, int num_classes,
                      const std::string& where) {
@@ -47,6 +60,9 @@ Dataset make_dataset(const std::vector<std::uint32_t>& image_dims,
     throw InputError(fmt::format("{}: empty data set ({} x {} x {})", where, image_dims[0],
                                  image_dims[1], image_dims[2]));
   }
+  SGP_ENFORCE(pixels.size() == std::size_t{image_dims[0]} * image_dims[1] * image_dims[2],
+              "{}: {} pixels for {} x {} x {} images", where, pixels.size(), image_dims[0],
+              image_dims[1], image_dims[2]);
   Dataset set;
   set.rows = static_cast<int>(image_dims[1]);
   set.cols = static_cast<int>(image_dims[2]);
@@ -59,10 +75,7 @@ Dataset make_dataset(const std::vector<std::uint32_t>& image_dims,
     }
     set.labels[i] = labels[i];
   }
-  set.images.resize(pixels.size());
-  const float scale = 1.0f / (255.0f * kFashionMnistStd);
-  const float shift = kFashionMnistMean / kFashionMnistStd;
-  for (std::size_t i = 0; i < pixels.size(); ++i) set.images[i] = pixels[i] * scale - shift;
+  set.pixels = std::move(pixels);
   return set;
 }
 
@@ -72,10 +85,10 @@ Dataset load_fashion_mnist(const std::filesystem::path& dir, const std::string& 
   }
   const auto images_path = find_file(dir, split + "-images-idx3-ubyte");
   const auto labels_path = find_file(dir, split + "-labels-idx1-ubyte");
-  const IdxArray images = read_idx_u8(images_path, 3);
+  IdxArray images = read_idx_u8(images_path, 3);
   const IdxArray labels = read_idx_u8(labels_path, 1);
-  return make_dataset(images.dims, images.values, labels.dims, labels.values, kFashionMnistClasses,
-                      fmt::format("{} and {}", images_path, labels_path));
+  return make_dataset(images.dims, std::move(images.values), labels.dims, labels.values,
+                      kFashionMnistClasses, fmt::format("{} and {}", images_path, labels_path));
 }
 
 std::size_t fashion_mnist_size(const std::filesystem::path& dir, const std::string& split) {

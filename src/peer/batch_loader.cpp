@@ -1,7 +1,5 @@
 #include "sgp/peer/batch_loader.hpp"
 
-#include <algorithm>
-
 #include "sgp/error.hpp"
 
 namespace sgp::peer {
@@ -18,8 +16,7 @@ int BatchLoader::load(const std::vector<std::size_t>& indices) {
               indices.size(), host_labels_.size());
   const auto features = static_cast<std::size_t>(set_.features());
   for (std::size_t r = 0; r < indices.size(); ++r) {
-    const float* image = set_.image(indices[r]);
-    std::copy(image, image + features, host_images_.begin() + r * features);
+    data::normalise_images(set_.image(indices[r]), features, host_images_.data() + r * features);
     host_labels_[r] = set_.labels[indices[r]];
   }
   const auto n = indices.size();

@@ -1,5 +1,5 @@
 #pragma once
-// Gathers the samples of a batch (by index) into backend memory.
+// Gathers the samples of a batch (by index) into backend memory, normalising their pixels.
 #include <cstdint>
 #include <vector>
 
