@@ -1,8 +1,27 @@
 #include "sgp/peer/batch_loader.hpp"
 
+#include "sgp/data/partition.hpp"
 #include "sgp/error.hpp"
 
 namespace sgp::peer {
+
+std::vector<std::vector<std::size_t>> training_shards(const config::TrainConfig& config,
+                                                      int num_peers, const data::Dataset& train) {
+  return data::make_partition(train.labels, train.num_classes, num_peers,
+                              data::parse_partition_spec(config.partition), config.seed);
+}
+
+data::TrainTestSets load_peer_data(const config::TrainConfig& config, int rank, int num_peers,
+                                   const std::filesystem::path& dir) {
+  data::TrainTestSets sets{data::load_fashion_mnist_shard(dir, "train",
+                                                          [&](const data::Dataset& labels) {
+                                                            return training_shards(
+                                                                config, num_peers, labels)[rank];
+                                                          }),
+                           data::load_fashion_mnist(dir, "t10k")};
+  data::check_same_image_size(sets.train, sets.test, dir.string());
+  return sets;
+}
 
 BatchLoader::BatchLoader(compute::Backend& backend, const data::Dataset& set, int max_batch)
     : set_(set),

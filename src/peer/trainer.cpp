@@ -68,8 +68,7 @@ model::LrScheduleOptions lr_options(const config::TrainConfig& c, int num_peers,
 std::vector<std::vector<std::size_t>> partition(const config::TrainConfig& c, int rank,
                                                 int num_peers, const data::Dataset& train,
                                                 run::RunDirectory& run) {
-  auto parts = data::make_partition(train.labels, train.num_classes, num_peers,
-                                    data::parse_partition_spec(c.partition), c.seed);
+  auto parts = training_shards(c, num_peers, train);
   if (rank == 0) {
     nlohmann::json peers = nlohmann::json::array();
     for (int r = 0; r < num_peers; ++r) {

@@ -3,6 +3,7 @@
 // float32) and normalised when a batch or an evaluation chunk is converted (normalise_images).
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,12 +17,17 @@ inline constexpr float kFashionMnistStd = 0.3530f;
 struct Dataset {
   int rows = 0, cols = 0;  // image height and width
   int num_classes = 0;
-  std::vector<std::uint8_t> pixels;  // size() * features() bytes 0..255, row-major
-  std::vector<std::int32_t> labels;
+  std::vector<std::uint8_t> pixels;  // the held images' bytes 0..255, row-major
+  std::vector<std::int32_t> labels;  // of every sample
+  // Where sample i's image is in `pixels`: empty when every image is held, in order (a whole
+  // split); else its row, or kNotHeld for a sample of another peer's shard.
+  std::vector<std::int32_t> held_row;
+  static constexpr std::int32_t kNotHeld = -1;
 
   std::size_t size() const { return labels.size(); }
   int features() const { return rows * cols; }
-  const std::uint8_t* image(std::size_t i) const { return pixels.data() + i * features(); }
+  // Sample i's image; InvariantError when it is not held.
+  const std::uint8_t* image(std::size_t i) const;
   // Writes images [first, first + count) normalised to `out` (count * features() floats).
   void normalised_images(std::size_t first, std::size_t count, float* out) const;
 };
@@ -48,6 +54,13 @@ std::filesystem::path resolve_data_dir(const std::string& flag_value);
 // Loads "<dir>/<split>-images-idx3-ubyte[.gz]" and "<dir>/<split>-labels-idx1-ubyte[.gz]",
 // split = "train" or "t10k". Checks that counts match and labels are in 0..9.
 Dataset load_fashion_mnist(const std::filesystem::path& dir, const std::string& split);
+
+// A split's labels and, of its images, only those of `samples` (a peer's shard, indices into
+// the labels): `samples` is given the labels (all of them) and returns the samples to hold.
+// The images file is read one image at a time, so a peer never holds the whole split.
+Dataset load_fashion_mnist_shard(
+    const std::filesystem::path& dir, const std::string& split,
+    const std::function<std::vector<std::size_t>(const Dataset& labels_only)>& samples);
 
 // The number of examples of a split, read from its labels file alone (one byte per example, not
 // the images'). InputError as load_fashion_mnist for that file.
