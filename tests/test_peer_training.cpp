@@ -153,6 +153,7 @@ TEST_CASE("SGP peers in threads conserve push-sum mass and agree on a model that
       some_weight_moved |= std::abs(r.summary.weight.value() - 1.0) > 1e-3;
       CHECK(r.summary.final_test_accuracy.value_or(0.0) > 0.9);
       CHECK(r.summary.rejected_messages == 0u);
+      CHECK(r.summary.peak_rss_bytes.value_or(0) > 0);  // the process's, peers being threads
       z.push_back(r.z);
     }
     CHECK(mass == doctest::Approx(n).epsilon(1e-12));

@@ -46,8 +46,9 @@ void add_train_command(CLI::App& app) {
     const auto summary = trainer.run();
     run::write_model_file(run.path() / "peer-0-model.bin", trainer.trained_model());
     run.write_json(run::kSummaryFile, summary);
-    spdlog::info("test accuracy {}, {:.0f} samples/s; results in {}", run::accuracy_text(summary),
-                 summary.samples_per_second, run.path());
+    spdlog::info("test accuracy {}, {:.0f} samples/s, peak RSS {:.0f} MiB; results in {}",
+                 run::accuracy_text(summary), summary.samples_per_second,
+                 static_cast<double>(summary.peak_rss_bytes.value_or(0)) / (1 << 20), run.path());
   });
 }
 

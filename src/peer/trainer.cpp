@@ -34,6 +34,7 @@
 #include "sgp/peer/resume_agreement.hpp"
 #include "sgp/peer/resume_settings.hpp"
 #include "sgp/run/file_names.hpp"
+#include "sgp/run/peak_rss.hpp"
 #include "sgp/run/percentiles.hpp"
 #include "sgp/run/run_directory.hpp"
 
@@ -396,6 +397,7 @@ run::PeerSummary Trainer::summary(const Tally& t, double wall) const {
   summary.mean_iteration_ms = 1e3 * times.mean;
   summary.samples_per_second = static_cast<double>(t.samples) / train_seconds;
   summary.wall_time_s = wall;
+  summary.peak_rss_bytes = run::peak_rss_bytes();
   if (s.engine) {
     const auto m = s.engine->metrics();
     const auto iterations = std::max<std::size_t>(1, t.iteration_seconds.size());
