@@ -1,6 +1,7 @@
 #include "sgp/simulate/simulate_run.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <filesystem>
 #include <fstream>
@@ -8,7 +9,6 @@
 
 #include "sgp/error.hpp"
 #include "sgp/run/file_names.hpp"
-#include "sgp/run/peak_rss.hpp"
 #include "sgp/run/run_directory.hpp"
 #include "sgp/run/run_files.hpp"
 #include "sgp/topology/analysis.hpp"
@@ -23,6 +23,12 @@ bool is_kind(const std::string& name) {
     if (topology::topology_kind_name(kind) == name) return true;
   }
   return false;
+}
+
+std::size_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::size_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
 }
 
 const char* mode_name(MixingMode m) { return m == MixingMode::sync ? "sync" : "async"; }
@@ -129,7 +135,7 @@ void add_results(nlohmann::json& summary, const SimulateCommand& c,
   summary["state_bytes"] = result.state_bytes;
   summary["diverged_at_round"] =
       result.diverged_at ? nlohmann::json(*result.diverged_at) : nlohmann::json();
-  summary["peak_rss_bytes"] = run::peak_rss_bytes();
+  summary["peak_rss_bytes"] = peak_rss_bytes();
   if (result.final_record.total_bytes_sent) {
     summary["bytes_per_round"] = static_cast<double>(*result.final_record.total_bytes_sent) /
                                  static_cast<double>(result.final_record.round);
@@ -155,7 +161,7 @@ void print_result(const SimulateCommand& c, const SimulationResult& result,
                                                 : *result.final_record.optimality_gap,
       result.final_record.sum_of_weights, result.wall_time_s,
       1e3 * result.wall_time_s / static_cast<double>(c.options.rounds),
-      static_cast<double>(run::peak_rss_bytes()) / (1 << 20));
+      static_cast<double>(peak_rss_bytes()) / (1 << 20));
   if (summary.contains("bytes_per_round")) {
     const double per_round = summary["bytes_per_round"].get<double>();
     fmt::print("payload bytes sent: {:.0f} per round ({:.1f} per peer){}\n", per_round,
