@@ -1,5 +1,6 @@
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -178,10 +179,49 @@ TEST_CASE("data sets check counts and label range, and normalise pixels") {
   }
   SUBCASE("normalisation") {
     const auto set = sgp::data::make_dataset({2, 1, 1}, {0, 255}, {2}, {3, 9}, 10, "x");
-    CHECK(set.images[0] == doctest::Approx(-0.2860 / 0.3530).epsilon(1e-6));
-    CHECK(set.images[1] == doctest::Approx((1.0 - 0.2860) / 0.3530).epsilon(1e-6));
+    std::vector<float> images(2);
+    set.normalised_images(0, 2, images.data());
+    CHECK(images[0] == doctest::Approx(-0.2860 / 0.3530).epsilon(1e-6));
+    CHECK(images[1] == doctest::Approx((1.0 - 0.2860) / 0.3530).epsilon(1e-6));
     CHECK(set.labels == std::vector<std::int32_t>{3, 9});
   }
+}
+
+TEST_CASE("a peer's shard holds the images of its samples only, read one at a time") {
+  sgp::testing::TempDir dir;
+  std::vector<std::uint8_t> pixels(6 * 4);  // six 2 x 2 images, image i of pixels 10 i + 0..3
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = (i / 4) * 10 + i % 4;
+  write_gz(dir / "train-images-idx3-ubyte.gz", idx_bytes({6, 2, 2}, pixels));
+  write_gz(dir / "train-labels-idx1-ubyte.gz", idx_bytes({6}, {0, 1, 2, 3, 4, 5}));
+  const auto whole = sgp::data::load_fashion_mnist(dir.path(), "train");
+  std::size_t labels_seen = 0;
+  const auto shard = sgp::data::load_fashion_mnist_shard(dir.path(), "train",
+                                                         [&](const sgp::data::Dataset& labels) {
+                                                           labels_seen = labels.size();
+                                                           return std::vector<std::size_t>{4, 1};
+                                                         });
+  CHECK(labels_seen == 6);
+  CHECK(shard.size() == 6);
+  CHECK(shard.labels == whole.labels);
+  CHECK(shard.pixels.size() == 2 * 4);  // two images held
+  CHECK(shard.features() == 4);
+  for (std::size_t i : {1, 4}) {
+    CAPTURE(i);
+    CHECK(std::equal(shard.image(i), shard.image(i) + 4, whole.image(i)));
+    std::vector<float> held(4), expected(4);
+    shard.normalised_images(i, 1, held.data());
+    whole.normalised_images(i, 1, expected.data());
+    CHECK(held == expected);
+  }
+  CHECK_THROWS_AS(shard.image(0), sgp::InvariantError);
+  // The images file must have one image per label.
+  write_gz(dir / "train-images-idx3-ubyte.gz", idx_bytes({5, 2, 2}, std::vector<std::uint8_t>(20)));
+  check_error(
+      [&] {
+        sgp::data::load_fashion_mnist_shard(dir.path(), "train",
+                                            [](const auto&) { return std::vector<std::size_t>{}; });
+      },
+      {"train-images-idx3-ubyte.gz", "5 items, expected 6"});
 }
 
 TEST_CASE("a missing data directory names the files and the Debian package") {

@@ -1,6 +1,7 @@
 // SGP training of N peers as threads in one process over the in-process transport: the
 // Trainer, the push-sum engine and the algorithms together, on synthetic data whose classes are
 // separable (so the right answer, high accuracy, is known).
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -32,7 +33,13 @@ using namespace sgp;
 
 namespace {
 
-// 10 Gaussian clusters in 16 dimensions (4 x 4 "images"), well apart.
+// The pixel byte whose normalised value is nearest `v` (clamped to 0..255).
+std::uint8_t pixel_near(float v) {
+  const float byte = (v * data::kFashionMnistStd + data::kFashionMnistMean) * 255.0f;
+  return static_cast<std::uint8_t>(std::clamp(std::lround(byte), 0l, 255l));
+}
+
+// 10 Gaussian clusters in 16 dimensions (4 x 4 "images"), well apart, stored as pixel bytes.
 data::Dataset clusters(int n, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> noise(0.0f, 0.3f);
@@ -47,7 +54,7 @@ data::Dataset clusters(int n, unsigned seed) {
   for (int i = 0; i < n; ++i) {
     const int label = i % 10;
     set.labels.push_back(label);
-    for (float v : centres[label]) set.images.push_back(v + noise(rng));
+    for (float v : centres[label]) set.pixels.push_back(pixel_near(v + noise(rng)));
   }
   return set;
 }
@@ -146,6 +153,7 @@ TEST_CASE("SGP peers in threads conserve push-sum mass and agree on a model that
       some_weight_moved |= std::abs(r.summary.weight.value() - 1.0) > 1e-3;
       CHECK(r.summary.final_test_accuracy.value_or(0.0) > 0.9);
       CHECK(r.summary.rejected_messages == 0u);
+      CHECK(r.summary.peak_rss_bytes.value_or(0) > 0);  // the process's, peers being threads
       z.push_back(r.z);
     }
     CHECK(mass == doctest::Approx(n).epsilon(1e-12));

@@ -70,6 +70,20 @@ TEST_CASE("summary.json: ms/iteration is the median over the peers of their medi
   CHECK(summary_in(dir.path())["mean_iteration_ms"] == 4.0);
 }
 
+TEST_CASE("summary.json: the peers' peak RSS, largest and median, of those that report it") {
+  sgp::testing::TempDir dir;
+  write(dir / "config.json", {{"command", "launch"}, {"peers", 4}});
+  const std::int64_t peaks[] = {70 << 20, 90 << 20, 0, 80 << 20};  // rank 2: an old summary
+  for (int rank = 0; rank < 4; ++rank) {
+    nlohmann::json summary{{"rank", rank}, {"peers", 4}, {"iterations", 10}};
+    if (peaks[rank] > 0) summary["peak_rss_bytes"] = peaks[rank];
+    write(dir / ("peer-" + std::to_string(rank) + "-summary.json"), summary);
+  }
+  summarize_launch(dir.path(), {0, 1, 2, 3}, {});
+  CHECK(summary_in(dir.path())["max_peak_rss_bytes"] == 90 << 20);
+  CHECK(summary_in(dir.path())["median_peak_rss_bytes"] == 80 << 20);
+}
+
 TEST_CASE("summary.json after a kill and a rejoin: rejoined and unevaluated peers said as such") {
   sgp::testing::TempDir dir;
   write(dir / "config.json", {{"command", "launch"}, {"peers", 4}});

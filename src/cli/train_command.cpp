@@ -11,6 +11,7 @@
 #include "sgp/compute/device.hpp"
 #include "sgp/data/dataset.hpp"
 #include "sgp/log.hpp"
+#include "sgp/peer/batch_loader.hpp"
 #include "sgp/peer/trainer.hpp"
 #include "sgp/run/file_names.hpp"
 #include "sgp/run/run_config.hpp"
@@ -37,7 +38,7 @@ void add_train_command(CLI::App& app) {
                                             : std::filesystem::path(config.run_dir);
     auto backend = compute::make_backend({config.device, config.blas_threads, config.tf32});
     config.data_dir = data::resolve_data_dir(config.data_dir).string();
-    const auto [train, test] = data::load_fashion_mnist_train_test(config.data_dir);
+    const auto [train, test] = peer::load_peer_data(config, 0, 1, config.data_dir);
     run::RunDirectory run(dir, 0);
     run.claim({run::run_start_of(config), {}, false});
     run::write_run_config(run, config, "train", 1);
@@ -45,8 +46,9 @@ void add_train_command(CLI::App& app) {
     const auto summary = trainer.run();
     run::write_model_file(run.path() / "peer-0-model.bin", trainer.trained_model());
     run.write_json(run::kSummaryFile, summary);
-    spdlog::info("test accuracy {}, {:.0f} samples/s; results in {}", run::accuracy_text(summary),
-                 summary.samples_per_second, run.path());
+    spdlog::info("test accuracy {}, {:.0f} samples/s, peak RSS {:.0f} MiB; results in {}",
+                 run::accuracy_text(summary), summary.samples_per_second,
+                 static_cast<double>(summary.peak_rss_bytes.value_or(0)) / (1 << 20), run.path());
   });
 }
 

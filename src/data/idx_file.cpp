@@ -118,10 +118,10 @@ class Reader {
   GzFile file_;
 };
 
-}  // namespace
-
-IdxArray read_idx_u8(const std::filesystem::path& path, std::uint32_t expected_ndims) {
-  Reader reader(path);
+// Reads and checks the header of an unsigned-byte IDX file: its dimensions, and that the file can
+// hold the values they declare (their number is returned).
+std::uint64_t read_header(Reader& reader, const std::filesystem::path& path,
+                          std::uint32_t expected_ndims, std::vector<std::uint32_t>& dims) {
   std::array<std::uint8_t, 4> magic{};
   reader.read_exactly(magic.data(), magic.size(), "the 4-byte magic number");
   if (magic[0] != 0 || magic[1] != 0) {
@@ -139,13 +139,12 @@ IdxArray read_idx_u8(const std::filesystem::path& path, std::uint32_t expected_n
     throw InputError(
         fmt::format("{}: IDX file has {} dimensions, expected {}", path, magic[3], expected_ndims));
   }
-  IdxArray array;
   std::uint64_t elements = 1;
   for (std::uint32_t d = 0; d < expected_ndims; ++d) {
     std::array<std::uint8_t, 4> size{};
     reader.read_exactly(size.data(), size.size(), "the dimension sizes");
-    array.dims.push_back(big_endian_u32(size));
-    elements *= array.dims.back();
+    dims.push_back(big_endian_u32(size));
+    elements *= dims.back();
     if (elements > kMaxElements) {
       throw InputError(fmt::format("{}: IDX header declares an implausible size", path));
     }
@@ -154,13 +153,45 @@ IdxArray read_idx_u8(const std::filesystem::path& path, std::uint32_t expected_n
   if (elements > capacity) {
     throw InputError(fmt::format(
         "{}: the IDX header declares {} values ({}), more than the file can hold ({} at most)",
-        path, elements, fmt::join(array.dims, " x "), capacity));
+        path, elements, fmt::join(dims, " x "), capacity));
   }
-  reader.append_exactly(array.values, elements, fmt::format("the data ({} values)", elements));
+  return elements;
+}
+
+void check_at_end(Reader& reader, const std::filesystem::path& path, std::uint64_t elements) {
   if (!reader.at_end()) {
     throw InputError(fmt::format("{}: unexpected bytes after the {} values the header declares",
                                  path, elements));
   }
+}
+
+}  // namespace
+
+IdxArray read_idx_u8(const std::filesystem::path& path, std::uint32_t expected_ndims) {
+  Reader reader(path);
+  IdxArray array;
+  const std::uint64_t elements = read_header(reader, path, expected_ndims, array.dims);
+  reader.append_exactly(array.values, elements, fmt::format("the data ({} values)", elements));
+  check_at_end(reader, path, elements);
+  return array;
+}
+
+IdxArray read_idx_u8_items(const std::filesystem::path& path, std::uint32_t expected_ndims,
+                           const std::vector<bool>& keep) {
+  Reader reader(path);
+  IdxArray array;
+  const std::uint64_t elements = read_header(reader, path, expected_ndims, array.dims);
+  if (array.dims[0] != keep.size()) {
+    throw InputError(
+        fmt::format("{}: {} items, expected {} (one per label)", path, array.dims[0], keep.size()));
+  }
+  const std::size_t item_size = keep.empty() ? 0 : elements / keep.size();
+  std::vector<std::uint8_t> item(item_size);
+  for (std::size_t i = 0; i < keep.size(); ++i) {
+    reader.read_exactly(item.data(), item_size, fmt::format("item {} of {}", i, keep.size()));
+    if (keep[i]) array.values.insert(array.values.end(), item.begin(), item.end());
+  }
+  check_at_end(reader, path, elements);
   return array;
 }
 

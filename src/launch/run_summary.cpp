@@ -70,6 +70,11 @@ void log_results(const run::RunSummary& s, const std::filesystem::path& dir) {
     spdlog::info("peers: mean test accuracy {:.2f}%, median iteration {:.2f} ms",
                  100.0 * *s.mean_peer_accuracy, *s.median_iteration_ms);
   }
+  if (s.max_peak_rss_bytes && s.median_peak_rss_bytes) {
+    spdlog::info("peers: peak RSS {:.0f} MiB at most, {:.0f} MiB median",
+                 static_cast<double>(*s.max_peak_rss_bytes) / (1 << 20),
+                 static_cast<double>(*s.median_peak_rss_bytes) / (1 << 20));
+  }
   spdlog::info("results in {}", dir);
 }
 

@@ -1,10 +1,27 @@
 #include "sgp/peer/batch_loader.hpp"
 
-#include <algorithm>
-
+#include "sgp/data/partition.hpp"
 #include "sgp/error.hpp"
 
 namespace sgp::peer {
+
+std::vector<std::vector<std::size_t>> training_shards(const config::TrainConfig& config,
+                                                      int num_peers, const data::Dataset& train) {
+  return data::make_partition(train.labels, train.num_classes, num_peers,
+                              data::parse_partition_spec(config.partition), config.seed);
+}
+
+data::TrainTestSets load_peer_data(const config::TrainConfig& config, int rank, int num_peers,
+                                   const std::filesystem::path& dir) {
+  data::TrainTestSets sets{data::load_fashion_mnist_shard(dir, "train",
+                                                          [&](const data::Dataset& labels) {
+                                                            return training_shards(
+                                                                config, num_peers, labels)[rank];
+                                                          }),
+                           data::load_fashion_mnist(dir, "t10k")};
+  data::check_same_image_size(sets.train, sets.test, dir.string());
+  return sets;
+}
 
 BatchLoader::BatchLoader(compute::Backend& backend, const data::Dataset& set, int max_batch)
     : set_(set),
@@ -18,8 +35,7 @@ int BatchLoader::load(const std::vector<std::size_t>& indices) {
               indices.size(), host_labels_.size());
   const auto features = static_cast<std::size_t>(set_.features());
   for (std::size_t r = 0; r < indices.size(); ++r) {
-    const float* image = set_.image(indices[r]);
-    std::copy(image, image + features, host_images_.begin() + r * features);
+    data::normalise_images(set_.image(indices[r]), features, host_images_.data() + r * features);
     host_labels_[r] = set_.labels[indices[r]];
   }
   const auto n = indices.size();

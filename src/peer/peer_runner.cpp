@@ -27,6 +27,7 @@
 #include "sgp/model/mlp.hpp"
 #include "sgp/model/model_spec.hpp"
 #include "sgp/optim/update_rule.hpp"
+#include "sgp/peer/batch_loader.hpp"
 #include "sgp/peer/resume_settings.hpp"
 #include "sgp/peer/trainer.hpp"
 #include "sgp/run/file_names.hpp"
@@ -176,7 +177,7 @@ run::PeerSummary run_peer(const config::TrainConfig& config, int rank, bool writ
   auto backend = compute::make_backend(
       {config.device, config.blas_threads, config.tf32, local_peer_index(file_schedule, rank)});
   const auto data_dir = data::resolve_data_dir(config.data_dir);
-  const auto [train, test] = data::load_fashion_mnist_train_test(data_dir);
+  const auto [train, test] = load_peer_data(config, rank, n, data_dir);
 
   run::RunDirectory run(config.run_dir.empty() ? run::create_default_run_dir("peer")
                                                : std::filesystem::path(config.run_dir),

@@ -34,6 +34,7 @@
 #include "sgp/peer/resume_agreement.hpp"
 #include "sgp/peer/resume_settings.hpp"
 #include "sgp/run/file_names.hpp"
+#include "sgp/run/peak_rss.hpp"
 #include "sgp/run/percentiles.hpp"
 #include "sgp/run/run_directory.hpp"
 
@@ -68,8 +69,7 @@ model::LrScheduleOptions lr_options(const config::TrainConfig& c, int num_peers,
 std::vector<std::vector<std::size_t>> partition(const config::TrainConfig& c, int rank,
                                                 int num_peers, const data::Dataset& train,
                                                 run::RunDirectory& run) {
-  auto parts = data::make_partition(train.labels, train.num_classes, num_peers,
-                                    data::parse_partition_spec(c.partition), c.seed);
+  auto parts = training_shards(c, num_peers, train);
   if (rank == 0) {
     nlohmann::json peers = nlohmann::json::array();
     for (int r = 0; r < num_peers; ++r) {
@@ -397,6 +397,7 @@ run::PeerSummary Trainer::summary(const Tally& t, double wall) const {
   summary.mean_iteration_ms = 1e3 * times.mean;
   summary.samples_per_second = static_cast<double>(t.samples) / train_seconds;
   summary.wall_time_s = wall;
+  summary.peak_rss_bytes = run::peak_rss_bytes();
   if (s.engine) {
     const auto m = s.engine->metrics();
     const auto iterations = std::max<std::size_t>(1, t.iteration_seconds.size());

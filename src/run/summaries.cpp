@@ -88,6 +88,7 @@ void fields(S& s, V& v) {
   v("mean_iteration_ms", s.mean_iteration_ms);
   v("samples_per_second", s.samples_per_second);
   v("wall_time_s", s.wall_time_s);
+  v("peak_rss_bytes", s.peak_rss_bytes);
   v("weight", s.weight);
   v("bytes_sent_per_iteration", s.bytes_sent_per_iteration);
   v("rejected_messages", s.rejected_messages);
@@ -142,6 +143,8 @@ void fields(S& s, V& v) {
   v("mean_iteration_ms", s.mean_iteration_ms);
   v("bytes_sent_per_iteration", s.bytes_sent_per_iteration);
   v("wall_time_s", s.wall_time_s);
+  v("max_peak_rss_bytes", s.max_peak_rss_bytes);
+  v("median_peak_rss_bytes", s.median_peak_rss_bytes);
   v("sum_of_weights", s.sum_of_weights);
   v("monitor_evaluations", s.monitor_evaluations);
   v("final_average_model_accuracy", s.final_average_model_accuracy);
@@ -176,6 +179,16 @@ void add_monitor(RunSummary& out, const MonitorSummary& m) {
     out.last_average_model_accuracy = m.final_average_model_accuracy;
     out.last_consensus_error = m.final_consensus_error;
   }
+}
+
+// The peak RSS over the peers that report it: the largest and the median.
+void add_peak_rss(RunSummary& out, const std::vector<PeerSummary>& peers) {
+  std::vector<double> peaks;
+  for (const auto& p : peers)
+    if (p.peak_rss_bytes) peaks.push_back(static_cast<double>(*p.peak_rss_bytes));
+  if (peaks.empty()) return;
+  out.max_peak_rss_bytes = static_cast<std::int64_t>(*std::max_element(peaks.begin(), peaks.end()));
+  out.median_peak_rss_bytes = static_cast<std::int64_t>(percentiles(peaks, 0).median);
 }
 
 // The JSON of `name` in the one directory of `dirs` that has it; InputError naming both when two
@@ -274,6 +287,7 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
                         return a.wall_time_s < b.wall_time_s;
                       })->wall_time_s;
     out.sum_of_weights = weights;
+    add_peak_rss(out, peers);
   }
   if (const auto m = only_one_of(run_dirs, kMonitorSummaryFile)) {
     add_monitor(out, m->get<MonitorSummary>());

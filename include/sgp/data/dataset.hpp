@@ -1,27 +1,40 @@
 #pragma once
-// An image-classification data set in memory, pixels already normalised.
+// An image-classification data set in memory, its pixels kept as the files' bytes (a quarter of
+// float32) and normalised when a batch or an evaluation chunk is converted (normalise_images).
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace sgp::data {
 
-struct Dataset {
-  int rows = 0, cols = 0;  // image height and width
-  int num_classes = 0;
-  std::vector<float> images;  // size() * features(), row-major, normalised
-  std::vector<std::int32_t> labels;
-
-  std::size_t size() const { return labels.size(); }
-  int features() const { return rows * cols; }
-  const float* image(std::size_t i) const { return images.data() + i * features(); }
-};
-
 // Fashion-MNIST statistics (the training set's pixel mean and standard deviation): pixel/255,
 // then (p - mean) / std.
 inline constexpr float kFashionMnistMean = 0.2860f;
 inline constexpr float kFashionMnistStd = 0.3530f;
+
+struct Dataset {
+  int rows = 0, cols = 0;  // image height and width
+  int num_classes = 0;
+  std::vector<std::uint8_t> pixels;  // the held images' bytes 0..255, row-major
+  std::vector<std::int32_t> labels;  // of every sample
+  // Where sample i's image is in `pixels`: empty when every image is held, in order (a whole
+  // split); else its row, or kNotHeld for a sample of another peer's shard.
+  std::vector<std::int32_t> held_row;
+  static constexpr std::int32_t kNotHeld = -1;
+
+  std::size_t size() const { return labels.size(); }
+  int features() const { return rows * cols; }
+  // Sample i's image; InvariantError when it is not held.
+  const std::uint8_t* image(std::size_t i) const;
+  // Writes images [first, first + count) normalised to `out` (count * features() floats).
+  void normalised_images(std::size_t first, std::size_t count, float* out) const;
+};
+
+// (pixel / 255 - mean) / std for `count` pixels, computed as pixel * scale - shift in float: the
+// values every model of sgp has been trained on, bit for bit.
+void normalise_images(const std::uint8_t* pixels, std::size_t count, float* out);
 inline constexpr int kFashionMnistClasses = 10;
 inline constexpr int kFashionMnistSide = 28;  // images are 28 x 28
 
@@ -42,6 +55,13 @@ std::filesystem::path resolve_data_dir(const std::string& flag_value);
 // split = "train" or "t10k". Checks that counts match and labels are in 0..9.
 Dataset load_fashion_mnist(const std::filesystem::path& dir, const std::string& split);
 
+// A split's labels and, of its images, only those of `samples` (a peer's shard, indices into
+// the labels): `samples` is given the labels (all of them) and returns the samples to hold.
+// The images file is read one image at a time, so a peer never holds the whole split.
+Dataset load_fashion_mnist_shard(
+    const std::filesystem::path& dir, const std::string& split,
+    const std::function<std::vector<std::size_t>(const Dataset& labels_only)>& samples);
+
 // The number of examples of a split, read from its labels file alone (one byte per example, not
 // the images'). InputError as load_fashion_mnist for that file.
 std::size_t fashion_mnist_size(const std::filesystem::path& dir, const std::string& split);
@@ -58,8 +78,7 @@ TrainTestSets load_fashion_mnist_train_test(const std::filesystem::path& dir);
 void check_same_image_size(const Dataset& train, const Dataset& test, const std::string& where);
 
 // Builds a Dataset from IDX arrays, validating shapes and label range; `where` names the files.
-Dataset make_dataset(const std::vector<std::uint32_t>& image_dims,
-                     const std::vector<std::uint8_t>& pixels,
+Dataset make_dataset(const std::vector<std::uint32_t>& image_dims, std::vector<std::uint8_t> pixels,
                      const std::vector<std::uint32_t>& label_dims,
                      const std::vector<std::uint8_t>& labels, int num_classes,
                      const std::string& where);

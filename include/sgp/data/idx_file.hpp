@@ -17,4 +17,10 @@ struct IdxArray {
 // dimensions, truncated data, or trailing bytes.
 IdxArray read_idx_u8(const std::filesystem::path& path, std::uint32_t expected_ndims);
 
+// The same, holding only the items (slices along the first dimension: images) i with keep[i],
+// in order, read one at a time: a peer's shard costs its own bytes, not the file's. dims are the
+// file's; InputError as above, or when the file has not keep.size() items.
+IdxArray read_idx_u8_items(const std::filesystem::path& path, std::uint32_t expected_ndims,
+                           const std::vector<bool>& keep);
+
 }  // namespace sgp::data

@@ -1,6 +1,7 @@
 #pragma once
-// Test accuracy of a flat parameter buffer: the test set is uploaded once, then evaluated in
-// large chunks with a forward-only network of the same model.
+// Test accuracy of a flat parameter buffer: the test set is evaluated in large chunks with a
+// forward-only network of the same model, each chunk's pixels normalised and uploaded as it
+// comes (a peer holds the set as bytes, not a float32 copy of it).
 #include <vector>
 
 #include "sgp/compute/backend.hpp"
@@ -20,16 +21,18 @@ struct Evaluation {
 
 class Evaluator {
  public:
+  // `set` must outlive the evaluator.
   Evaluator(compute::Backend& backend, const model::ModelSpec& model, const data::Dataset& set);
   Evaluation evaluate(const float* params);
 
  private:
   static constexpr int kChunk = 1000;
   compute::Backend& backend_;
+  const data::Dataset& set_;
   model::Network network_;
-  compute::DeviceBuffer<float> images_;
+  std::vector<float> host_chunk_;       // one chunk's normalised images
+  compute::DeviceBuffer<float> chunk_;  // the same on the backend
   compute::DeviceBuffer<std::int32_t> labels_;
-  int features_;
 };
 
 }  // namespace sgp::model

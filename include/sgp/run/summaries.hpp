@@ -61,6 +61,9 @@ struct PeerSummary {
   double mean_iteration_ms = 0.0;   // first 20 iterations skipped, evaluations excluded
   double samples_per_second = 0.0;  // training steps only, for benchmarks
   double wall_time_s = 0.0;
+  // The peer process's peak resident set size (VmHWM) when it wrote its summary; none in
+  // summaries written before it was reported.
+  std::optional<std::int64_t> peak_rss_bytes;
   // With gossip:
   std::optional<double> weight;  // push-sum w at the end
   std::optional<double> bytes_sent_per_iteration;
@@ -112,12 +115,14 @@ struct RunSummary {
   std::vector<SuspectedPeer> suspected_peers;            // every peer's, by reporter
   std::optional<std::string> monitor_settings_mismatch;  // MonitorSummary::settings_mismatch
   std::optional<double> mean_peer_accuracy, min_peer_accuracy, max_peer_accuracy;
-  std::optional<double> median_iteration_ms;       // median over the peers' medians
-  std::optional<double> p90_iteration_ms;          // max over the peers
-  std::optional<double> mean_iteration_ms;         // median over the peers' means
-  std::optional<double> bytes_sent_per_iteration;  // mean over the peers
-  std::optional<double> wall_time_s;               // max over the peers
-  std::optional<double> sum_of_weights;            // push-sum mass: N when nothing was lost
+  std::optional<double> median_iteration_ms;          // median over the peers' medians
+  std::optional<double> p90_iteration_ms;             // max over the peers
+  std::optional<double> mean_iteration_ms;            // median over the peers' means
+  std::optional<double> bytes_sent_per_iteration;     // mean over the peers
+  std::optional<double> wall_time_s;                  // max over the peers
+  std::optional<std::int64_t> max_peak_rss_bytes;     // over the peers that report it
+  std::optional<std::int64_t> median_peak_rss_bytes;  // the same
+  std::optional<double> sum_of_weights;               // push-sum mass: N when nothing was lost
   std::optional<std::int64_t> monitor_evaluations;
   // From the monitor, when it recorded the last iteration:
   std::optional<double> final_average_model_accuracy;
