@@ -372,3 +372,37 @@ TEST_CASE(
   CHECK(seen[0].what == "left");
   CHECK(seen[0].rank == 0);
 }
+
+TEST_CASE(
+    "a float32 delta without its base, or of the wrong size, is refused, counted, not applied") {
+  const std::size_t dim = 8;
+  const auto s = testing::make_schedule(testing::Graph::ring, 2);
+  Peers peers(2);
+  compute::CpuBackend backend(1);
+  auto x = testing::initial_vector(1, 2, dim);
+  const auto before = x;
+  gossip::AsyncPushSum engine(backend, s, *peers.plain()[1], x.data(), dim, async_config(true));
+  const std::vector<float> delta(dim, 1.0f);
+  auto send = [&](std::size_t count) {  // from rank 0, which never sent a base
+    gossip::WireHeader h;
+    h.dtype = gossip::kDtypeFloat32Delta;
+    h.round = 5;
+    h.weight = 0.5;
+    h.total = dim;
+    h.count = count;
+    const std::span<const std::byte> payload(reinterpret_cast<const std::byte*>(delta.data()),
+                                             count * sizeof(float));
+    h.payload_hash = gossip::payload_hash(payload);
+    peers.plain()[0]->send(1, gossip::encode_header(h), payload, [] {});
+  };
+  send(dim);
+  send(dim - 1);
+  engine.idle(50ms);
+  const auto rejected = engine.metrics().rejected;
+  CHECK(rejected[static_cast<std::size_t>(gossip::RejectCause::unknown_base)] == 1);
+  CHECK(rejected[static_cast<std::size_t>(gossip::RejectCause::bad_size)] == 1);
+  CHECK(engine.weight() == 1.0);
+  std::vector<float> z(dim);
+  engine.debias(z.data());
+  CHECK(z == before);
+}

@@ -45,10 +45,6 @@ double relative_change(std::span<const float> before, std::span<const float> aft
   return size > 0.0 ? std::sqrt(moved / size) : std::sqrt(moved);
 }
 
-std::span<const std::byte> bytes_of(const double* values, std::size_t count) {
-  return {reinterpret_cast<const std::byte*>(values), count * sizeof(double)};
-}
-
 // The deadline's floor: long enough for a busy host's scheduling hiccups and a straggler's
 // pauses, short enough to notice a dead peer well before the cap.
 // Generations are 16-bit serial numbers (RFC 1982): `a` is older than `b` when b is less than
@@ -192,17 +188,25 @@ void AsyncPushSum::await_in_neighbours() {
 // in flight, w << 1, then diverges: a fast peer with 0.3 ms iterations reached w = 1e-5 in ten
 // rounds before its neighbours' totals came back.)
 void AsyncPushSum::take_caller_changes() {
-  thread_local std::vector<float> now;
-  now.resize(n_);
-  backend_.download(now.data(), x_, n_ * sizeof(float));
+  const float* now = x_;  // the CPU backend's memory is the host's: read it where it is
+  thread_local std::vector<float> downloaded;
+  if (backend_.kind() != compute::DeviceKind::cpu) {
+    downloaded.resize(n_);
+    backend_.download(downloaded.data(), x_, n_ * sizeof(float));
+    now = downloaded.data();
+  }
   for (std::size_t k = 0; k < n_; ++k) {
     x64_[k] += w_ * (static_cast<double>(now[k]) - static_cast<double>(x_seen_[k]));
+    x_seen_[k] = now[k];  // taken: a second call before give_to_caller() adds nothing twice
   }
-  x_seen_.swap(now);  // taken: a second call before give_to_caller() adds nothing twice
 }
 
 void AsyncPushSum::give_to_caller() {
   const double inverse = w_ > 0.0 ? 1.0 / w_ : 0.0;
+  if (backend_.kind() == compute::DeviceKind::cpu) {  // written where the caller reads it
+    for (std::size_t k = 0; k < n_; ++k) x_[k] = x_seen_[k] = static_cast<float>(x64_[k] * inverse);
+    return;
+  }
   for (std::size_t k = 0; k < n_; ++k) x_seen_[k] = static_cast<float>(x64_[k] * inverse);
   backend_.upload(x_, x_seen_.data(), n_ * sizeof(float));
 }
@@ -214,12 +218,21 @@ void AsyncPushSum::push_round() {
   double keep = mixing_.self_weight(rank_, round_);
   for (const auto& e : edges) {
     const double factor = pace_share(e.peer);
-    out_edge(e.peer).push(e.weight * factor, x64_, w_);
+    auto& edge = out_edge(e.peer);
+    if (config_.running_sums) {
+      double weight = 0.0;
+      const auto chunks = static_cast<int>(chunking_.chunks());
+      const auto buffer =
+          edge.push_and_snapshot(e.weight * factor, x64_, w_, done_[rank_], round_, chunks, weight);
+      send(e.peer, edge.epoch(), buffer, weight);
+    } else {
+      edge.push(e.weight * factor, x64_, w_);
+      send_total(e.peer, edge);
+    }
     if (factor < 1.0) keep += e.weight * (1.0 - factor);
   }
   for (double& v : x64_) v *= keep;
   w_ *= keep;
-  for (const auto& e : edges) send_total(e.peer, out_edge(e.peer));
 }
 
 // Pushing to a peer that mixes k times slower at the full edge weight piles the mass up there:
@@ -272,24 +285,34 @@ std::uint64_t AsyncPushSum::out_epoch(int dest) const {
       .pack();
 }
 
+// A peer that finished training sends float64 totals only: its last totals then carry the
+// mass exactly (no float32 rounding of a delta), and the peers end at the exact mean.
 void AsyncPushSum::send_total(int dest, OutEdge& edge) {
+  double weight = 0.0;
   const auto chunks = static_cast<int>(chunking_.chunks());
-  WireHeader h;
-  h.dtype = kDtypeFloat64Total;
-  const auto buffer = edge.snapshot(config_.running_sums, chunks, h.weight);
+  const auto buffer = edge.snapshot(config_.running_sums, done_[rank_], round_, chunks, weight);
+  send(dest, edge.epoch(), buffer, weight);
+}
+
+// Sends a snapshot (nothing when both buffers were still on the wire: counted, nothing lost).
+void AsyncPushSum::send(int dest, std::uint64_t epoch, const std::shared_ptr<SendBuffer>& buffer,
+                        double weight) {
   if (!buffer) {
     ++metrics_.skipped_sends;
     return;
   }
+  WireHeader h;
+  h.dtype = buffer->dtype;
   h.sender = rank_;
   h.round = round_;
-  h.epoch = edge.epoch();
+  h.weight = weight;
+  h.epoch = epoch;
   h.total = n_;
   for (std::uint32_t c = 0; c < chunking_.chunks(); ++c) {
     h.chunk = c;
     h.offset = chunking_.offset(c);
     h.count = chunking_.size(c);
-    const auto payload = bytes_of(buffer->values.data() + h.offset, h.count);
+    const auto payload = buffer->payload(h.offset, h.count);
     h.payload_hash = payload_hash(payload);
     // The buffer stays alive (and busy) until the transport has released every chunk.
     transport_.send(dest, encode_header(h), payload,
@@ -313,8 +336,12 @@ void AsyncPushSum::handle(transport::Message message) {
     handle_control(std::get<DecodedControl>(decoded));
     return;
   }
-  auto decoded = decode_message(std::move(message), chunking_, schedule_.num_peers(), rank_,
-                                kDtypeFloat64Total);
+  // A float32 delta or a float64 total (whatever else the header says is checked below).
+  const auto head = message.num_frames() > 0 ? parse_header(message.frame(0)) : std::nullopt;
+  const auto dtype = head && head->dtype == kDtypeFloat32Delta && config_.running_sums
+                         ? kDtypeFloat32Delta
+                         : kDtypeFloat64Total;
+  auto decoded = decode_message(std::move(message), chunking_, schedule_.num_peers(), rank_, dtype);
   if (auto* cause = std::get_if<RejectCause>(&decoded)) {
     reject(*cause, "a running total");
     return;
@@ -350,25 +377,31 @@ void AsyncPushSum::handle_data(DecodedMessage m) {
     return;
   }
   // Finite values and weight: decode_message checked. A frame's data is malloc'ed, so aligned
-  // for doubles in practice; a misaligned payload is copied (a copy of every 5 MB W1 total,
-  // zero-filled first, was a visible part of asgp's apply time).
+  // in practice; a misaligned payload is copied (a copy of every 5 MB W1 total, zero-filled
+  // first, was a visible part of asgp's apply time).
   thread_local std::vector<double> aligned;
-  std::span<const double> values;
-  if (reinterpret_cast<std::uintptr_t>(m.payload.data()) % alignof(double) == 0) {
-    values = {reinterpret_cast<const double*>(m.payload.data()), h.count};
-  } else {
-    aligned.resize(h.count);
-    std::memcpy(aligned.data(), m.payload.data(), m.payload.size());
-    values = aligned;
+  std::span<const std::byte> payload = m.payload;
+  if (reinterpret_cast<std::uintptr_t>(payload.data()) % alignof(double) != 0) {
+    aligned.resize((payload.size() + sizeof(double) - 1) / sizeof(double));
+    std::memcpy(aligned.data(), payload.data(), payload.size());
+    payload = {reinterpret_cast<const std::byte*>(aligned.data()), payload.size()};
   }
   auto& edge = in_[s];
   if (!edge || edge->epoch() != h.epoch) {
     edge = std::make_unique<InEdge>(n_, chunking_.chunks(), h.epoch);
   }
   detector_->heard(s, Clock::now());
-  if (edge->apply(config_.running_sums, h.chunk, h.round, h.offset, values, h.weight, x64_, w_)) {
-    ++metrics_.messages_received;
-    metrics_.bytes_received += kHeaderBytes + m.payload.size();
+  const InEdge::Chunk chunk{h.dtype, h.chunk, h.round, h.offset, payload, h.weight};
+  switch (edge->apply(config_.running_sums, chunk, x64_, w_)) {
+    case Applied::yes:
+      ++metrics_.messages_received;
+      metrics_.bytes_received += kHeaderBytes + m.payload.size();
+      return;
+    case Applied::repeat:
+      return;
+    case Applied::no_base:
+      reject(RejectCause::unknown_base, fmt::format("a delta from rank {}", s));
+      return;
   }
 }
 

@@ -19,6 +19,11 @@ using detail::put;
 
 constexpr std::size_t kHashedHeaderBytes = 72;
 
+// The running totals' dtypes carry the edge's epoch at offset 32.
+bool carries_epoch(std::uint16_t dtype) {
+  return dtype == kDtypeFloat64Total || dtype == kDtypeFloat32Delta;
+}
+
 }  // namespace
 
 std::string_view reject_cause_name(RejectCause cause) {
@@ -61,6 +66,8 @@ std::string_view reject_cause_name(RejectCause cause) {
       return "stale_epoch";
     case RejectCause::not_entitled:
       return "not_entitled";
+    case RejectCause::unknown_base:
+      return "unknown_base";
   }
   return "unknown";
 }
@@ -78,7 +85,7 @@ std::array<std::byte, kHeaderBytes> encode_header(const WireHeader& h) {
   put<std::uint32_t>(out, 12, h.chunk);
   put<std::int64_t>(out, 16, h.round);
   put<double>(out, 24, h.weight);
-  if (h.dtype == kDtypeFloat64Total) {
+  if (carries_epoch(h.dtype)) {
     put<std::uint64_t>(out, 32, h.epoch);
   } else if (h.dtype == kDtypeRingFloat32) {
     put<std::uint64_t>(out, 32, h.step);
@@ -133,12 +140,12 @@ std::optional<WireHeader> parse_header(std::span<const std::byte> head) {
   }
   WireHeader h;
   h.dtype = get<std::uint16_t>(head, 6);
-  if (h.dtype < kDtypeFloat32 || h.dtype > kDtypeBfloat16) return std::nullopt;
+  if (h.dtype < kDtypeFloat32 || h.dtype > kDtypeFloat32Delta) return std::nullopt;
   h.sender = get<std::int32_t>(head, 8);
   h.chunk = get<std::uint32_t>(head, 12);
   h.round = get<std::int64_t>(head, 16);
   h.weight = get<double>(head, 24);
-  if (h.dtype == kDtypeFloat64Total) {
+  if (carries_epoch(h.dtype)) {
     h.epoch = get<std::uint64_t>(head, 32);
   } else if (h.dtype == kDtypeRingFloat32) {
     h.step = get<std::uint64_t>(head, 32);
@@ -156,10 +163,10 @@ namespace {
 
 // Whether the weight (and coefficient) can be genuine. Push-sum weights are positive and sum to
 // N over all peers and messages in flight, so no genuine weight exceeds N (a relative 1e-9
-// allows for rounding). A running total (dtype 2) only grows: finite and >= 0.
+// allows for rounding). A running total (dtypes 2 and 6) only grows: finite and >= 0.
 bool plausible_weight(const WireHeader& h, int num_peers, WeightBound bound) {
   if (!std::isfinite(h.weight)) return false;
-  if (h.dtype == kDtypeFloat64Total || bound == WeightBound::finite) return h.weight >= 0.0;
+  if (carries_epoch(h.dtype) || bound == WeightBound::finite) return h.weight >= 0.0;
   return h.weight > 0.0 && h.weight <= static_cast<double>(num_peers) * (1.0 + 1e-9) &&
          std::isfinite(h.coefficient) && h.coefficient > 0.0 && h.coefficient <= 1.0;
 }

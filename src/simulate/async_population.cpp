@@ -61,7 +61,9 @@ AsyncPopulation::~AsyncPopulation() = default;
 std::size_t AsyncPopulation::bytes_needed(const topology::Schedule& schedule, std::size_t dim) {
   std::size_t edges = 0;
   for (int r = 0; r < schedule.num_peers(); ++r) edges += schedule.all_out_neighbors(r).size();
-  return (static_cast<std::size_t>(schedule.num_peers()) + 4 * edges) * dim * sizeof(double);
+  // Per element: x (8 bytes) per peer; per edge the sender's total and base (16), its two send
+  // buffers (2 x 12: a float64 total or a float32 delta) and the receiver's base and delta (12).
+  return (static_cast<std::size_t>(schedule.num_peers()) * 8 + 52 * edges) * dim;
 }
 
 void AsyncPopulation::deliver(std::int64_t round) {
@@ -81,8 +83,9 @@ void AsyncPopulation::deliver_peer(int rank, std::int64_t round) {
   double& w = w_[static_cast<std::size_t>(rank)];
   for (auto it = peer.inbox.begin(); it != due_end; ++it) {
     auto& edge = in_edge(peer, it->sender);
-    const bool applied =
-        edge.apply(running_sums_, 0, it->sequence, 0, it->buffer->values, it->weight, x(rank), w);
+    const auto& b = *it->buffer;
+    const gossip::InEdge::Chunk chunk{b.dtype, 0, it->sequence, 0, b.payload(0, dim_), it->weight};
+    const bool applied = edge.apply(running_sums_, chunk, x(rank), w) == gossip::Applied::yes;
     ++(applied ? peer.counts.applied : peer.counts.stale);
     it->buffer->chunks_on_wire.fetch_sub(1, std::memory_order_acq_rel);
   }
@@ -114,7 +117,9 @@ void AsyncPopulation::push_peer(int rank, std::int64_t round) {
   w *= keep;
   for (const auto& e : edges) {
     double weight = 0.0;
-    auto buffer = out_edge(peer, e.peer).snapshot(running_sums_, 1, weight);
+    // Float64 totals every round (exact: what a finished peer sends), not the engine's float32
+    // deltas: the simulator studies mixing, and its consensus is exact to float64 rounding.
+    auto buffer = out_edge(peer, e.peer).snapshot(running_sums_, true, round, 1, weight);
     if (!buffer) {
       ++peer.counts.skipped;
       continue;

@@ -53,6 +53,7 @@ namespace sgp::gossip {
 class FailureDetector;
 class InEdge;
 class OutEdge;
+struct SendBuffer;
 
 class AsyncPushSum final : public Mixer, public MembershipControl {
  public:
@@ -93,6 +94,8 @@ class AsyncPushSum final : public Mixer, public MembershipControl {
   void announce_pace();
   void hold_round();
   void send_total(int dest, OutEdge& edge);
+  void send(int dest, std::uint64_t epoch, const std::shared_ptr<SendBuffer>& buffer,
+            double weight);
   void drain();
   void handle(transport::Message message);
   void handle_data(DecodedMessage message);

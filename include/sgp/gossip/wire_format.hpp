@@ -9,13 +9,14 @@
 //        0    4  magic            0x53475031 ("SGP1" read as a big-endian word)
 //        4    2  version          1
 //        6    2  dtype            1 = float32, 2 = float64 running total, 3 = ring allreduce
-//                                 float32, 4 = float16, 5 = bfloat16 (see below)
+//                                 float32, 4 = float16, 5 = bfloat16, 6 = float32 delta of a
+//                                 running total (see below)
 //        8    4  sender           int32, the sender's rank
 //       12    4  chunk            uint32, index of this chunk
 //       16    8  round            int64, the gossip round the message belongs to
 //       24    8  weight           float64, the sender's push-sum weight w when it sent
 //       32    8  coefficient      float64, p_ji: the receiver adds coefficient * (payload, weight)
-//                                 (dtype 2: uint64 edge epoch instead; dtype 3: uint64 step)
+//                                 (dtypes 2, 6: uint64 edge epoch instead; 3: uint64 step)
 //       40    8  total            uint64, elements in the whole vector
 //       48    8  offset           uint64, first element of this chunk (= chunk * chunk size)
 //       56    8  count            uint64, elements in this chunk
@@ -31,6 +32,16 @@
 // the sender's mass generation, so that totals restart from zero when a peer rejoins or the
 // sender renormalised after an exclusion). The receiver adds the difference from the
 // last total it applied: a lost, duplicated or reordered message loses and doubles nothing.
+//
+// dtype 6 (running sums in float32, asgp's usual message): the payload is float32, D = T - B,
+// the edge's total T (as in dtype 2) less its BASE B: the total of the dtype 2 message that
+// was the first send of the current window of kDeltaWindowRounds rounds (window = round /
+// kDeltaWindowRounds). The sender's first send in each window is a dtype 2 total (the new
+// base); the others are deltas on it. `weight` is the total of p_ji w_i, as in dtype 2 (a
+// double is exact). A delta is applied only on top of the base it was made from: the receiver
+// holds a base of the same epoch from the delta's window, sent no later than the delta
+// (otherwise it is refused, RejectCause::unknown_base: its base was lost or overtaken, and the
+// next base carries the mass). docs/asynchronous.md states the error this bounds.
 //
 // dtypes 4 and 5 (--compress fp16 / bf16): push-sum messages like dtype 1 whose payload is x
 // rounded to IEEE float16 (saturating at +-65504) or bfloat16, 2 bytes per element. The
@@ -75,6 +86,8 @@ inline constexpr std::uint16_t kDtypeFloat64Total = 2;  // running total, float6
 inline constexpr std::uint16_t kDtypeRingFloat32 = 3;   // ring allreduce chunk, float32
 inline constexpr std::uint16_t kDtypeFloat16 = 4;       // per-round push of x as IEEE float16
 inline constexpr std::uint16_t kDtypeBfloat16 = 5;      // per-round push of x as bfloat16
+inline constexpr std::uint16_t kDtypeFloat32Delta = 6;  // running total less its base, float32
+inline constexpr std::int64_t kDeltaWindowRounds = 16;  // dtype 6: a new base every window
 inline constexpr std::size_t kHeaderBytes = 80;
 
 struct WireHeader {
@@ -84,7 +97,7 @@ struct WireHeader {
   std::int64_t round = 0;
   double weight = 0.0;
   double coefficient = 0.0;  // dtype 1
-  std::uint64_t epoch = 0;   // dtype 2
+  std::uint64_t epoch = 0;   // dtypes 2 and 6
   std::uint64_t step = 0;    // dtype 3
   std::uint64_t total = 0;
   std::uint64_t offset = 0;
@@ -135,8 +148,9 @@ enum class RejectCause : int {
   stale_epoch,        // running totals of an older incarnation of the sender or of us
   not_entitled,       // a control notice its sender may not send (about another rank, an
                       // exclusion by a peer that does not observe the subject, ...)
+  unknown_base,       // a float32 delta (dtype 6) whose base total the receiver does not hold
 };
-inline constexpr int kNumRejectCauses = 19;
+inline constexpr int kNumRejectCauses = 20;
 std::string_view reject_cause_name(RejectCause cause);
 
 // The header bytes for `header` (magic, version and header hash filled in).
@@ -149,7 +163,7 @@ std::uint64_t payload_hash(std::span<const std::byte> payload);
 // is in cache after its hash).
 bool all_finite(std::span<const std::byte> payload, std::uint16_t dtype = kDtypeFloat32);
 
-// The fields of a header frame whose size, magic, version, hash and dtype (one of the five
+// The fields of a header frame whose size, magic, version, hash and dtype (one of the six
 // known) are right; nothing otherwise. What a rejected message claims (sender, round) for naming it
 // in messages.
 std::optional<WireHeader> parse_header(std::span<const std::byte> head);
@@ -157,7 +171,7 @@ std::optional<WireHeader> parse_header(std::span<const std::byte> head);
 // A message whose frames passed every check that needs no state beyond the vector's chunking and
 // the number of peers: frame layout, magic, version, header hash, dtype (the one expected),
 // sizes, sender range, weight in (0, N] (push-sum weights sum to N) and coefficient in (0, 1]
-// (dtype 2: a running total, so only finite and >= 0), payload hash, finite payload values,
+// (dtypes 2 and 6: a running total, so only finite and >= 0), payload hash, finite payload values,
 // and, when the transport authenticated the connection, sender == that rank.
 struct DecodedMessage {
   WireHeader header;
