@@ -7,7 +7,8 @@
 //   (both computed here from the schedule's matrices and the problem's h_i and own optima);
 // - asynchronous gt under loss, duplication and reordering reaches the optimum with running
 //   sums, not without;
-// - one peer: sgp is gradient descent, local and quasi-global momentum their exact recurrences;
+// - one peer: sgp is gradient descent, local and quasi-global momentum their exact recurrences,
+//   gt with momentum the local one (y = g); with many, gt's momentum on y keeps the optimum;
 // - gt's tracker sum is the sum of the current local gradients after every round (agt's too,
 //   with every message delivered);
 // - periodic global averaging: its rounds are the arithmetic mean; H = 1 is gradient descent on
@@ -323,6 +324,28 @@ TEST_CASE("one peer: sgp and asgp are gradient descent, momentum its exact recur
     });
     o.optimizer.momentum_kind = simulate::MomentumKind::local;
   }
+  // gt alone: y = g every round, so its momentum on y is the local heavy ball on g.
+  o.mode = simulate::MixingMode::sync;
+  o.optimizer.gradient_tracking = true;
+  check_alone(o, [&](double g, double& s, double& m) {
+    m = beta * m + g;
+    s -= lr * m;
+  });
+}
+
+TEST_CASE("gt with local momentum on y keeps the optimum exact; sgp with momentum stalls") {
+  // The peers' rule (docs/optimizers.md): m <- beta m + y, x <- x - lr m. y -> 0 at the
+  // optimum, so m -> 0 and nothing pulls z away from it; sgp's momentum keeps its floor.
+  auto o = quadratic(1200, 0.02, 10.0);
+  o.optimizer.momentum = 0.5;
+  const auto ring = generated(topology::TopologyKind::kRing, 8);
+  const double sgp = simulate::simulate(ring, o).final_record.target_error;
+  o.optimizer.gradient_tracking = true;
+  const double gt = simulate::simulate(ring, o).final_record.target_error;
+  std::printf("directed ring of 8, momentum 0.5, lr 0.02: gt optimum error %.3e, sgp %.3e\n", gt,
+              sgp);
+  CHECK(gt <= 1e-8);
+  CHECK(sgp >= 1e-4);
 }
 
 TEST_CASE("gt: after every round the trackers sum to the current local gradients") {

@@ -33,8 +33,17 @@ template <typename T>
 void PeerOptimizer<T>::step(int rank, std::int64_t round, std::span<T> row, double w,
                             std::span<const T> z, std::span<T> scratch) {
   const auto lr = static_cast<T>(lr_);
-  if (options_.gradient_tracking) {  // x <- x - lr y
-    for (std::size_t k = 0; k < dim_; ++k) row[k] -= lr * row[dim_ + k];
+  if (options_.gradient_tracking) {
+    // x <- x - lr d, d = y, or with local momentum (the peers' rule) m <- beta m + y, d = m:
+    // y itself is left alone, so the trackers keep their sum, and y -> 0 keeps the optimum exact.
+    const T* direction = row.data() + dim_;
+    if (options_.momentum > 0.0) {
+      auto m = slice(buffer_, rank);
+      const auto beta = static_cast<T>(options_.momentum);
+      for (std::size_t k = 0; k < dim_; ++k) m[k] = beta * m[k] + direction[k];
+      direction = m.data();
+    }
+    for (std::size_t k = 0; k < dim_; ++k) row[k] -= lr * direction[k];
     return;
   }
   std::copy_n(z.begin(), dim_, scratch.begin());

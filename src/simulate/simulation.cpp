@@ -566,11 +566,14 @@ void require_valid_optimizer(const SimulationOptions& o) {
   if (p.momentum_kind == MomentumKind::quasi_global && !(p.momentum > 0.0)) {
     refuse("--momentum-kind quasi-global needs --momentum B (0 < B < 1)");
   }
-  if (p.gradient_tracking && p.momentum > 0.0) {
-    refuse(
-        fmt::format("--momentum with --algo {}: momentum on the tracked direction is not "
-                    "defined (use sgp or asgp)",
-                    algorithm_name(o)));
+  // gt filters the tracked direction by local momentum, as the peers do; the peers have no agt
+  // and no quasi-global momentum with tracking (the tracker already is the global direction).
+  if (p.gradient_tracking && p.momentum > 0.0 &&
+      (o.mode == MixingMode::async || p.momentum_kind == MomentumKind::quasi_global)) {
+    refuse(fmt::format(
+        "--momentum{} with --algo {}: not defined (gt takes local momentum only)",
+        p.momentum_kind == MomentumKind::quasi_global ? " --momentum-kind quasi-global" : "",
+        algorithm_name(o)));
   }
   if (p.global_average_every > 0 && o.mode == Mixing::async) {
     refuse(

@@ -7,7 +7,8 @@
 //   plain (sgp, asgp): g_i = grad f_i(z_i); local momentum m_i <- beta m_i + g_i, d = m_i (else
 //     d = g_i); sync x_i <- x_i - lr d (SGP's step on the numerator), async x_i <- x_i - w_i lr d
 //     (asgp's step in z, scaled by w).
-//   gradient tracking (gt, agt): y_i(0) = g_i(0); step x_i <- x_i - lr y_i; after mixing
+//   gradient tracking (gt, agt): y_i(0) = g_i(0); step x_i <- x_i - lr d_i, d_i = y_i, or with
+//     local momentum (gt only, the peers' rule) m_i <- beta m_i + y_i, d_i = m_i; after mixing
 //     g_i' = grad f_i(z_i), y_i <- y_i + g_i' - g_i.
 //   quasi-global momentum: z_half = z_i - lr (g_i + beta m_i), x_i <- w_i z_half; after mixing
 //     d = (z_before - z_after) / lr, m_i <- beta m_i + (1 - beta) d.
