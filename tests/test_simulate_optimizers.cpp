@@ -325,7 +325,7 @@ TEST_CASE("one peer: sgp and asgp are gradient descent, momentum its exact recur
     o.optimizer.momentum_kind = simulate::MomentumKind::local;
   }
   // gt alone: y = g every round, so its momentum on y is the local heavy ball on g.
-  o.mode = simulate::MixingMode::sync;
+  o.mode = simulate::Mixing::sync;
   o.optimizer.gradient_tracking = true;
   check_alone(o, [&](double g, double& s, double& m) {
     m = beta * m + g;

@@ -569,7 +569,7 @@ void require_valid_optimizer(const SimulationOptions& o) {
   // gt filters the tracked direction by local momentum, as the peers do; the peers have no agt
   // and no quasi-global momentum with tracking (the tracker already is the global direction).
   if (p.gradient_tracking && p.momentum > 0.0 &&
-      (o.mode == MixingMode::async || p.momentum_kind == MomentumKind::quasi_global)) {
+      (o.mode == Mixing::async || p.momentum_kind == MomentumKind::quasi_global)) {
     refuse(fmt::format(
         "--momentum{} with --algo {}: not defined (gt takes local momentum only)",
         p.momentum_kind == MomentumKind::quasi_global ? " --momentum-kind quasi-global" : "",
