@@ -78,16 +78,16 @@ TEST_CASE("sgp train rejects bad flags and bad data with clear messages") {
     const auto r = run_sgp("train --device cpu --data-dir " + (dir / "none").string() +
                            " --run-dir " + (dir / "b").string());
     CHECK(r.exit_code == 2);
-    CHECK(contains(r.output, "train-images-idx3-ubyte"));
+    CHECK(contains(r.output, "train-labels-idx1-ubyte"));  // the first file a peer reads
     CHECK(contains(r.output, "no such file"));
   }
   SUBCASE("corrupt data file") {
     std::filesystem::create_directories(dir / "data");
-    std::ofstream(dir / "data" / "train-images-idx3-ubyte.gz") << "this is not gzip";
+    std::ofstream(dir / "data" / "train-labels-idx1-ubyte.gz") << "this is not gzip";
     const auto r = run_sgp("train --device cpu --data-dir " + (dir / "data").string() +
                            " --run-dir " + (dir / "c").string());
     CHECK(r.exit_code == 2);
-    CHECK(contains(r.output, "train-images-idx3-ubyte.gz"));
+    CHECK(contains(r.output, "train-labels-idx1-ubyte.gz"));
   }
   SUBCASE("help explains the flags") {
     const auto r = run_sgp("train --help");
