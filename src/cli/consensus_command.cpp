@@ -61,11 +61,11 @@ void add_consensus_command(CLI::App& app) {
     if (o.shared.compress != gossip::Compression::none) {
       if (o.mode != gossip::Mode::sync && o.mode != gossip::Mode::overlap) {
         throw InputError(fmt::format(
-            "--compress {}: only --mode sync and overlap send push-sum rounds of float32 x, not {}",
+            "--compress {}: only --mode sync and overlap send push-sum rounds of x, not {}",
             name_of(o.shared.compress), a->mode));
       }
       if (o.shared.device != "cpu") {
-        throw InputError(fmt::format("--compress {}: 16-bit payloads need --device cpu, not {}",
+        throw InputError(fmt::format("--compress {}: compressed payloads need --device cpu, not {}",
                                      name_of(o.shared.compress), o.shared.device));
       }
     }

@@ -51,7 +51,9 @@ gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
   gc.gossip_every = config.gossip_every;
   gc.timeout = std::chrono::milliseconds(config.timeout_ms);
   gc.running_sums = config.running_sums;
-  gc.compression = config.compress;
+  gc.compression = config.compress.format;
+  gc.compressor = config.compress.compressor;
+  gc.consensus_step = config.consensus_step;
   gc.robust = config.robust;
   gc.sign_flip = config.sign_flip_rank == rank;
   gc.global_average_every = config.global_average_every;
@@ -66,11 +68,11 @@ gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
         "simulation)",
         rank);
   }
-  if (gc.compression != gossip::Compression::none && device != compute::DeviceKind::cpu) {
+  if (config.compress != gossip::Compression::none && device != compute::DeviceKind::cpu) {
     throw InputError(fmt::format(
-        "--compress {}: 16-bit payloads are converted on the CPU backend only; with --device {} "
+        "--compress {}: payloads are compressed on the CPU backend only; with --device {} "
         "use --compress none (or --device cpu)",
-        name_of(gc.compression), config.device));
+        name_of(config.compress), config.device));
   }
   return gc;
 }

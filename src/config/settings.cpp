@@ -267,12 +267,17 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
                  "tracking over synchronous push-sum)",
                  S::peers, true, &C::algo)
       .fix_across_resume();
-  add<gossip::Compression>(
+  add<gossip::PayloadCompression>(
       r, "compress", kPeers,
       "push-sum payloads as float32 (none) or rounded to fp16 / bf16 (half the bytes; the "
-      "sender keeps what rounding took off, so the sum of x is conserved); sgp, osgp, dpsgd, "
-      "exact on the CPU",
+      "sender keeps what rounding took off, so the sum of x is conserved); or compressed "
+      "differences to public copies with error feedback (topk:R, randk:R, sign, qsgd:L; "
+      "docs/compression.md); sgp, osgp, dpsgd, exact on the CPU",
       S::peers, true, &C::compress);
+  add<double>(r, "consensus_step", kPeers,
+              "--compress topk|randk|sign|qsgd: the consensus step gamma; 0: the compressor's "
+              "default (R for topk and randk, 0.005 for sign, 1 / (1 + omega) for qsgd)",
+              S::peers, true, &C::consensus_step, between(0, 1));
   add<gossip::Robust>(
       r, "robust", kPeers,
       "defence against an in-neighbour pushing poisoned models: none (suspects are still named "
@@ -502,6 +507,13 @@ void validate(const TrainConfig& c) {
         "--compress {}: {} does not send push-sum rounds of float32 x (allreduce keeps float32 so "
         "its average stays exact; asgp sends float64 running sums); use --compress none",
         name_of(c.compress), name_of(c.algo)));
+  }
+  if (c.compress.compressor && (info(c.algo).tracks_gradient || c.global_average_every > 0)) {
+    throw InputError(fmt::format(
+        "--compress {}: compressed gossip is built for push-sum rounds of x alone, not {}; use "
+        "--compress none, fp16 or bf16",
+        name_of(c.compress),
+        c.global_average_every > 0 ? "--global-average-every" : "gradient tracking"));
   }
   if (!c.monitor.empty()) Endpoint::parse(c.monitor, "--monitor");
   if (c.resume && c.overwrite) {
