@@ -51,6 +51,7 @@ TrainConfig unusual() {
   c.algo = sgp::config::Algorithm::osgp;
   c.tau = 3;
   c.compress = sgp::gossip::Compression::bf16;
+  c.consensus_step = 0.25;
   c.robust = sgp::gossip::Robust::clip;
   c.sign_flip_rank = 3;
   c.gossip_every = 2;
