@@ -76,6 +76,46 @@ TEST_CASE("sgp consensus --local: 4 and 8 processes reach the exact mean, sync a
   }
 }
 
+// --compress topk:R | sign (compressed differences to public copies, wire dtype 7): real
+// processes reach the exact mean, conserve the weights, and every record's bytes_sent is what
+// went on the wire: each round one message (80-byte header + payload) to each of the 2
+// out-neighbours of the period. topk:0.25 of 64 values: 16 values and 16 one-byte index gaps
+// after kind, n and k (89 bytes); sign: kind, n, a scale and 8 bytes of bits (17 bytes).
+TEST_CASE("sgp consensus --compress topk, sign: 4 processes reach the exact mean, bytes as sent") {
+  struct Case {
+    const char* compress;
+    const char* mode;
+    const char* step;
+    int rounds;
+    int payload_bytes;
+  };
+  for (auto c : {Case{"topk:0.25", "sync", "0", 400, 89}, Case{"sign", "sync", "0.1", 2000, 17}}) {
+    CAPTURE(c.compress);
+    sgp::testing::TempDir dir;
+    const auto topology = write_topology(dir, 4);
+    const auto run = dir / "run";
+    const auto r = run_sgp("consensus --local --topology " + topology.string() + " --rounds " +
+                           std::to_string(c.rounds) + " --mode " + c.mode + " --compress " +
+                           c.compress + " --consensus-step " + c.step +
+                           " --dim 64 --timeout-ms 20000 --run-dir " + run.string());
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto summary = nlohmann::json::parse(std::ifstream(run / "summary.json"));
+    CHECK(summary["final_max_distance_to_mean"].get<double>() <= 1e-6);
+    double weights = 0;
+    for (int rank = 0; rank < 4; ++rank) {
+      std::ifstream in(run / ("peer-" + std::to_string(rank) + ".jsonl"));
+      std::string line, last;
+      while (std::getline(in, line)) last = line;
+      const auto final = nlohmann::json::parse(last);
+      CHECK(final["rejected"] == 0);
+      CHECK(final["bytes_sent"] == std::uint64_t(c.rounds) * 2 * (80 + c.payload_bytes));
+      weights += final["weight"].get<double>();
+    }
+    CHECK(weights == doctest::Approx(4.0).epsilon(1e-12));
+  }
+}
+
 // Base-2 on 6 peers averages exactly after one period (4 rounds); the one-peer exponential graph
 // on 6 peers does not, in the same rounds.
 TEST_CASE("sgp consensus --local: 6 processes on Base-2 reach the exact mean after one period") {

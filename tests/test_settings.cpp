@@ -51,6 +51,7 @@ TrainConfig unusual() {
   c.algo = sgp::config::Algorithm::osgp;
   c.tau = 3;
   c.compress = sgp::gossip::Compression::bf16;
+  c.consensus_step = 0.25;
   c.robust = sgp::gossip::Robust::clip;
   c.sign_flip_rank = 3;
   c.gossip_every = 2;
@@ -255,7 +256,14 @@ TEST_CASE("bad values are refused naming the flag and what was expected") {
         "--warmup-epochs: expected a number in [0, 10000], got inf");
   CHECK(flag_error({"--algo", "sgd"}) ==
         "--algo: 'sgd' is not one of sgp, osgp, asgp, local, dpsgd, exact, allreduce, gt");
-  CHECK(flag_error({"--compress", "fp8"}) == "--compress: 'fp8' is not one of none, fp16, bf16");
+  CHECK(flag_error({"--compress", "fp8"}) ==
+        "--compress: 'fp8' is not one of none, fp16, bf16, topk:R, randk:R, sign, qsgd:L");
+  CHECK(flag_error({"--compress", "topk:2"}).starts_with("--compress: topk:2: the fraction must"));
+  CHECK(flag_error({"--compress", "topk:0.01", "--algo", "asgp"})
+            .starts_with("--compress topk:0.01: asgp does not send"));
+  CHECK(flag_error({"--compress", "sign", "--algo", "gt"})
+            .starts_with("--compress sign: compressed gossip is built for push-sum rounds of x "
+                         "alone, not gradient tracking"));
   for (const char* algo : {"allreduce", "asgp", "local"}) {
     CHECK(flag_error({"--compress", "fp16", "--algo", algo})
               .starts_with(std::string("--compress fp16: ") + algo +

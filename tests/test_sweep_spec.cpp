@@ -127,7 +127,7 @@ compress = ["none", "fp16"]
 )");
   std::vector<std::pair<std::string, std::string>> points;
   for (const auto& p : spec.points) {
-    points.emplace_back(sgp::name_of(p.config.algo), sgp::name_of(p.config.compress));
+    points.emplace_back(sgp::name_of(p.config.algo), sgp::gossip::name_of(p.config.compress));
   }
   CHECK(points ==
         std::vector<std::pair<std::string, std::string>>{

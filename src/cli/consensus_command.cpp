@@ -103,8 +103,7 @@ void add_consensus_command(CLI::App& app) {
     o.mode = config::info(o.shared.algo).mode;
     o.shared.run_credentials = *credentials;
     config::validate(o.shared);
-    config::require_compression_applies(o.shared.compress, o.shared.algo, o.shared.device,
-                                        o.shared.device == "cpu");
+    config::require_compression_applies(o.shared, o.shared.device == "cpu");
     configure_logging(a->local ? -1 : a->rank, o.shared.log_level);
     topology::DotReadOptions read_options;
     read_options.require_endpoints = true;

@@ -153,6 +153,20 @@ std::size_t coordinates_sent(const Compressor& c, std::size_t n) {
   return std::clamp<std::size_t>(k, 1, n);
 }
 
+std::size_t max_payload_bytes(const Compressor& c, std::size_t n) {
+  switch (c.kind) {
+    case Kind::topk:
+      return kHeaderBytes + 4 + coordinates_sent(c, n) * (sizeof(float) + 5);
+    case Kind::randk:
+      return kHeaderBytes + 4 + 8 + coordinates_sent(c, n) * sizeof(float);
+    case Kind::sign:
+      return kHeaderBytes + sizeof(float) + detail::packed_bytes(n, 1);
+    case Kind::qsgd:
+      return kHeaderBytes + 4 + sizeof(float) + detail::packed_bytes(n, 1 + level_bits(c.levels));
+  }
+  SGP_ENFORCE(false, "unknown compressor kind {}", static_cast<int>(c.kind));
+}
+
 std::vector<std::uint8_t> encode(const Compressor& c, std::span<const float> v,
                                  std::uint64_t seed) {
   SGP_ENFORCE(!v.empty() && v.size() <= UINT32_MAX, "cannot compress {} values", v.size());

@@ -1,4 +1,5 @@
 // The --compress text of a compressor: parsing and printing.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -66,6 +67,30 @@ std::string compressor_name(const Compressor& c) {
       return fmt::format("qsgd:{}", c.levels);
   }
   return "unknown";
+}
+
+namespace {
+double qsgd_variance(const Compressor& c, std::size_t dim) {
+  const double n = static_cast<double>(dim), levels = c.levels;
+  return std::min(n / (levels * levels), std::sqrt(n) / levels);
+}
+}  // namespace
+
+double copy_scale(const Compressor& c, std::size_t dim) {
+  return c.kind == Kind::qsgd ? 1.0 / (1.0 + qsgd_variance(c, dim)) : 1.0;
+}
+
+double default_consensus_step(const Compressor& c, std::size_t dim) {
+  switch (c.kind) {
+    case Kind::topk:
+    case Kind::randk:
+      return c.ratio;
+    case Kind::sign:
+      return 0.005;
+    case Kind::qsgd:
+      return copy_scale(c, dim);
+  }
+  return c.ratio;
 }
 
 }  // namespace sgp::compress

@@ -70,14 +70,19 @@ std::vector<std::uint32_t> read_gaps(ByteReader& in, std::size_t k, std::size_t 
   return index;
 }
 
+// Each decoder checks everything first; an empty target (check_payload) stops there.
 template <typename T>
-void decode_sparse(const Compressor& c, ByteReader& in, std::span<T> target, double scale) {
-  const std::uint32_t k = read_count(in, c, target.size());
+void decode_sparse(const Compressor& c, ByteReader& in, std::size_t n, std::span<T> target,
+                   double scale) {
+  const std::uint32_t k = read_count(in, c, n);
   const std::uint64_t seed = c.kind == Kind::randk ? in.get<std::uint64_t>() : 0;
   const auto values = read_values(in, k);
-  const auto index = c.kind == Kind::topk ? read_gaps(in, k, target.size())
-                                          : detail::random_indices(seed, target.size(), k);
+  // randk's indices are valid by construction: a check need not draw them.
+  const auto index = c.kind == Kind::topk ? read_gaps(in, k, n)
+                     : target.empty()     ? std::vector<std::uint32_t>{}
+                                          : detail::random_indices(seed, n, k);
   in.finish();
+  if (target.empty()) return;
   for (std::size_t j = 0; j < k; ++j) target[index[j]] += static_cast<T>(scale * values[j]);
 }
 
@@ -90,13 +95,14 @@ float read_scale(ByteReader& in, const char* what) {
 }
 
 template <typename T>
-void decode_sign(ByteReader& in, std::span<T> target, double scale) {
+void decode_sign(ByteReader& in, std::size_t n, std::span<T> target, double scale) {
   const float magnitude = read_scale(in, "scale");
-  const auto bits = in.take(detail::packed_bytes(target.size(), 1));
+  const auto bits = in.take(detail::packed_bytes(n, 1));
   in.finish();
   BitReader check(bits);
-  for (std::size_t k = 0; k < target.size(); ++k) check.get(1);
+  for (std::size_t k = 0; k < n; ++k) check.get(1);
   if (!check.padding_is_zero()) refuse(Refusal::bad_padding, "sign bits past the last value");
+  if (target.empty()) return;
   BitReader signs(bits);
   for (std::size_t k = 0; k < target.size(); ++k) {
     target[k] += static_cast<T>(scale * (signs.get(1) ? -magnitude : magnitude));
@@ -104,17 +110,18 @@ void decode_sign(ByteReader& in, std::span<T> target, double scale) {
 }
 
 template <typename T>
-void decode_qsgd(const Compressor& c, ByteReader& in, std::span<T> target, double scale) {
+void decode_qsgd(const Compressor& c, ByteReader& in, std::size_t n, std::span<T> target,
+                 double scale) {
   const auto levels = in.get<std::uint32_t>();
   if (levels != c.levels) {
     refuse(Refusal::bad_level, fmt::format("{} levels, expected {}", levels, c.levels));
   }
   const float norm = read_scale(in, "norm");
   const int width = std::bit_width(levels);
-  const auto bits = in.take(detail::packed_bytes(target.size(), 1 + width));
+  const auto bits = in.take(detail::packed_bytes(n, 1 + width));
   in.finish();
   BitReader check(bits);
-  for (std::size_t k = 0; k < target.size(); ++k) {
+  for (std::size_t k = 0; k < n; ++k) {
     check.get(1);
     const std::uint32_t level = check.get(width);
     if (level > levels) {
@@ -122,6 +129,7 @@ void decode_qsgd(const Compressor& c, ByteReader& in, std::span<T> target, doubl
     }
   }
   if (!check.padding_is_zero()) refuse(Refusal::bad_padding, "bits past the last value");
+  if (target.empty()) return;
   BitReader fields(bits);
   for (std::size_t k = 0; k < target.size(); ++k) {
     const bool negative = fields.get(1) != 0;
@@ -130,23 +138,36 @@ void decode_qsgd(const Compressor& c, ByteReader& in, std::span<T> target, doubl
   }
 }
 
+// The payload of an n-vector checked, then added to target unless target is empty.
+template <typename T>
+void decode_checked(const Compressor& c, std::span<const std::uint8_t> payload, std::size_t n,
+                    std::span<T> target, double scale) {
+  ByteReader in(payload);
+  read_header(in, c, n);
+  switch (c.kind) {
+    case Kind::topk:
+    case Kind::randk:
+      return decode_sparse(c, in, n, target, scale);
+    case Kind::sign:
+      return decode_sign(in, n, target, scale);
+    case Kind::qsgd:
+      return decode_qsgd(c, in, n, target, scale);
+  }
+  SGP_ENFORCE(false, "unknown compressor kind {}", static_cast<int>(c.kind));
+}
+
 }  // namespace
 
 template <typename T>
 void decode_add(const Compressor& c, std::span<const std::uint8_t> payload, std::span<T> target,
                 double scale) {
-  ByteReader in(payload);
-  read_header(in, c, target.size());
-  switch (c.kind) {
-    case Kind::topk:
-    case Kind::randk:
-      return decode_sparse(c, in, target, scale);
-    case Kind::sign:
-      return decode_sign(in, target, scale);
-    case Kind::qsgd:
-      return decode_qsgd(c, in, target, scale);
-  }
-  SGP_ENFORCE(false, "unknown compressor kind {}", static_cast<int>(c.kind));
+  SGP_ENFORCE(!target.empty(), "decoding into an empty vector");
+  decode_checked(c, payload, target.size(), target, scale);
+}
+
+void check_payload(const Compressor& c, std::span<const std::uint8_t> payload, std::size_t n) {
+  SGP_ENFORCE(n > 0, "checking a payload for an empty vector");
+  decode_checked(c, payload, n, std::span<float>{}, 1.0);
 }
 
 template void decode_add<float>(const Compressor&, std::span<const std::uint8_t>, std::span<float>,

@@ -42,20 +42,26 @@ bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& s,
   return threaded;
 }
 
-void require_compression_applies(gossip::Compression compression, Algorithm algo,
-                                 std::string_view device, std::optional<bool> on_cpu) {
-  if (compression == gossip::Compression::none) return;
-  if (!info(algo).compressible) {
+void require_compression_applies(const TrainConfig& c, std::optional<bool> on_cpu) {
+  if (c.compress == gossip::Compression::none) return;
+  if (!info(c.algo).compressible) {
     throw InputError(fmt::format(
         "--compress {}: {} does not send push-sum rounds of float32 x (allreduce keeps float32 so "
         "its average stays exact; asgp sends float64 running sums); use --compress none",
-        name_of(compression), name_of(algo)));
+        gossip::name_of(c.compress), name_of(c.algo)));
+  }
+  if (c.compress.compressor && (info(c.algo).tracks_gradient || c.global_average_every > 0)) {
+    throw InputError(fmt::format(
+        "--compress {}: compressed gossip is built for push-sum rounds of x alone, not {}; use "
+        "--compress none, fp16 or bf16",
+        gossip::name_of(c.compress),
+        c.global_average_every > 0 ? "--global-average-every" : "gradient tracking"));
   }
   if (on_cpu == false) {
     throw InputError(fmt::format(
-        "--compress {}: 16-bit payloads are converted on the CPU backend only; with --device {} "
-        "use --compress none (or --device cpu)",
-        name_of(compression), device));
+        "--compress {}: payloads are compressed on the CPU backend only; with --device {} use "
+        "--compress none (or --device cpu)",
+        gossip::name_of(c.compress), c.device));
   }
 }
 
@@ -68,7 +74,9 @@ gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
   gc.gossip_every = config.gossip_every;
   gc.timeout = std::chrono::milliseconds(config.timeout_ms);
   gc.running_sums = config.running_sums;
-  gc.compression = config.compress;
+  gc.compression = config.compress.format;
+  gc.compressor = config.compress.compressor;
+  gc.consensus_step = config.consensus_step;
   gc.robust = config.robust;
   gc.sign_flip = config.sign_flip_rank == rank;
   gc.global_average_every = config.global_average_every;
@@ -83,8 +91,7 @@ gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
         "simulation)",
         rank);
   }
-  require_compression_applies(gc.compression, config.algo, config.device,
-                              device == compute::DeviceKind::cpu);
+  require_compression_applies(config, device == compute::DeviceKind::cpu);
   return gc;
 }
 

@@ -266,12 +266,17 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
                  "tracking over synchronous push-sum)",
                  S::peers, true, &C::algo)
       .fix_across_resume();
-  add<gossip::Compression>(
+  add<gossip::PayloadCompression>(
       r, "compress", kPeers,
       "push-sum payloads as float32 (none) or rounded to fp16 / bf16 (half the bytes; the "
-      "sender keeps what rounding took off, so the sum of x is conserved); sgp, osgp, dpsgd, "
-      "exact on the CPU",
+      "sender keeps what rounding took off, so the sum of x is conserved); or compressed "
+      "differences to public copies with error feedback (topk:R, randk:R, sign, qsgd:L; "
+      "docs/compression.md); sgp, osgp, dpsgd, exact on the CPU",
       S::peers, true, &C::compress);
+  add<double>(r, "consensus_step", kPeers,
+              "--compress topk|randk|sign|qsgd: the consensus step gamma; 0: the compressor's "
+              "default (R for topk and randk, 0.005 for sign, 1 / (1 + omega) for qsgd)",
+              S::peers, true, &C::consensus_step, between(0, 1));
   add<gossip::Robust>(
       r, "robust", kPeers,
       "defence against an in-neighbour pushing poisoned models: none (suspects are still named "
@@ -491,7 +496,7 @@ void validate(const TrainConfig& c) {
         "fails is excluded and may rejoin with sgp peer --join",
         c.resume ? "--resume" : "--checkpoint-every", name_of(c.algo)));
   }
-  require_compression_applies(c.compress, c.algo, c.device, std::nullopt);
+  require_compression_applies(c, std::nullopt);
   if (!c.monitor.empty()) Endpoint::parse(c.monitor, "--monitor");
   if (c.resume && c.overwrite) {
     throw InputError("--resume and --overwrite: give one (continue the run, or replace it)");

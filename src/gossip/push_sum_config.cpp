@@ -41,6 +41,22 @@ std::span<const NamedValue<Robust>> names(Robust) {
   return table;
 }
 
+PayloadCompression parse_payload_compression(std::string_view text, std::string_view flag) {
+  for (const auto& named : names(Compression{})) {
+    if (text == named.name) return PayloadCompression(named.value);
+  }
+  const auto kind = text.substr(0, text.find(':'));
+  if (kind != "topk" && kind != "randk" && kind != "sign" && kind != "qsgd") {
+    throw InputError(fmt::format(
+        "{} '{}' is not one of none, fp16, bf16, topk:R, randk:R, sign, qsgd:L", flag, text));
+  }
+  return PayloadCompression(compress::parse_compressor(text, flag));
+}
+
+std::string name_of(const PayloadCompression& c) {
+  return c.compressor ? compress::compressor_name(*c.compressor) : std::string(name_of(c.format));
+}
+
 std::uint16_t wire_dtype(Compression compression) {
   switch (compression) {
     case Compression::fp16:

@@ -68,6 +68,8 @@ std::string_view reject_cause_name(RejectCause cause) {
       return "not_entitled";
     case RejectCause::unknown_base:
       return "unknown_base";
+    case RejectCause::bad_payload:
+      return "bad_payload";
   }
   return "unknown";
 }
@@ -140,7 +142,7 @@ std::optional<WireHeader> parse_header(std::span<const std::byte> head) {
   }
   WireHeader h;
   h.dtype = get<std::uint16_t>(head, 6);
-  if (h.dtype < kDtypeFloat32 || h.dtype > kDtypeFloat32Delta) return std::nullopt;
+  if (h.dtype < kDtypeFloat32 || h.dtype > kDtypeCompressed) return std::nullopt;
   h.sender = get<std::int32_t>(head, 8);
   h.chunk = get<std::uint32_t>(head, 12);
   h.round = get<std::int64_t>(head, 16);
@@ -167,17 +169,26 @@ namespace {
 bool plausible_weight(const WireHeader& h, int num_peers, WeightBound bound) {
   if (!std::isfinite(h.weight)) return false;
   if (carries_epoch(h.dtype) || bound == WeightBound::finite) return h.weight >= 0.0;
+  // dtype 7 goes to out-neighbours of other phases too, with coefficient 0 (copy only).
+  const bool coefficient_ok =
+      h.dtype == kDtypeCompressed ? h.coefficient >= 0.0 : h.coefficient > 0.0;
   return h.weight > 0.0 && h.weight <= static_cast<double>(num_peers) * (1.0 + 1e-9) &&
-         std::isfinite(h.coefficient) && h.coefficient > 0.0 && h.coefficient <= 1.0;
+         std::isfinite(h.coefficient) && coefficient_ok && h.coefficient <= 1.0;
 }
 
 // Why a well-formed header does not fit this receiver, or nothing.
 std::optional<RejectCause> field_problem(const WireHeader& h, const transport::Message& message,
                                          std::size_t payload_bytes, const Chunking& chunking,
                                          int num_peers, int self, WeightBound bound) {
-  if (h.total != chunking.total || h.chunk >= chunking.chunks() ||
-      h.offset != chunking.offset(h.chunk) || h.count != chunking.size(h.chunk) ||
-      payload_bytes != h.count * element_bytes(h.dtype)) {
+  if (h.dtype == kDtypeCompressed) {
+    // One chunk of any length: the compress decoder checks the payload's own lengths.
+    if (h.total != chunking.total || h.chunk != 0 || h.offset != 0 || h.count != payload_bytes ||
+        payload_bytes == 0) {
+      return RejectCause::bad_size;
+    }
+  } else if (h.total != chunking.total || h.chunk >= chunking.chunks() ||
+             h.offset != chunking.offset(h.chunk) || h.count != chunking.size(h.chunk) ||
+             payload_bytes != h.count * element_bytes(h.dtype)) {
     return RejectCause::bad_size;
   }
   if (h.sender < 0 || h.sender >= num_peers || h.sender == self) {
@@ -212,7 +223,8 @@ std::optional<RejectCause> payload_problem(std::span<const std::byte> payload, s
   for (std::size_t at = 0; at < payload.size(); at += kBlock) {
     const auto block = payload.subspan(at, std::min(kBlock, payload.size() - at));
     XXH3_64bits_update(state.get(), block.data(), block.size());
-    finite = finite && all_finite(block, dtype);
+    // dtype 7: bytes, not values (the compress decoder checks each value it reads).
+    finite = finite && (dtype == kDtypeCompressed || all_finite(block, dtype));
   }
   if (XXH3_64bits_digest(state.get()) != hash) return RejectCause::payload_checksum;
   if (!finite) return RejectCause::non_finite;

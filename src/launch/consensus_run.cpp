@@ -168,7 +168,9 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
   config.tau = c.tau;
   config.timeout = std::chrono::milliseconds(c.timeout_ms);
   config.running_sums = c.running_sums;
-  config.compression = c.compress;
+  config.compression = c.compress.format;
+  config.compressor = c.compress.compressor;
+  config.consensus_step = c.consensus_step;
   const auto engine_ptr =
       gossip::make_mixer(*backend, schedule, *transport.active(), x.data(), o.dim, config);
   gossip::Mixer& engine = *engine_ptr;

@@ -1,5 +1,6 @@
 #include "sgp/peer/peer_runner.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <csignal>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "sgp/compress/compressor.hpp"
 #include "sgp/compute/device.hpp"
 #include "sgp/config/algorithm.hpp"
 #include "sgp/config/engine_settings.hpp"
@@ -139,9 +141,13 @@ PeerTransport open_peer_transport(const config::TrainConfig& config,
   PeerTransport out;
   // gt mixes [x; y]: twice the parameters per round.
   const std::size_t mixed = optim::state_layout(config, parameters).mixed;
-  out.zmq = gossip::open_zmq_transport(
-      mixing, rank, gossip::Chunking(mixed, gossip::PushSumConfig{}.chunk_elements), secure, zmq,
-      mode, config.global_average_every > 0);
+  std::uint64_t chunk = gossip::PushSumConfig{}.chunk_elements;
+  if (const auto& c = config.compress.compressor) {
+    // A compressed difference is one frame (compressed_push_sum.hpp): admit the largest.
+    chunk = std::max<std::uint64_t>(chunk, (compress::max_payload_bytes(*c, mixed) + 3) / 4);
+  }
+  out.zmq = gossip::open_zmq_transport(mixing, rank, gossip::Chunking(mixed, chunk), secure, zmq,
+                                       mode, config.global_average_every > 0);
   if (const auto faults = transport::parse_fault_spec(config.inject); faults.any()) {
     out.faulty =
         std::make_unique<transport::FaultyTransport>(*out.zmq, faults, gossip::is_control_header);

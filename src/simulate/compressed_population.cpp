@@ -10,27 +10,7 @@
 
 namespace sgp::simulate {
 
-double qsgd_variance(const compress::Compressor& c, std::size_t dim) {
-  const double n = static_cast<double>(dim), levels = c.levels;
-  return std::min(n / (levels * levels), std::sqrt(n) / levels);
-}
-
-double copy_scale(const compress::Compressor& c, std::size_t dim) {
-  return c.kind == compress::Kind::qsgd ? 1.0 / (1.0 + qsgd_variance(c, dim)) : 1.0;
-}
-
-double default_consensus_step(const compress::Compressor& c, std::size_t dim) {
-  switch (c.kind) {
-    case compress::Kind::topk:
-    case compress::Kind::randk:
-      return c.ratio;
-    case compress::Kind::sign:
-      return 0.005;
-    case compress::Kind::qsgd:
-      return copy_scale(c, dim);
-  }
-  return c.ratio;
-}
+using compress::copy_scale;
 
 CompressedPopulation::CompressedPopulation(topology::Schedule schedule, std::size_t dim,
                                            compress::Compressor c, double gamma, std::uint64_t seed,

@@ -534,7 +534,7 @@ void require_valid_compression(const SimulationOptions& o) {
 
 double consensus_step(const SimulationOptions& o) {
   if (o.consensus_step > 0.0) return o.consensus_step;
-  return default_consensus_step(*o.compressor, o.dim);
+  return compress::default_consensus_step(*o.compressor, o.dim);
 }
 
 void require_valid_optimizer(const SimulationOptions& o) {

@@ -3,20 +3,23 @@
 //
 // Input layout: byte 0 picks the mode and the authenticated rank; then frames. Mode bit 0x80
 // set: the header is re-encoded with valid magic, version and hash from the input's fields
-// (payload hash too when bit 0x40 is set), so the fuzzer also reaches the checks behind the
-// hashes; otherwise the bytes go to the decoder as they are. Mode bit 0x20 (without 0x80): frame
-// 0 is re-encoded as a valid control notice (asgp's membership and pace notices) from the input's
-// fields instead. A message whose first frame carries the control magic goes to decode_control
-// and then, as it arrives from the rank the mode's low bits authenticate, to an asgp engine
-// (rank 1 of four on a one-peer exponential schedule), whose rules on who may exclude, admit,
-// leave or hand over mass it exercises; every other message goes to decode_message. Frames:
-// byte 1 is the frame count (0..3); each frame but the last is preceded by a one-byte length;
-// the last takes the rest.
+// (payload hash too when bit 0x40 is set; dtype 7, a compressed difference, when bit 0x10 is
+// set), so the fuzzer also reaches the checks behind the hashes; otherwise the bytes go to the
+// decoder as they are. Mode bit 0x20 (without 0x80): frame 0 is re-encoded as a valid control
+// notice (asgp's membership and pace notices) from the input's fields instead. A message whose
+// first frame carries the control magic goes to decode_control and then, as it arrives from the
+// rank the mode's low bits authenticate, to an asgp engine (rank 1 of four on a one-peer
+// exponential schedule), whose rules on who may exclude, admit, leave or hand over mass it
+// exercises; every other message goes to decode_message. Frames: byte 1 is the frame count (0..3);
+// each frame but the last is preceded by a one-byte length; the last takes the rest. A message of
+// dtype 7 that decode_message accepts goes on to the compress decoder's checks and, if they pass,
+// to decode_add (topk:0.25 of 16 values, as CompressedPushSum receives it).
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "fuzz_target.hpp"
+#include "sgp/compress/compressor.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/control_message.hpp"
@@ -54,7 +57,8 @@ std::vector<std::vector<std::byte>> split_frames(std::span<const std::uint8_t> i
 }
 
 // Rebuilds frame 0 as a valid header carrying the fields the input's frame 0 holds.
-void reencode_header(std::vector<std::vector<std::byte>>& frames, bool hash_payload) {
+void reencode_header(std::vector<std::vector<std::byte>>& frames, bool hash_payload,
+                     bool compressed) {
   if (frames.empty()) return;
   auto& head = frames[0];
   head.resize(sgp::gossip::kHeaderBytes);
@@ -71,6 +75,7 @@ void reencode_header(std::vector<std::vector<std::byte>>& frames, bool hash_payl
   field(48, h.offset);
   field(56, h.count);
   field(64, h.payload_hash);
+  if (compressed) h.dtype = sgp::gossip::kDtypeCompressed;
   if (hash_payload && frames.size() > 1) h.payload_hash = sgp::gossip::payload_hash(frames[1]);
   const auto encoded = sgp::gossip::encode_header(h);
   head.assign(encoded.begin(), encoded.end());
@@ -110,6 +115,22 @@ void drive_engine(const sgp::transport::Message& message) {
   engine.idle(std::chrono::milliseconds(0));
 }
 
+// A dtype-6 message as CompressedPushSum takes it: frames and fields, then the payload's own
+// checks, then the copy update.
+void decode_compressed(sgp::transport::Message message, const sgp::gossip::Chunking& chunking) {
+  auto result = sgp::gossip::decode_message(std::move(message), chunking, kPeers, kSelf,
+                                            sgp::gossip::kDtypeCompressed);
+  const auto* decoded = std::get_if<sgp::gossip::DecodedMessage>(&result);
+  if (decoded == nullptr) return;
+  sgp::compress::Compressor topk;
+  topk.ratio = 0.25;
+  const std::span<const std::uint8_t> payload(
+      reinterpret_cast<const std::uint8_t*>(decoded->payload.data()), decoded->payload.size());
+  sgp::compress::check_payload(topk, payload, chunking.total);  // PayloadError: a refusal
+  std::vector<float> copy(chunking.total, 0.0f);
+  sgp::compress::decode_add(topk, payload, std::span<float>(copy));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -119,7 +140,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto frames =
         std::make_shared<std::vector<std::vector<std::byte>>>(split_frames(in.subspan(1)));
     if (mode & 0x80) {
-      reencode_header(*frames, (mode & 0x40) != 0);
+      reencode_header(*frames, (mode & 0x40) != 0, (mode & 0x10) != 0);
     } else if (mode & 0x20) {
       reencode_control(*frames);
     }
@@ -140,6 +161,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     // 16 floats in chunks of 5: 4 chunks, the last one 1 float.
     const sgp::gossip::Chunking chunking(16, 5);
+    if ((mode & 0x90) == 0x90) {
+      decode_compressed(std::move(message), chunking);
+      return;
+    }
     auto result = sgp::gossip::decode_message(std::move(message), chunking, kPeers, kSelf);
     if (const auto* decoded = std::get_if<sgp::gossip::DecodedMessage>(&result)) {
       // What the engine then reads: every payload float must be inside the frame.

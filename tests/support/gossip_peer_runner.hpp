@@ -1,6 +1,7 @@
 #pragma once
-// Runs N push-sum peers as threads of this process, one engine each, over transports the test
-// made (in-process or ZeroMQ), and checks the consensus they reach.
+// Runs N push-sum peers as threads of this process, one engine each (gossip::make_mixer's for the
+// config), over transports the test made (in-process or ZeroMQ), and checks the consensus they
+// reach.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,13 +12,13 @@
 #include "gossip_test_support.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/compute/device_buffer.hpp"
-#include "sgp/gossip/push_sum_engine.hpp"
+#include "sgp/gossip/mixer.hpp"
 #include "sgp/transport/inproc_transport.hpp"
 
 namespace sgp::testing {
 
 struct PeerResult {
-  std::vector<float> z;
+  std::vector<float> x, z;
   std::vector<double> w_after_round;
   double final_weight = 0;
   gossip::PushSumMetrics metrics;
@@ -47,13 +48,12 @@ inline std::vector<PeerResult> run_peers(const topology::Schedule& s,
       // metrics of an engine that failed can still be read.
       std::unique_ptr<compute::Backend> backend;
       compute::DeviceBuffer<float> x;
-      std::unique_ptr<gossip::PushSumEngine> engine_owner;
+      std::unique_ptr<gossip::Mixer> engine_owner;
       try {
         backend = make_backend ? make_backend() : std::make_unique<compute::CpuBackend>(1);
         x = compute::DeviceBuffer<float>(*backend,
                                          std::span<const float>(initial_vector(rank, n, dim)));
-        engine_owner = std::make_unique<gossip::PushSumEngine>(*backend, s, *transports[rank],
-                                                               x.data(), dim, cfg);
+        engine_owner = gossip::make_mixer(*backend, s, *transports[rank], x.data(), dim, cfg);
         auto& engine = *engine_owner;
         for (int k = 0; k < rounds; ++k) {
           engine.step(k);
@@ -64,6 +64,7 @@ inline std::vector<PeerResult> run_peers(const topology::Schedule& s,
         compute::DeviceBuffer<float> z(*backend, dim);
         engine.debias(z.data());
         out.z = z.to_host();
+        out.x = x.to_host();
         out.final_weight = engine.weight();
         out.metrics = engine.metrics();
       } catch (const std::exception& e) {

@@ -36,6 +36,7 @@ struct Compressor {
   Kind kind = Kind::topk;
   double ratio = 0.01;       // topk, randk: the fraction of the coordinates sent, in (0, 1]
   std::uint32_t levels = 0;  // qsgd: L, 1 .. kMaxLevels
+  friend bool operator==(const Compressor&, const Compressor&) = default;
 };
 
 inline constexpr std::uint32_t kMaxLevels = 32767;
@@ -48,6 +49,10 @@ std::string compressor_name(const Compressor& c);
 
 // topk, randk: how many coordinates of an n-vector are sent: ceil(R n), at least 1, at most n.
 std::size_t coordinates_sent(const Compressor& c, std::size_t n);
+
+// The largest payload encode() can make for an n-vector (topk: every index gap as a 5-byte
+// varint), for receive limits.
+std::size_t max_payload_bytes(const Compressor& c, std::size_t n);
 
 // The payload of v (n = v.size() < 2^32, every value finite, and for qsgd ||v||_2 within
 // float32: InvariantError otherwise). `seed`
@@ -85,10 +90,25 @@ template <typename T>
 void decode_add(const Compressor& c, std::span<const std::uint8_t> payload, std::span<T> target,
                 double scale = 1.0);
 
+// decode_add's checks alone, for a vector of n values: PayloadError when decode_add would refuse
+// `payload`, nothing otherwise (a receiver checks before it accepts what it applies later).
+void check_payload(const Compressor& c, std::span<const std::uint8_t> payload, std::size_t n);
+
 // Error feedback: encodes meant = v + residual (float32) and leaves in `residual` what was not
 // sent, meant - decode(payload). topk and randk send a coordinate whole or not at all, so
 // residual + sent == meant bit for bit; sign and qsgd round meant - sent to float32 once.
 std::vector<std::uint8_t> encode_with_feedback(const Compressor& c, std::span<const float> v,
                                                std::span<float> residual, std::uint64_t seed);
+
+// CHOCO-style gossip (public copies updated by compressed differences; docs/compression.md):
+// what decode(q) is multiplied by before it is added to a copy: 1, and for qsgd (unbiased,
+// variance omega ||v||^2 with omega = min(n / L^2, sqrt(n) / L), Alistarh et al.) 1 / (1 +
+// omega), which makes it contract as error feedback needs (CHOCO's scaling).
+double copy_scale(const Compressor& c, std::size_t dim);
+
+// The consensus step gamma when none is given: R for topk and randk (their contraction
+// ||v - C(v)||^2 <= (1 - R) ||v||^2), 1 / (1 + omega) for qsgd (the same for its scaled form),
+// and 0.005 for sign (what converged on a directed ring, docs/simulation.md).
+double default_consensus_step(const Compressor& c, std::size_t dim);
 
 }  // namespace sgp::compress

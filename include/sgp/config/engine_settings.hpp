@@ -25,11 +25,11 @@ gossip::Security security(const TrainConfig& config);
 bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& schedule, int rank);
 
 // The one statement of where --compress applies: to an algorithm that sends push-sum rounds of
-// float32 x (the algorithm table's compressible column), with the payloads on the CPU backend.
-// InputError saying which is missing. `on_cpu`: whether the backend is the CPU's (`device` is
-// the --device given, for the message), or nullopt while --device auto is unresolved.
-void require_compression_applies(gossip::Compression compression, Algorithm algo,
-                                 std::string_view device, std::optional<bool> on_cpu);
+// float32 x (the algorithm table's compressible column; a compressor also needs rounds of x
+// alone: no gradient tracking, no --global-average-every), with the payloads on the CPU backend.
+// InputError saying which is missing. `on_cpu`: whether the backend is the CPU's (config.device
+// is the --device given, for the message), or nullopt while --device auto is unresolved.
+void require_compression_applies(const TrainConfig& config, std::optional<bool> on_cpu);
 
 // The engine settings of peer `rank` with these settings whose parameters live on `device`.
 // InputError for --compress, --robust or --sign-flip-rank off the CPU backend.

@@ -178,6 +178,25 @@ struct Codec<std::optional<T>> {
   }
 };
 
+// --compress: a 16-bit format or a compressor with its parameter ("topk:0.01").
+template <>
+struct Codec<gossip::PayloadCompression> {
+  static std::string hint() { return "none|fp16|bf16|topk:R|randk:R|sign|qsgd:L"; }
+  static gossip::PayloadCompression from_text(std::string_view text) {
+    try {
+      return gossip::parse_payload_compression(trim(text), "");
+    } catch (const InputError& e) {
+      throw SettingError(std::string(trim(e.what())));
+    }
+  }
+  static gossip::PayloadCompression from_json(const json& j) {
+    if (!j.is_string()) throw SettingError(fmt::format("expected a string, got {}", j.dump()));
+    return from_text(j.get<std::string>());
+  }
+  static json to_json(const gossip::PayloadCompression& v) { return gossip::name_of(v); }
+  static std::string to_text(const gossip::PayloadCompression& v) { return gossip::name_of(v); }
+};
+
 // Lists: comma-separated on the command line, arrays in JSON.
 template <class T>
 struct Codec<std::vector<T>> {

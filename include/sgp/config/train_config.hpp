@@ -58,7 +58,9 @@ struct TrainConfig {
   Algorithm algo = Algorithm::sgp;
   int tau = 1;                       // osgp: staleness bound in rounds
   std::string comm_thread = "auto";  // osgp: on | off | auto (the engine's comm_thread)
-  gossip::Compression compress = gossip::Compression::none;  // push-sum payloads as 16 bits
+  // 16-bit payloads, or compressed differences with a consensus step gamma (0: the default)
+  gossip::PayloadCompression compress;
+  double consensus_step = 0.0;
   gossip::Robust robust = gossip::Robust::none;  // clip in-neighbours' models (ClippedGossip)
   int gossip_every = 1;                          // H: gossip once every H iterations
   int global_average_every = 0;  // > 0: every this many iterations an exact average (Gossip-PGA)

@@ -90,8 +90,8 @@ class Mixer {
 };
 
 // The engine for config.mode: AsyncPushSum for async, RingAllReduce for allreduce (over the
-// schedule's ranks, ignoring its edges), PeriodicAverage with config.global_average_every > 0,
-// PushSumEngine otherwise.
+// schedule's ranks, ignoring its edges), CompressedPushSum with config.compressor,
+// PeriodicAverage with config.global_average_every > 0, PushSumEngine otherwise.
 std::unique_ptr<Mixer> make_mixer(compute::Backend& backend, const topology::Schedule& schedule,
                                   transport::Transport& transport, float* x, std::size_t n,
                                   const PushSumConfig& config);

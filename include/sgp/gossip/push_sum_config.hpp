@@ -3,9 +3,13 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "sgp/compress/compressor.hpp"
 #include "sgp/named_values.hpp"
 
 #include "sgp/gossip/wire_format.hpp"
@@ -30,6 +34,23 @@ enum class Compression { none, fp16, bf16 };
 std::span<const NamedValue<Compression>> names(Compression);
 // The wire dtype of a push-sum message with this compression (wire_format.hpp).
 std::uint16_t wire_dtype(Compression compression);
+
+// The --compress setting: none, a 16-bit format (PushSumEngine), or a compressor of differences
+// to public copies (CompressedPushSum). Compares equal to a Compression only without a compressor.
+struct PayloadCompression {
+  PayloadCompression(Compression f = Compression::none) : format(f) {}  // NOLINT: implicit
+  explicit PayloadCompression(compress::Compressor c) : compressor(c) {}
+  Compression format = Compression::none;
+  std::optional<compress::Compressor> compressor;
+  friend bool operator==(const PayloadCompression&, const PayloadCompression&) = default;
+  bool operator==(Compression c) const { return !compressor && format == c; }
+};
+// "none" | "fp16" | "bf16" | "topk:R" | "randk:R" | "sign" | "qsgd:L"; InputError naming `flag`
+// and what was expected otherwise.
+PayloadCompression parse_payload_compression(std::string_view text, std::string_view flag);
+// The text parse_payload_compression reads back. (The enums' name_of stays visible in gossip.)
+using sgp::name_of;
+std::string name_of(const PayloadCompression& c);
 
 std::span<const NamedValue<Mode>> names(Mode);
 
@@ -82,6 +103,11 @@ struct PushSumConfig {
   // Sync and overlap modes: x travels rounded to 16 bits (wire dtypes 4, 5); the sender keeps
   // what the rounding took off. CPU backend only.
   Compression compression = Compression::none;
+  // Sync and overlap modes: compressed differences to public copies with error feedback
+  // (CompressedPushSum, wire dtype 7; compression stays none). CPU backend only.
+  std::optional<compress::Compressor> compressor;
+  // The consensus step gamma of compressed gossip in (0, 1]; 0: compress::default_consensus_step.
+  double consensus_step = 0.0;
   // Sync mode on the CPU: clip each in-neighbour's contribution (ClippedGossip, NeighbourWatch).
   Robust robust = Robust::none;
   // > 0: every this many iterations the round is the ring allreduce's exact average of z instead

@@ -10,7 +10,7 @@
 //        4    2  version          1
 //        6    2  dtype            1 = float32, 2 = float64 running total, 3 = ring allreduce
 //                                 float32, 4 = float16, 5 = bfloat16, 6 = float32 delta of a
-//                                 running total (see below)
+//                                 running total, 7 = compressed difference (see below)
 //        8    4  sender           int32, the sender's rank
 //       12    4  chunk            uint32, index of this chunk
 //       16    8  round            int64, the gossip round the message belongs to
@@ -48,6 +48,14 @@
 // sender keeps exactly what the receivers do not get: x_kept = x - (1 - p_ii) * decompress(payload)
 // (the rounding error stays with it), so the sum of x over the peers is conserved up to the
 // float32 rounding of that subtraction and of the receivers' axpy.
+//
+// dtype 7 (--compress topk:R | randk:R | sign | qsgd:L, compressed_push_sum.hpp): the payload
+// is q = C(x - xhat), the sender's compressed difference to its public copy, in the byte format
+// of compress/compressor.hpp; one chunk (0) per message, total = the vector's elements, offset 0,
+// count = the payload's bytes. Each round goes to every out-neighbour of the period (its copy
+// must follow); coefficient is the round's p_ji, 0 where the edge is not active in the round
+// (the receiver then only updates its copy). The compress decoder checks the payload itself
+// before anything is applied (bad_payload).
 //
 // dtype 3 (ring allreduce, the allreduce algorithm): float32 elements offset .. offset+count-1
 // of the vector at step `step` (offset 32) of the ring: steps 0 .. N-2 carry partial sums
@@ -88,6 +96,7 @@ inline constexpr std::uint16_t kDtypeFloat16 = 4;       // per-round push of x a
 inline constexpr std::uint16_t kDtypeBfloat16 = 5;      // per-round push of x as bfloat16
 inline constexpr std::uint16_t kDtypeFloat32Delta = 6;  // running total less its base, float32
 inline constexpr std::int64_t kDeltaWindowRounds = 16;  // dtype 6: a new base every window
+inline constexpr std::uint16_t kDtypeCompressed = 7;    // compressed difference to a public copy
 inline constexpr std::size_t kHeaderBytes = 80;
 
 struct WireHeader {
@@ -149,8 +158,9 @@ enum class RejectCause : int {
   not_entitled,       // a control notice its sender may not send (about another rank, an
                       // exclusion by a peer that does not observe the subject, ...)
   unknown_base,       // a float32 delta (dtype 6) whose base total the receiver does not hold
+  bad_payload,        // dtype 7: the compress decoder refused the payload (compress::Refusal)
 };
-inline constexpr int kNumRejectCauses = 20;
+inline constexpr int kNumRejectCauses = 21;
 std::string_view reject_cause_name(RejectCause cause);
 
 // The header bytes for `header` (magic, version and header hash filled in).
@@ -203,6 +213,8 @@ constexpr std::size_t element_bytes(std::uint16_t dtype) {
     case kDtypeFloat16:
     case kDtypeBfloat16:
       return 2;
+    case kDtypeCompressed:
+      return 1;  // count is the payload's bytes
     default:
       return sizeof(float);
   }

@@ -24,16 +24,8 @@
 
 namespace sgp::simulate {
 
-// What decode(q_i) is multiplied by before it is added to the copies: 1, and for qsgd (unbiased,
-// variance omega ||v||^2 with omega = min(n / L^2, sqrt(n) / L), Alistarh et al.) 1 / (1 +
-// omega), which makes it contract as error feedback needs (CHOCO's scaling).
-double copy_scale(const compress::Compressor& c, std::size_t dim);
-
-// The consensus step gamma when --consensus-step is not given: R for topk and randk (their
-// contraction ||v - C(v)||^2 <= (1 - R) ||v||^2), 1 / (1 + omega) for qsgd (the same for its
-// scaled form), and 0.005 for sign (what converged on a directed ring, docs/simulation.md).
-double default_consensus_step(const compress::Compressor& c, std::size_t dim);
-
+// The copies' scale and the default consensus step: compress::copy_scale,
+// compress::default_consensus_step (compressor.hpp).
 class CompressedPopulation {
  public:
   // Every x and copy starts at zero, every w at 1. gamma in (0, 1]; `seed` seeds the
