@@ -222,7 +222,8 @@ TEST_CASE("sgp consensus: bad flags and files are input errors naming them") {
              {"--algo osgp --mode async", "--mode async contradicts --algo osgp"},
              {"--mode async --compress fp16", "--compress fp16: asgp does not send push-sum"},
              {"--algo allreduce --compress bf16", "--compress bf16: allreduce does not send"},
-             {"--compress fp16 --device auto", "payloads are compressed on the CPU backend only"}}) {
+             {"--compress fp16 --device auto",
+              "payloads are compressed on the CPU backend only"}}) {
       const auto r = run_sgp("consensus --local " + flags + " --topology " + topology.string() +
                              " --run-dir " + (dir / "run").string());
       INFO(flags, r.output);

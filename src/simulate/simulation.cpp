@@ -372,50 +372,82 @@ Setup set_up(PeerPool& pool, Population& population, const SimulationOptions& o)
   return s;
 }
 
+// What run_sync and run_async hold around their rounds: the problem, the recorder, the
+// membership changes and the optimizer's steps (on the quadratic workload).
+template <typename T, typename Population>
+struct SteppedRun {
+  Setup setup;
+  Recorder recorder;
+  MembershipChanges changes;
+  std::optional<Steps<T, Population>> steps;
+
+  SteppedRun(const topology::Schedule& schedule, const SimulationOptions& o, PeerPool& pool,
+             Population& population, bool asynchronous,
+             const std::function<void(const RoundRecord&)>& on_record)
+      : setup(set_up<T>(pool, population, o)),
+        recorder(schedule, o, std::move(setup.target),
+                 setup.problem ? setup.problem->mean_curvature() : 0.0, on_record),
+        changes(schedule, o) {
+    if (setup.problem) steps.emplace(pool, population, o, *setup.problem, asynchronous);
+  }
+  QuadraticProblem* problem() const { return setup.problem.get(); }
+
+  // Round 0: the changes due then (nothing is in flight yet), the steps' start, the first record.
+  void start(PeerPool& pool, Population& population) {
+    changes.apply_due(0, population, recorder, problem());
+    if (steps) steps->start(recorder.live());
+    recorder.measure(pool, 0, population.data(), population.weights());
+  }
+};
+
+// A result that knows its set-up: the time it took (from setup_start) and the state's bytes.
+SimulationResult set_up_result(Clock::time_point setup_start, const topology::Schedule& schedule,
+                               const SimulationOptions& o) {
+  SimulationResult result;
+  result.setup_time_s = seconds_since(setup_start);
+  result.state_bytes = state_bytes(schedule, o);
+  return result;
+}
+
+// The rounds' wall time (from start) and what the recorder ends with.
+void finish(SimulationResult& result, const Recorder& recorder, Clock::time_point start) {
+  result.wall_time_s = seconds_since(start);
+  result.final_record = recorder.last();
+  result.target = recorder.target();
+  result.contraction = recorder.contraction();
+  if (!result.diverged_at) result.diverged_at = recorder.diverged();
+}
+
 SimulationResult run_sync(const topology::Schedule& schedule, const SimulationOptions& o,
                           const std::function<void(const RoundRecord&)>& on_record) {
   const auto setup_start = Clock::now();
   PeerPool pool(o.threads);
   SyncPopulation population(schedule, row_width(o), pool);
-  Setup setup = set_up<float>(pool, population, o);
-  QuadraticProblem* problem = setup.problem.get();
-  Recorder recorder(schedule, o, std::move(setup.target), problem ? problem->mean_curvature() : 0.0,
-                    on_record);
-  MembershipChanges changes(schedule, o);
-  std::optional<Steps<float, SyncPopulation>> steps;
-  if (problem) steps.emplace(pool, population, o, *problem, false);
-  SimulationResult result;
-  result.setup_time_s = seconds_since(setup_start);
-  result.state_bytes = state_bytes(schedule, o);
+  SteppedRun<float, SyncPopulation> run(schedule, o, pool, population, false, on_record);
+  SimulationResult result = set_up_result(setup_start, schedule, o);
   const auto start = Clock::now();
   Progress progress(o.rounds);
-  changes.apply_due(0, population, recorder, problem);
-  if (steps) steps->start(recorder.live());
-  recorder.measure(pool, 0, population.data(), population.weights());
+  run.start(pool, population);
   for (std::int64_t r = 0; r < o.rounds; ++r) {
     // SGP's round: the step (gradient at z = x / w, applied to x), then the mixing.
-    if (steps) steps->step(r, recorder.live());
+    if (run.steps) run.steps->step(r, run.recorder.live());
     if (o.optimizer.exact_round(r)) {
-      const auto& live = recorder.live();
-      population.restart_at(live, steps->optimizer().outer_step(population.mean_z(live)));
-      recorder.sent(allreduce_bytes(live, row_width(o)));
+      const auto& live = run.recorder.live();
+      population.restart_at(live, run.steps->optimizer().outer_step(population.mean_z(live)));
+      run.recorder.sent(allreduce_bytes(live, row_width(o)));
     } else {
       population.mix(r);
-      recorder.sent(push_bytes(population.schedule(), r, row_width(o)));
+      run.recorder.sent(push_bytes(population.schedule(), r, row_width(o)));
     }
-    if (steps) steps->after_mixing(r, recorder.live());
-    changes.apply_due(r + 1, population, recorder, problem);
-    if (recorder.wanted(r + 1)) {
-      recorder.measure(pool, r + 1, population.data(), population.weights());
+    if (run.steps) run.steps->after_mixing(r, run.recorder.live());
+    run.changes.apply_due(r + 1, population, run.recorder, run.problem());
+    if (run.recorder.wanted(r + 1)) {
+      run.recorder.measure(pool, r + 1, population.data(), population.weights());
     }
-    if (recorder.diverged()) break;
+    if (run.recorder.diverged()) break;
     progress.after(r + 1);
   }
-  result.wall_time_s = seconds_since(start);
-  result.final_record = recorder.last();
-  result.target = recorder.target();
-  result.contraction = recorder.contraction();
-  result.diverged_at = recorder.diverged();
+  finish(result, run.recorder, start);
   return result;
 }
 
@@ -427,9 +459,7 @@ SimulationResult run_compressed(const topology::Schedule& schedule, const Simula
   CompressedPopulation population(schedule, o.dim, *o.compressor, consensus_step(o), o.seed, pool);
   Setup setup = set_up<double>(pool, population, o);
   Recorder recorder(schedule, o, std::move(setup.target), 0.0, on_record);
-  SimulationResult result;
-  result.setup_time_s = seconds_since(setup_start);
-  result.state_bytes = state_bytes(schedule, o);
+  SimulationResult result = set_up_result(setup_start, schedule, o);
   const auto start = Clock::now();
   Progress progress(o.rounds);
   recorder.measure(pool, 0, population.data(), population.weights());
@@ -444,10 +474,7 @@ SimulationResult run_compressed(const topology::Schedule& schedule, const Simula
     }
     progress.after(r + 1);
   }
-  result.wall_time_s = seconds_since(start);
-  result.final_record = recorder.last();
-  result.target = recorder.target();
-  result.contraction = recorder.contraction();
+  finish(result, recorder, start);
   return result;
 }
 
@@ -456,47 +483,34 @@ SimulationResult run_async(const topology::Schedule& schedule, const SimulationO
   const auto setup_start = Clock::now();
   PeerPool pool(o.threads);
   AsyncPopulation population(schedule, row_width(o), o.running_sums, o.faults, pool);
-  Setup setup = set_up<double>(pool, population, o);
-  QuadraticProblem* problem = setup.problem.get();
-  Recorder recorder(schedule, o, std::move(setup.target), problem ? problem->mean_curvature() : 0.0,
-                    on_record);
-  MembershipChanges changes(schedule, o);
-  std::optional<Steps<double, AsyncPopulation>> steps;
-  if (problem) steps.emplace(pool, population, o, *problem, true);
-  SimulationResult result;
-  result.setup_time_s = seconds_since(setup_start);
-  result.state_bytes = state_bytes(schedule, o);
+  SteppedRun<double, AsyncPopulation> run(schedule, o, pool, population, true, on_record);
+  SimulationResult result = set_up_result(setup_start, schedule, o);
   const auto start = Clock::now();
   Progress progress(o.rounds);
-  changes.apply_due(0, population, recorder, problem);  // nothing is in flight yet
-  if (steps) steps->start(recorder.live());
-  recorder.measure(pool, 0, population.data(), population.weights());
+  run.start(pool, population);
   // Round r applies what has arrived (the end of round r - 1's mixing: a record of round r is
   // taken then, the mass still in flight is not in any peer's w), steps (asgp's step: taken at
   // z = x / w and added to x scaled by w), and pushes.
+  Recorder& recorder = run.recorder;
   for (std::int64_t r = 0; r < o.rounds; ++r) {
     population.deliver(r);
     if (r > 0) {
-      if (steps) steps->after_mixing(r - 1, recorder.live());
-      changes.apply_due(r, population, recorder, problem);
+      if (run.steps) run.steps->after_mixing(r - 1, recorder.live());
+      run.changes.apply_due(r, population, recorder, run.problem());
       if (recorder.wanted(r)) recorder.measure(pool, r, population.data(), population.weights());
       if (recorder.diverged()) break;
     }
-    if (steps) steps->step(r, recorder.live());
+    if (run.steps) run.steps->step(r, recorder.live());
     population.push(r);
     progress.after(r + 1);
   }
   if (!recorder.diverged()) {
     population.deliver(o.rounds);
-    if (steps) steps->after_mixing(o.rounds - 1, recorder.live());
+    if (run.steps) run.steps->after_mixing(o.rounds - 1, recorder.live());
     recorder.measure(pool, o.rounds, population.data(), population.weights());
   }
-  result.wall_time_s = seconds_since(start);
-  result.final_record = recorder.last();
-  result.target = recorder.target();
-  result.contraction = recorder.contraction();
+  finish(result, recorder, start);
   result.messages = population.counts();
-  result.diverged_at = recorder.diverged();
   return result;
 }
 
