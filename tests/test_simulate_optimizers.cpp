@@ -324,7 +324,7 @@ TEST_CASE("one peer: sgp and asgp are gradient descent, momentum its exact recur
     });
     o.optimizer.momentum_kind = simulate::MomentumKind::local;
   }
-  // gt alone: y = g every round, so its momentum on y is the local heavy ball on g.
+  // gt alone: y = m every round (the tracked heavy-ball buffer): the local heavy ball on g.
   o.mode = simulate::Mixing::sync;
   o.optimizer.gradient_tracking = true;
   check_alone(o, [&](double g, double& s, double& m) {
@@ -333,9 +333,9 @@ TEST_CASE("one peer: sgp and asgp are gradient descent, momentum its exact recur
   });
 }
 
-TEST_CASE("gt with local momentum on y keeps the optimum exact; sgp with momentum stalls") {
-  // The peers' rule (docs/optimizers.md): m <- beta m + y, x <- x - lr m. y -> 0 at the
-  // optimum, so m -> 0 and nothing pulls z away from it; sgp's momentum keeps its floor.
+TEST_CASE("gt tracking local momentum keeps the optimum exact; sgp with momentum stalls") {
+  // The peers' rule (docs/optimizers.md): m <- beta m + g, y tracks m, x <- x - lr y. m -> 0 at
+  // the optimum, so y -> 0 and nothing pulls z away from it; sgp's momentum keeps its floor.
   auto o = quadratic(1200, 0.02, 10.0);
   o.optimizer.momentum = 0.5;
   const auto ring = generated(topology::TopologyKind::kRing, 8);
@@ -348,43 +348,56 @@ TEST_CASE("gt with local momentum on y keeps the optimum exact; sgp with momentu
   CHECK(sgp >= 1e-4);
 }
 
-TEST_CASE("gt: after every round the trackers sum to the current local gradients") {
-  // Three peers, weights column- but not row-stochastic (w varies), noisy gradients.
+TEST_CASE("gt: after every round the trackers sum to the current local (momentum) directions") {
+  // Three peers, weights column- but not row-stochastic (w varies), noisy gradients; with
+  // momentum y tracks m_i <- beta m_i + g_i (momentum tracking), without it g_i.
   const topology::Schedule s = three_peers_moving_weights();
-  const SimulationOptions o = tracking_options();
-  const simulate::QuadraticProblem f(o.seed, 3, o.dim, o.spread);
-  simulate::PeerPool pool(1);
-  simulate::SyncPopulation population(s, 2 * o.dim, pool);
-  simulate::PeerOptimizer<float> gt(o.optimizer, f, 3, o.dim, o.lr, o.noise, false);
-  std::vector<float> z(2 * o.dim), scratch(o.dim);
-  const auto each = [&](const std::function<void(int)>& fn) {
-    for (int r = 0; r < 3; ++r) {
-      population.debias(r, z.data());
-      fn(r);
-    }
-  };
-  each([&](int r) { gt.start(r, population.x(r), z); });
-  for (std::int64_t round = 0; round < o.rounds; ++round) {
-    each([&](int r) { gt.step(r, round, population.x(r), population.weights()[r], z, scratch); });
-    population.mix(round);
-    each([&](int r) { gt.after_mixing(r, round, population.x(r), z); });
-    double spread_of_w = 0.0;
-    for (std::size_t k = 0; k < o.dim; ++k) {
-      double sum_y = 0.0, sum_g = 0.0, scale = 0.0;
+  for (double beta : {0.0, 0.5}) {
+    CAPTURE(beta);
+    SimulationOptions o = tracking_options();
+    o.optimizer.momentum = beta;
+    const simulate::QuadraticProblem f(o.seed, 3, o.dim, o.spread);
+    simulate::PeerPool pool(1);
+    simulate::SyncPopulation population(s, 2 * o.dim, pool);
+    simulate::PeerOptimizer<float> gt(o.optimizer, f, 3, o.dim, o.lr, o.noise, false);
+    std::vector<float> z(2 * o.dim), scratch(o.dim);
+    std::vector<double> m(3 * o.dim, 0.0);  // the expected buffers, in double
+    const auto each = [&](const std::function<void(int)>& fn) {
       for (int r = 0; r < 3; ++r) {
-        // The gradient y took in is f_i's at the peer's z now (noise of round + 1).
         population.debias(r, z.data());
-        std::vector<float> g(z.begin(), z.begin() + static_cast<std::ptrdiff_t>(o.dim));
-        f.gradient(r, round + 1, o.noise, g.data());
-        CHECK(gt.tracked_gradient(r)[k] == g[k]);
-        sum_y += population.x(r)[o.dim + k];
-        sum_g += g[k];
-        scale += std::abs(g[k]);
-        spread_of_w = std::max(spread_of_w, std::abs(population.weights()[r] - 1.0));
+        fn(r);
       }
-      CHECK(sum_y == doctest::Approx(sum_g).epsilon(1e-5).scale(scale));
+    };
+    // The direction y took in is made of f_i's gradient at the peer's z now (noise of `round`).
+    const auto expect_directions = [&](std::int64_t round) {
+      for (std::size_t k = 0; k < o.dim; ++k) {
+        double sum_y = 0.0, sum_u = 0.0, scale = 0.0;
+        each([&](int r) {
+          std::vector<float> g(z.begin(), z.begin() + static_cast<std::ptrdiff_t>(o.dim));
+          f.gradient(r, round, o.noise, g.data());
+          CHECK(gt.tracked_gradient(r)[k] == g[k]);
+          double& u = m[static_cast<std::size_t>(r) * o.dim + k];
+          u = beta * u + g[k];
+          CHECK(gt.tracked_direction(r)[k] == doctest::Approx(u).epsilon(1e-5));
+          sum_y += population.x(r)[o.dim + k];
+          sum_u += u;
+          scale += std::abs(u);
+        });
+        CHECK(sum_y == doctest::Approx(sum_u).epsilon(1e-5).scale(scale));
+      }
+    };
+    each([&](int r) { gt.start(r, population.x(r), z); });
+    expect_directions(0);
+    for (std::int64_t round = 0; round < o.rounds; ++round) {
+      each([&](int r) { gt.step(r, round, population.x(r), population.weights()[r], z, scratch); });
+      population.mix(round);
+      each([&](int r) { gt.after_mixing(r, round, population.x(r), z); });
+      expect_directions(round + 1);
+      double spread_of_w = 0.0;
+      for (int r = 0; r < 3; ++r)
+        spread_of_w = std::max(spread_of_w, std::abs(population.weights()[r] - 1.0));
+      if (round > 0) CHECK(spread_of_w > 0.01);
     }
-    if (round > 0) CHECK(spread_of_w > 0.01);
   }
 }
 

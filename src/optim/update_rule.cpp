@@ -68,26 +68,30 @@ void UpdateRule::local_step(float* grads, float scale, float lr) {
   }
 }
 
-// y <- y + g(t) - g(t-1) (y(0) = g(0)): the sum of the trackers over the peers stays the sum of
-// their current gradients (mixing is column stochastic). Then x <- x - lr d, d = y filtered by
-// local (Nesterov) momentum: y -> 0 at the optimum, so the filter keeps the fixed point exact,
-// and y itself is left alone, so the invariant holds whatever the momentum.
+// Momentum tracking (Takezawa et al., TMLR 2023): u = the local optimizer's direction (v <- beta v
+// + g; u = g + beta v with Nesterov, else v; u = g without momentum), y <- y + u(t) - u(t-1)
+// (y(0) = u(0)), x <- x - lr y. The trackers sum to the sum of the current directions (mixing is
+// column stochastic), and u -> 0 at the optimum keeps the fixed point exact. Filtering the mixed
+// tracker by an unmixed local buffer instead (v <- beta v + y) is the same rule on a fixed
+// mixing, but on a time-varying one (one-peer exponential) its tracking is unstable at curvatures
+// where this rule's is not (docs/optimizers.md).
 void UpdateRule::tracking_step(float* g, float scale, float lr) {
   const std::size_t n = layout_.parameters;
   float* y = x_ + n;
   float* last = x_ + layout_.last_gradient;
-  const float wd = sgd_.options().weight_decay;
-  if (wd > 0.0f) backend_.axpy(wd * scale, x_, g, n);  // wd z, z = scale x
+  const model::SgdOptions& o = sgd_.options();
+  if (o.weight_decay > 0.0f) backend_.axpy(o.weight_decay * scale, x_, g, n);  // wd z, z = scale x
   if (tracking_started_) {
-    backend_.axpy(1.0f, g, y, n);
     backend_.axpy(-1.0f, last, y, n);
   } else {
-    backend_.copy(y, g, n * sizeof(float));
+    backend_.fill(y, n, 0.0f);
     tracking_started_ = true;
   }
-  backend_.copy(last, g, n * sizeof(float));
-  const model::SgdOptions& o = sgd_.options();
-  backend_.sgd_update(x_, y, sgd_.velocity().data(), n, {lr, o.momentum, 0.0f, o.nesterov});
+  // last <- u: the optimizer's fused step with lr -1 on zeros leaves +u there and updates v.
+  backend_.fill(last, n, 0.0f);
+  backend_.sgd_update(last, g, sgd_.velocity().data(), n, {-1.0f, o.momentum, 0.0f, o.nesterov});
+  backend_.axpy(1.0f, last, y, n);
+  backend_.axpy(-lr, y, x_, n);
 }
 
 // z_half = z - lr d with d = g + beta m (Nesterov: d = g + beta (beta m + g)), written back as

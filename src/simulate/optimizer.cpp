@@ -26,24 +26,17 @@ void PeerOptimizer<T>::start(int rank, std::span<T> row, std::span<const T> z) {
   auto g = slice(gradient_, rank);
   std::copy_n(z.begin(), dim_, g.begin());
   problem_.gradient(rank, 0, noise_, g.data());
-  std::copy(g.begin(), g.end(), row.begin() + static_cast<std::ptrdiff_t>(dim_));
+  if (options_.momentum > 0.0) std::copy(g.begin(), g.end(), slice(buffer_, rank).begin());
+  const auto u = tracked_direction(rank);
+  std::copy(u.begin(), u.end(), row.begin() + static_cast<std::ptrdiff_t>(dim_));
 }
 
 template <typename T>
 void PeerOptimizer<T>::step(int rank, std::int64_t round, std::span<T> row, double w,
                             std::span<const T> z, std::span<T> scratch) {
   const auto lr = static_cast<T>(lr_);
-  if (options_.gradient_tracking) {
-    // x <- x - lr d, d = y, or with local momentum (the peers' rule) m <- beta m + y, d = m:
-    // y itself is left alone, so the trackers keep their sum, and y -> 0 keeps the optimum exact.
-    const T* direction = row.data() + dim_;
-    if (options_.momentum > 0.0) {
-      auto m = slice(buffer_, rank);
-      const auto beta = static_cast<T>(options_.momentum);
-      for (std::size_t k = 0; k < dim_; ++k) m[k] = beta * m[k] + direction[k];
-      direction = m.data();
-    }
-    for (std::size_t k = 0; k < dim_; ++k) row[k] -= lr * direction[k];
+  if (options_.gradient_tracking) {  // x <- x - lr y (momentum is in what y tracks)
+    for (std::size_t k = 0; k < dim_; ++k) row[k] -= lr * row[dim_ + k];
     return;
   }
   std::copy_n(z.begin(), dim_, scratch.begin());
@@ -70,12 +63,18 @@ void PeerOptimizer<T>::step(int rank, std::int64_t round, std::span<T> row, doub
 template <typename T>
 void PeerOptimizer<T>::after_mixing(int rank, std::int64_t round, std::span<T> row,
                                     std::span<const T> z) {
-  if (options_.gradient_tracking) {  // y <- y + g(new z) - g(old z)
+  if (options_.gradient_tracking) {  // y <- y + u(new z) - u(old z)
+    const auto u = tracked_direction(rank);
+    for (std::size_t k = 0; k < dim_; ++k) row[dim_ + k] -= u[k];
     auto g = slice(gradient_, rank);
-    for (std::size_t k = 0; k < dim_; ++k) row[dim_ + k] -= g[k];
     std::copy_n(z.begin(), dim_, g.begin());
     problem_.gradient(rank, round + 1, noise_, g.data());
-    for (std::size_t k = 0; k < dim_; ++k) row[dim_ + k] += g[k];
+    if (options_.momentum > 0.0) {  // momentum tracking: u = m <- beta m + g
+      auto m = slice(buffer_, rank);
+      const auto beta = static_cast<T>(options_.momentum);
+      for (std::size_t k = 0; k < dim_; ++k) m[k] = beta * m[k] + g[k];
+    }
+    for (std::size_t k = 0; k < dim_; ++k) row[dim_ + k] += u[k];
   }
   if (options_.momentum > 0.0 && options_.momentum_kind == MomentumKind::quasi_global) {
     // m <- beta m + (1 - beta) (z_before - z_after) / lr  (Lin et al.'s damping)

@@ -3,8 +3,9 @@
 // (issue 35; the rules in full, with their symbols, in docs/optimizers.md):
 //   - plain (sgp, osgp, asgp, dpsgd, exact, allreduce, local with --momentum-kind local): the
 //     optimizer's step on the numerator x (model::Sgd), then the round;
-//   - gt (gradient tracking, Push-DIGing / ADD-OPT): y <- y + g(t) - g(t-1) (y(0) = g(0)), a step
-//     of x along y (filtered by local momentum), then the round mixes [x; y] in one message;
+//   - gt (gradient tracking, Push-DIGing / ADD-OPT, with momentum tracking): u = the local
+//     optimizer's direction (momentum of g), y <- y + u(t) - u(t-1) (y(0) = u(0)), a step of x
+//     along y, then the round mixes [x; y] in one message;
 //   - --momentum-kind quasi-global (Lin et al. 2021): the step is z - lr (g + beta m) written back
 //     into x; after the round m <- beta m + (1 - beta) (z_before - z_after) / lr;
 //   - --slow-momentum (SlowMo, on --global-average-every's exact averages): an outer momentum
@@ -31,12 +32,12 @@ namespace sgp::optim {
 // prefix of it and a checkpoint saves all of it (n = the model's parameters):
 //   [0, n)      x, the push-sum numerator of the parameters
 //   [n, 2n)     gt: y, the tracker's numerator (mixed with x: the engine mixes [x; y])
-//   then, not mixed: gt: g, the last local gradient; slow momentum: z_prev, then u.
+//   then, not mixed: gt: u, the last local direction y took in; slow momentum: z_prev, then u.
 struct StateLayout {
   std::size_t parameters = 0;     // n
   std::size_t mixed = 0;          // what the engine mixes: n, or 2n for gt
   std::size_t total = 0;          // the whole buffer
-  std::size_t last_gradient = 0;  // gt: offset of g (0: none)
+  std::size_t last_gradient = 0;  // gt: offset of the last direction u (0: none)
   std::size_t slow_anchor = 0;    // slow momentum: offset of z_prev (u follows it; 0: none)
 };
 StateLayout state_layout(const config::TrainConfig& config, std::size_t parameters);
@@ -48,7 +49,7 @@ std::optional<std::string> describe_update_rule(const config::TrainConfig& confi
 class UpdateRule {
  public:
   // state: layout.total floats in backend memory, x first; sgd: the local optimizer, whose
-  // velocity is the momentum buffer of every rule (m for quasi-global, gt's filter of y).
+  // velocity is the momentum buffer of every rule (m for quasi-global, gt's tracked momentum).
   UpdateRule(const config::TrainConfig& config, compute::Backend& backend,
              const StateLayout& layout, float* state, model::Sgd& sgd);
 

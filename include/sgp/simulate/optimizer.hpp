@@ -7,9 +7,10 @@
 //   plain (sgp, asgp): g_i = grad f_i(z_i); local momentum m_i <- beta m_i + g_i, d = m_i (else
 //     d = g_i); sync x_i <- x_i - lr d (SGP's step on the numerator), async x_i <- x_i - w_i lr d
 //     (asgp's step in z, scaled by w).
-//   gradient tracking (gt, agt): y_i(0) = g_i(0); step x_i <- x_i - lr d_i, d_i = y_i, or with
-//     local momentum (gt only, the peers' rule) m_i <- beta m_i + y_i, d_i = m_i; after mixing
-//     g_i' = grad f_i(z_i), y_i <- y_i + g_i' - g_i.
+//   gradient tracking (gt, agt): y_i tracks u_i, the local gradient g_i or, with momentum (gt
+//     only; momentum tracking, the peers' rule), the heavy-ball buffer m_i <- beta m_i + g_i:
+//     y_i(0) = u_i(0); step x_i <- x_i - lr y_i; after mixing g_i' = grad f_i(z_i), u_i' from
+//     it, y_i <- y_i + u_i' - u_i.
 //   quasi-global momentum: z_half = z_i - lr (g_i + beta m_i), x_i <- w_i z_half; after mixing
 //     d = (z_before - z_after) / lr, m_i <- beta m_i + (1 - beta) d.
 //   periodic global averaging (every H rounds an exact average of z instead of gossip) and slow
@@ -65,6 +66,10 @@ class PeerOptimizer {
 
   // Gradient tracking: the gradient y_i last took in (g_i at the z after the latest mixing).
   std::span<const T> tracked_gradient(int rank) const { return slice(gradient_, rank); }
+  // What y_i tracks: that gradient, or with momentum the buffer m_i it last went into.
+  std::span<const T> tracked_direction(int rank) const {
+    return slice(options_.momentum > 0.0 ? buffer_ : gradient_, rank);
+  }
 
  private:
   std::span<T> slice(std::vector<T>& v, int rank) {
@@ -81,7 +86,7 @@ class PeerOptimizer {
   double noise_;
   bool async_;
   std::vector<T> gradient_;     // gradient tracking: g_i at the latest z, per peer
-  std::vector<T> buffer_;       // momentum: m_i per peer
+  std::vector<T> buffer_;       // momentum: m_i per peer (gt: what y_i tracks)
   std::vector<T> z_before_;     // quasi-global momentum: z_i before this round's step
   std::vector<double> z_prev_;  // slow momentum: the last outer iterate (starts at zero)
   std::vector<double> slow_buffer_;
