@@ -477,8 +477,8 @@ void validate_update_rules(const TrainConfig& c) {
   }
   if (row.tracks_gradient && c.momentum_kind == MomentumKind::quasi_global) {
     throw InputError(
-        "--momentum-kind quasi-global with --algo gt: gradient tracking filters the tracker "
-        "with local momentum (docs/optimizers.md); use --momentum-kind local");
+        "--momentum-kind quasi-global with --algo gt: gradient tracking tracks the local "
+        "momentum (docs/optimizers.md); use --momentum-kind local");
   }
 }
 
