@@ -41,7 +41,8 @@ const char* module_from_environment() {
 }
 
 std::vector<std::string> candidate_paths() {
-  if (const char* path = module_from_environment()) return {path};
+  // Absolute, so that dlopen does not search its own path list for a bare file name.
+  if (const char* path = module_from_environment()) return {fs::absolute(path).string()};
   std::vector<std::string> paths;
   for (const std::string& dir : {own_directory(), std::string(SGP_CUDA_MODULE_INSTALL_DIR),
                                  std::string(SGP_CUDA_MODULE_BUILD_DIR)}) {
@@ -66,9 +67,7 @@ const CudaModuleApi* load(const std::vector<std::string>& candidates) {
   if (found == candidates.end()) {
     if (module_from_environment()) {
       throw IoError(
-          fmt::format("SGP_CUDA_MODULE names the CUDA backend module {}, which does "
-                      "not exist",
-                      candidates.front()));
+          fmt::format("SGP_CUDA_MODULE: no CUDA backend module at {}", candidates.front()));
     }
     throw IoError(fmt::format(
         "the CUDA backend module {} is in none of: {} (install it beside the sgp executable, or "
