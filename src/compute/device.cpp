@@ -9,9 +9,7 @@
 #include "sgp/error.hpp"
 #include "sgp_config.h"
 
-#if SGP_HAVE_CUDA
-#include "sgp/compute/cuda_backend.hpp"
-#endif
+#include "cuda_loader.hpp"
 
 namespace sgp::compute {
 
@@ -51,13 +49,20 @@ int gpu_index(const std::string& device, int local_index, int device_count) {
 }
 
 int cuda_device_count(std::string* why_not) {
-#if SGP_HAVE_CUDA
-  return CudaBackend::usable_device_count(why_not);
-#else
-  if (why_not)
-    *why_not = "this build has no CUDA backend (configured with -Dcuda=disabled or no nvcc)";
-  return 0;
-#endif
+  if (!cuda_compiled()) {
+    if (why_not)
+      *why_not = "this build has no CUDA backend (configured with -Dcuda=disabled or no nvcc)";
+    return 0;
+  }
+  // Without a driver there is no GPU to find: the module (and the CUDA libraries it maps, about
+  // 150 MiB resident) stays unloaded.
+  if (!nvidia_driver_present(why_not)) return 0;
+  try {
+    return cuda_module().usable_device_count(why_not);
+  } catch (const IoError& e) {
+    if (why_not) *why_not = e.what();
+    return 0;
+  }
 }
 
 std::unique_ptr<Backend> make_backend(const DeviceOptions& options) {
@@ -67,24 +72,30 @@ std::unique_ptr<Backend> make_backend(const DeviceOptions& options) {
   }
   const ParsedDevice parsed = parse_device(options.device);
   if (parsed.kind == DeviceKind::cuda) {
+    if (!parsed.automatic && cuda_compiled()) {
+      // An explicit request reports a module that is missing or does not load (IoError).
+      try {
+        cuda_module();
+      } catch (const IoError& e) {
+        throw IoError(fmt::format("--device {}: {}", options.device, e.what()));
+      }
+    }
     std::string why_not;
     const int count = cuda_device_count(&why_not);
     const int index = gpu_index(options.device, options.local_index, count);
     if (count > index) {
-#if SGP_HAVE_CUDA
       try {
         if (!parsed.index && count > 1) {
           spdlog::info("device {}: cuda:{} of {} GPUs (this host's peer {})", options.device, index,
                        count, options.local_index);
         }
-        return std::make_unique<CudaBackend>(index, options.allow_tf32);
+        return std::unique_ptr<Backend>(cuda_module().make_backend(index, options.allow_tf32));
       } catch (const Error& e) {
         // A device that is listed but cannot be set up (busy in exclusive mode, out of memory):
         // "auto" falls back to the CPU and says why; an explicit request reports the failure.
         if (!parsed.automatic) throw;
         why_not = fmt::format("cuda:{} could not be set up: {}", index, e.what());
       }
-#endif
     } else if (count > 0) {
       why_not = fmt::format("only {} CUDA device(s) are usable", count);
     }

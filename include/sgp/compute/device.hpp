@@ -23,14 +23,17 @@ int gpu_index(const std::string& device, int local_index, int device_count);
 
 // Parses and validates options.device (InputError naming the flag on a bad value), then builds
 // the backend. "auto" takes the GPU when one is usable and otherwise logs, once, why it runs on
-// the CPU. "cuda[:i]" throws InputError when that GPU is not usable. Without an index, the GPU
-// is gpu_index(device, local_index, count).
+// the CPU. "cuda[:i]" throws InputError when that GPU is not usable, IoError when the CUDA
+// backend module does not load (src/compute/cuda_module.hpp: it is loaded only for a GPU run, or
+// for "auto" on a host with an NVIDIA driver). Without an index, the GPU is
+// gpu_index(device, local_index, count).
 std::unique_ptr<Backend> make_backend(const DeviceOptions& options);
 
 // Whether this build has the CUDA backend compiled in.
 bool cuda_compiled();
 
-// Number of usable CUDA devices (0 without CUDA); `why_not` receives the reason when 0.
+// Number of usable CUDA devices (0 without CUDA, without an NVIDIA driver or when the CUDA
+// backend module does not load); `why_not` receives the reason when 0.
 int cuda_device_count(std::string* why_not = nullptr);
 
 }  // namespace sgp::compute
