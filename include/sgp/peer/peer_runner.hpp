@@ -9,8 +9,8 @@
 
 #include "sgp/config/train_config.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
-#include "sgp/transport/shm_transport.hpp"
 #include "sgp/run/summaries.hpp"
+#include "sgp/transport/shm_transport.hpp"
 
 namespace sgp::topology {
 class Schedule;
