@@ -341,7 +341,7 @@ void add_connection_rows(std::vector<std::unique_ptr<Setting>>& r) {
             S::peers, true, &C::local_ipc);
   add<bool>(r, "local_fast_path", kPeers,
             "payloads to peers on this host go through shared-memory rings instead of the "
-            "kernel (--no-local-fast-path: over ZeroMQ like the rest, for comparison)",
+            "kernel (off: over ZeroMQ like the rest, for comparison)",
             S::peers, true, &C::local_fast_path);
   add<std::string>(r, "link_rate", kPeers,
                    "sgp launch: run each peer on its own emulated host (a network namespace here, "
