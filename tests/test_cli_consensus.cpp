@@ -81,6 +81,48 @@ TEST_CASE("sgp consensus --local: 4 and 8 processes reach the exact mean, sync a
 // went on the wire: each round one message (80-byte header + payload) to each of the 2
 // out-neighbours of the period. topk:0.25 of 64 values: 16 values and 16 one-byte index gaps
 // after kind, n and k (89 bytes); sign: kind, n, a scale and 8 bytes of bits (17 bytes).
+namespace {
+
+// The last record (after finish()) of rank `rank`'s peer log in `run`.
+nlohmann::json final_record(const std::filesystem::path& run, int rank) {
+  std::ifstream in(run / ("peer-" + std::to_string(rank) + ".jsonl"));
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  return nlohmann::json::parse(last);
+}
+
+}  // namespace
+
+// The local fast path (shared-memory rings): the exact mean as over ZeroMQ, every payload byte
+// through shared memory, none with --no-local-fast-path (mixed edges: tests/test_shm_ring.cpp).
+TEST_CASE("sgp consensus --local: the local fast path carries the payloads, exact mean") {
+  constexpr int n = 4, rounds = 12, dim = 50000;
+  for (const std::string variant : {"all local", "--no-local-fast-path"}) {
+    CAPTURE(variant);
+    sgp::testing::TempDir dir;
+    const auto topology = write_topology(dir, n);
+    const auto run = dir / "run";
+    const auto r = run_sgp("consensus --local --topology " + topology.string() + " --rounds " +
+                           std::to_string(rounds) + " --dim " + std::to_string(dim) +
+                           " --timeout-ms 20000 --run-dir " + run.string() +
+                           (variant == "--no-local-fast-path" ? " --no-local-fast-path" : ""));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto summary = nlohmann::json::parse(std::ifstream(run / "summary.json"));
+    CHECK(summary["consensus_error"].get<double>() <= 1e-12);
+    // One message of dim floats per peer and round (one-peer exponential, one chunk).
+    const std::uint64_t all = std::uint64_t{n} * rounds * dim * sizeof(float);
+    const auto shm_bytes = summary["shm_bytes"].get<std::uint64_t>();
+    if (variant == "all local") CHECK(shm_bytes == all);
+    if (variant == "--no-local-fast-path") CHECK(shm_bytes == 0);
+    for (int rank = 0; rank < n; ++rank) {
+      const auto final = final_record(run, rank);
+      CHECK(final["rejected"] == 0);
+      CHECK(final["shm_refused"] == 0);
+    }
+  }
+}
+
 TEST_CASE("sgp consensus --compress topk, sign: 4 processes reach the exact mean, bytes as sent") {
   struct Case {
     const char* compress;

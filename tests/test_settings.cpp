@@ -68,6 +68,7 @@ TrainConfig unusual() {
   c.keys_dir = "keys";
   c.insecure = true;
   c.local_ipc = false;
+  c.local_fast_path = false;
   c.comm_thread = "off";
   c.link_rate = "1gbit";
   c.run_dir = "runs/x";

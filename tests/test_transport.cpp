@@ -13,26 +13,18 @@
 #include "sgp/transport/curve.hpp"
 #include "sgp/transport/inproc_transport.hpp"
 #include "sgp/transport/zmq_transport.hpp"
+#include "support/byte_patterns.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace sgp;
 using namespace sgp::transport;
 using namespace std::chrono_literals;
+using sgp::testing::bytes_of;
+using sgp::testing::same;
 
 namespace {
 
 const ReceiveLimits kLimits{8 << 20, 64};
-
-std::vector<std::byte> bytes_of(std::size_t n, int seed) {
-  std::vector<std::byte> v(n);
-  for (std::size_t i = 0; i < n; ++i)
-    v[i] = std::byte(static_cast<unsigned>((i * 131 + seed) & 0xff));
-  return v;
-}
-
-bool same(std::span<const std::byte> a, std::span<const std::byte> b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
-}
 
 // Sends [header, payload] from `from` to `to`'s rank and checks what arrives and the release.
 void check_round_trip(Transport& from, Transport& to, std::size_t payload_bytes) {

@@ -339,6 +339,10 @@ void add_connection_rows(std::vector<std::unique_ptr<Setting>>& r) {
             "peers on one host exchange over ipc:// (Unix sockets) instead of TCP loopback "
             "(--no-local-ipc: TCP everywhere)",
             S::peers, true, &C::local_ipc);
+  add<bool>(r, "local_fast_path", kPeers,
+            "payloads to peers on this host go through shared-memory rings instead of the "
+            "kernel (off: over ZeroMQ like the rest, for comparison)",
+            S::peers, true, &C::local_fast_path);
   add<std::string>(r, "link_rate", kPeers,
                    "sgp launch: run each peer on its own emulated host (a network namespace here, "
                    "needs root and iproute2) whose egress tc limits to this rate: 100mbit, 1gbit, "

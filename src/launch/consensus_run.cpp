@@ -53,7 +53,8 @@ std::filesystem::path run_dir_of(const ConsensusOptions& o) {
 // last round's record.
 nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int rounds) {
   std::map<std::int64_t, std::vector<double>> distances;
-  std::vector<double> finals;  // after finish(): asgp mixes on until every peer is done
+  std::vector<double> finals;   // after finish(): asgp mixes on until every peer is done
+  std::uint64_t shm_bytes = 0;  // payload bytes the peers sent through shared memory
   for (int r = 0; r < n; ++r) {
     std::ifstream in(dir / run::peer_log_file(r));
     std::string line;
@@ -61,6 +62,7 @@ nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int 
       const auto rec = nlohmann::json::parse(line);
       if (rec.contains("final")) {
         finals.push_back(rec["distance_to_mean"].get<double>());
+        shm_bytes += rec.value("shm_bytes", std::uint64_t{0});
         continue;
       }
       distances[rec["round"].get<std::int64_t>()].push_back(rec["distance_to_mean"].get<double>());
@@ -93,6 +95,7 @@ nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int 
     }
     last["final_consensus_error"] = error;
     last["final_max_distance_to_mean"] = worst;
+    last["shm_bytes"] = shm_bytes;
     fmt::print("final:       consensus error {:.3e}, max |z_i - mean| / |mean| {:.3e}\n", error,
                worst);
   }
@@ -115,7 +118,9 @@ class RoundReport {
         mean_norm2_(backend.squared_norm(mean_.data(), o.dim)),
         run_(run) {}
 
-  void operator()(gossip::Mixer& engine, std::int64_t round, bool final) {
+  // `shm`: the final record's shared-memory counters (its transport's, summed by --local).
+  void operator()(gossip::Mixer& engine, std::int64_t round, bool final,
+                  const transport::ShmStats* shm = nullptr) {
     engine.debias(z_.data());
     const double distance =
         std::sqrt(backend_.squared_distance(z_.data(), mean_.data(), dim_) / mean_norm2_);
@@ -135,6 +140,12 @@ class RoundReport {
         {"messages_received", m.messages_received},
     };
     if (final) record["final"] = true;
+    if (shm) {
+      record["shm_bytes"] = shm->shm_bytes;
+      record["shm_messages"] = shm->shm_messages;
+      record["shm_inline_messages"] = shm->inline_messages;
+      record["shm_refused"] = shm->refused_total();
+    }
     run_.log(record);
     spdlog::info("{} {:>5}: weight {:.6f}, |z - mean| / |mean| = {:.3e}",
                  final ? "final after round" : "round", round, engine.weight(), distance);
@@ -185,7 +196,8 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
     report(engine, engine.round(), false);
   }
   engine.finish();
-  report(engine, engine.round(), true);
+  const transport::ShmStats shm = transport.shm_stats();
+  report(engine, engine.round(), true, &shm);
   const auto m = engine.metrics();
   log_rejects(m);
   spdlog::info("done: sent {} B, received {} B, waited {:.3f} s; results in {}", m.bytes_sent,

@@ -124,6 +124,18 @@ topology::Schedule peer_mixing_schedule(const config::TrainConfig& config,
   return config::mixing_schedule(config.algo, file_schedule, self_weight, config.topology);
 }
 
+namespace {
+
+// Each outgoing edge's shared-memory ring: two rounds of `mixed` float32 values (a receiver
+// holds a round while the next comes in), at least 1 MiB and at most 64 MiB (what does not fit
+// goes over ZeroMQ).
+std::size_t local_ring_bytes(std::size_t mixed) {
+  constexpr std::size_t kMin = std::size_t{1} << 20, kMax = std::size_t{64} << 20;
+  return std::clamp(2 * mixed * sizeof(float) + 4096, kMin, kMax);
+}
+
+}  // namespace
+
 PeerTransport open_peer_transport(const config::TrainConfig& config,
                                   const topology::Schedule& mixing, int rank,
                                   std::size_t parameters, const gossip::Security& secure) {
@@ -148,9 +160,13 @@ PeerTransport open_peer_transport(const config::TrainConfig& config,
   }
   out.zmq = gossip::open_zmq_transport(mixing, rank, gossip::Chunking(mixed, chunk), secure, zmq,
                                        mode, config.global_average_every > 0);
+  if (config.local_fast_path) {
+    out.shm = std::make_unique<transport::ShmTransport>(
+        *out.zmq, transport::ShmOptions{.ring_bytes = local_ring_bytes(mixed)});
+  }
   if (const auto faults = transport::parse_fault_spec(config.inject); faults.any()) {
-    out.faulty =
-        std::make_unique<transport::FaultyTransport>(*out.zmq, faults, gossip::is_control_header);
+    out.faulty = std::make_unique<transport::FaultyTransport>(*out.active(), faults,
+                                                              gossip::is_control_header);
     spdlog::info("injecting faults: {}", transport::format_fault_spec(faults));
   }
   spdlog::info("bound {}; pushing to ranks {}", out.zmq->endpoint(),
@@ -165,7 +181,12 @@ PeerTransport::~PeerTransport() = default;
 
 transport::Transport* PeerTransport::active() const {
   if (faulty) return faulty.get();
+  if (shm) return shm.get();
   return zmq.get();
+}
+
+transport::ShmStats PeerTransport::shm_stats() const {
+  return shm ? shm->stats() : transport::ShmStats{};
 }
 
 run::PeerSummary run_peer(const config::TrainConfig& config, int rank, bool write_config,

@@ -97,6 +97,7 @@ ZmqTransport::ZmqTransport(int rank, const std::string& bind_endpoint, ReceiveLi
                               bind_endpoint, e.what()));
   }
   endpoint_ = pull.get(zmq::sockopt::last_endpoint);
+  if (const auto bound = tcp_with_port(endpoint_)) bound_host_ = bound->host;
   if (options_.local_ipc) bind_local_ipc();
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw IoError(fmt::format("eventfd: {}", std::strerror(errno)));
@@ -120,7 +121,6 @@ void ZmqTransport::bind_local_ipc() {
         fmt::format("rank {}: cannot bind the local receive socket at '{}' (beside {}): {}", rank_,
                     ipc, endpoint_, e.what()));
   }
-  bound_host_ = bound->host;
 }
 
 ZmqTransport::~ZmqTransport() {
@@ -153,10 +153,11 @@ void ZmqTransport::connect(int dest, const std::string& endpoint) {
   // A peer of this host: over its ipc endpoint (a loopback address is this network namespace's;
   // so is the address this transport is bound to).
   const auto tcp = tcp_with_port(endpoint);
-  const bool local =
-      options_.local_ipc && tcp && (is_loopback_host(tcp->host) || tcp->host == bound_host_);
+  const bool local_tcp =
+      tcp && (is_loopback_host(tcp->host) || (!bound_host_.empty() && tcp->host == bound_host_));
+  if (local_tcp || endpoint.starts_with("ipc://")) same_host_.insert(dest);
   try {
-    socket.connect(local ? local_ipc_endpoint(endpoint) : endpoint);
+    socket.connect(options_.local_ipc && local_tcp ? local_ipc_endpoint(endpoint) : endpoint);
   } catch (const zmq::error_t& e) {
     throw IoError(fmt::format("rank {}: cannot connect to rank {} at '{}': {}", rank_, dest,
                               endpoint, e.what()));

@@ -14,6 +14,10 @@
 //   allreduce RingAllReduce over the same links: one exact average of the vector (each peer
 //             sends 2 (N - 1) / N of it, in 2 (N - 1) pipelined steps), ms per op side by side
 //             with one push-sum round (what sgp does per iteration instead).
+//   one push  one message of the whole vector from one peer to another through the transport
+//             (send until the receiver holds the payload), over tcp://127.0.0.1, over ipc:// (the
+//             local_ipc twin) and over the local fast path (ShmTransport: a copy into the
+//             edge's shared-memory ring, the descriptor over ipc://): goal shm >= 50% of memcpy.
 // Figures: median wall time of one round and "algorithm bandwidth" = message bytes / round time
 // (the bytes each peer sends in a round, divided by the round's time). ratio = push-sum GB/s /
 // raw zmq GB/s (goal >= 0.70), against both raw figures.
@@ -29,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +44,7 @@
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/curve.hpp"
+#include "sgp/transport/shm_transport.hpp"
 #include "sgp/transport/zmq_transport.hpp"
 
 using Clock = std::chrono::steady_clock;
@@ -148,6 +154,39 @@ double raw_zmq_seconds(int peers, std::size_t bytes, int reps, std::size_t chunk
   return median(times);
 }
 
+enum class PushPath { tcp, ipc, shm };
+
+// One push of `bytes` from rank 0 to rank 1 in this process: send, then receive the whole
+// message and drop it (which gives a ring's bytes back); the median over `reps` pushes.
+double push_seconds(PushPath path, std::size_t bytes, int reps) {
+  const sgp::transport::ReceiveLimits limits{static_cast<std::int64_t>(bytes) + 4096, 16};
+  sgp::transport::ZmqOptions options;
+  options.local_ipc = path != PushPath::tcp;
+  sgp::transport::ZmqTransport zmq0(0, "tcp://127.0.0.1:*", limits, options);
+  sgp::transport::ZmqTransport zmq1(1, "tcp://127.0.0.1:*", limits, options);
+  zmq0.connect(1, zmq1.endpoint());
+  std::optional<sgp::transport::ShmTransport> shm0, shm1;
+  if (path == PushPath::shm) {
+    shm0.emplace(zmq0, sgp::transport::ShmOptions{2 * bytes + 4096});
+    shm1.emplace(zmq1);
+  }
+  sgp::transport::Transport& from = shm0 ? static_cast<sgp::transport::Transport&>(*shm0) : zmq0;
+  sgp::transport::Transport& to = shm1 ? static_cast<sgp::transport::Transport&>(*shm1) : zmq1;
+  const std::vector<std::byte> header(80, std::byte{1}), payload(bytes, std::byte{2});
+  std::vector<double> times;
+  for (int k = 0; k < reps + 1; ++k) {  // the first push connects (and maps the ring): not timed
+    const auto start = Clock::now();
+    from.send(1, header, payload, nullptr);
+    const auto m = to.receive(std::chrono::milliseconds(30000));
+    if (!m || m->frame(1).size() != bytes) {
+      std::fprintf(stderr, "bench_gossip: a push did not arrive whole\n");
+      std::exit(1);
+    }
+    if (k > 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return median(times);
+}
+
 // One Mixer::step (a push-sum round, or an allreduce for Mode::allreduce) per rep.
 double mixer_seconds(int peers, std::size_t n, int reps, bool curve,
                      sgp::gossip::PushSumConfig cfg = {}) {
@@ -243,6 +282,13 @@ int main(int argc, char** argv) {
     ring.mode = sgp::gossip::Mode::allreduce;
     const double t_allreduce = mixer_seconds(peers, n, reps, false, ring);
     std::printf("  memcpy                  %9.3f ms  %7.2f GB/s\n", t_copy * 1e3, gb / t_copy);
+    const double t_tcp = push_seconds(PushPath::tcp, bytes, reps);
+    const double t_ipc = push_seconds(PushPath::ipc, bytes, reps);
+    const double t_shm = push_seconds(PushPath::shm, bytes, reps);
+    std::printf("  one push, tcp           %9.3f ms  %7.2f GB/s\n", t_tcp * 1e3, gb / t_tcp);
+    std::printf("  one push, ipc           %9.3f ms  %7.2f GB/s\n", t_ipc * 1e3, gb / t_ipc);
+    std::printf("  one push, shared memory %9.3f ms  %7.2f GB/s (%.0f%% of memcpy)\n", t_shm * 1e3,
+                gb / t_shm, 100.0 * t_copy / t_shm);
     std::printf("  raw zmq, 1 message      %9.3f ms  %7.2f GB/s\n", t_raw * 1e3, gb / t_raw);
     std::printf("  raw zmq, %3u x %5.2f MB %9.3f ms  %7.2f GB/s\n", chunking.chunks(),
                 chunk_bytes / 1e6, t_raw_chunked * 1e3, gb / t_raw_chunked);

@@ -75,7 +75,8 @@ struct TrainConfig {
   // Not a setting (no row in the table, never in config.json): the file of this process's
   // per-run credentials that sgp launch hands to the peers it starts (--run-credentials).
   std::string run_credentials;
-  bool local_ipc = true;  // peers of one host exchange over ipc:// instead of TCP loopback
+  bool local_ipc = true;        // peers of one host exchange over ipc:// instead of TCP loopback
+  bool local_fast_path = true;  // payloads to peers of this host through shared memory
   std::string link_rate;  // sgp launch: emulated hosts with this egress limit (config/link_rate)
   // fault tolerance (asgp)
   bool running_sums = true;  // asgp: lost messages cost no mass (false: plain push-sum)

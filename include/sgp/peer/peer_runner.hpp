@@ -10,6 +10,7 @@
 #include "sgp/config/train_config.hpp"
 #include "sgp/gossip/zmq_peer.hpp"
 #include "sgp/run/summaries.hpp"
+#include "sgp/transport/shm_transport.hpp"
 
 namespace sgp::topology {
 class Schedule;
@@ -48,10 +49,12 @@ void check_rank(const config::TrainConfig& config, const topology::Schedule& fil
 topology::Schedule peer_mixing_schedule(const config::TrainConfig& config,
                                         const topology::Schedule& file_schedule);
 
-// A peer's transport: ZeroMQ wired from the mixing schedule, behind fault injection when
+// A peer's transport: ZeroMQ wired from the mixing schedule, with the local fast path to peers
+// of this host (shared memory) unless --no-local-fast-path, behind fault injection when
 // --inject asks for it.
 struct PeerTransport {
   std::unique_ptr<transport::ZmqTransport> zmq;
+  std::unique_ptr<transport::ShmTransport> shm;        // unless --no-local-fast-path
   std::unique_ptr<transport::FaultyTransport> faulty;  // only with --inject
 
   PeerTransport();
@@ -60,6 +63,8 @@ struct PeerTransport {
   ~PeerTransport();
   // What the engine sends and receives through (null when nothing was opened).
   transport::Transport* active() const;
+  // What went through shared memory (zeros without the fast path).
+  transport::ShmStats shm_stats() const;
 };
 
 // Opens peer `rank`'s transport for push-sum messages of `parameters` floats, with the

@@ -111,6 +111,12 @@ class ZmqTransport final : public Transport {
   // have a server key in the options.
   void connect(int dest, const std::string& endpoint);
 
+  // The connected ranks whose endpoint is on this host: ipc://, a loopback address, or the host
+  // this transport is bound to (what ShmTransport takes its fast path to).
+  const std::set<int>& same_host_destinations() const { return same_host_; }
+  // How long queued messages still get to be delivered when the transport closes.
+  std::chrono::milliseconds linger() const { return options_.linger; }
+
   int rank() const override { return rank_; }
   void send(int dest, std::span<const std::byte> header, std::span<const std::byte> payload,
             ReleaseFn on_release) override;
@@ -129,6 +135,7 @@ class ZmqTransport final : public Transport {
   std::unique_ptr<Sockets> sockets_;
   std::string endpoint_;
   std::string bound_host_;  // HOST of the bound tcp://HOST:PORT ("" for other transports)
+  std::set<int> same_host_;
   std::set<int> discarded_;
   int wake_fd_ = -1;  // eventfd polled beside the PULL socket
 };
