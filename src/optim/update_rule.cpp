@@ -1,5 +1,6 @@
 #include "sgp/optim/update_rule.hpp"
 
+#include <cmath>
 #include <vector>
 
 #include <fmt/format.h>
@@ -78,16 +79,33 @@ void UpdateRule::tracking_step(float* g, float scale, float lr) {
   float* last = x_ + layout_.last_gradient;
   const float wd = sgd_.options().weight_decay;
   if (wd > 0.0f) backend_.axpy(wd * scale, x_, g, n);  // wd z, z = scale x
+  const float gain = tracker_gain();
   if (tracking_started_) {
-    backend_.axpy(1.0f, g, y, n);
-    backend_.axpy(-1.0f, last, y, n);
+    backend_.axpy(gain, g, y, n);
+    backend_.axpy(-gain, last, y, n);
   } else {
     backend_.copy(y, g, n * sizeof(float));
+    if (gain != 1.0f) backend_.scale(y, n, gain);
     tracking_started_ = true;
   }
   backend_.copy(last, g, n * sizeof(float));
   const model::SgdOptions& o = sgd_.options();
-  backend_.sgd_update(x_, y, sgd_.velocity().data(), n, {lr, o.momentum, 0.0f, o.nesterov});
+  backend_.sgd_update(x_, y, sgd_.velocity().data(), n, {lr / gain, o.momentum, 0.0f, o.nesterov});
+}
+
+// What y takes of a gradient's change so that the tracker numerators sum to the current
+// gradients. The synchronous engines' caller holds the numerators [x; y]: 1. asgp's caller
+// holds [z; y / w] and the engine adds w times the caller's change to the numerator, at the w it
+// gave the caller (nothing moves w between its round and the next round's take but
+// AsyncPushSum::idle(), which the trainer does not call): 1 / w. The step along y / w is then
+// taken with lr w, so that z moves by lr y: a peer whose mass is mostly in flight (asgp's w
+// falls to 1e-3) would otherwise take a gradient change 1 / w times too large into its step
+// and diverge (seen in tests/test_async_tracking.cpp). At a fixed point y = 0 either way.
+float UpdateRule::tracker_gain() const {
+  if (!engine_ || engine_->z_scale()) return 1.0f;
+  const double w = engine_->weight();
+  SGP_ENFORCE(w > 0.0 && std::isfinite(1.0 / w), "gradient tracking at push-sum weight {}", w);
+  return static_cast<float>(1.0 / w);
 }
 
 // z_half = z - lr d with d = g + beta m (Nesterov: d = g + beta (beta m + g)), written back as
