@@ -90,17 +90,24 @@ void UpdateRule::tracking_step(float* g, float scale, float lr) {
   }
   backend_.copy(last, g, n * sizeof(float));
   const model::SgdOptions& o = sgd_.options();
-  backend_.sgd_update(x_, y, sgd_.velocity().data(), n, {lr / gain, o.momentum, 0.0f, o.nesterov});
+  const float* direction = y;
+  if (gain != 1.0f) {  // asgp: the momentum filters the numerator w (y / w), g's buffer holds it
+    backend_.copy(g, y, n * sizeof(float));
+    backend_.scale(g, n, 1.0f / gain);
+    direction = g;
+  }
+  backend_.sgd_update(x_, direction, sgd_.velocity().data(), n, {lr, o.momentum, 0.0f, o.nesterov});
 }
 
 // What y takes of a gradient's change so that the tracker numerators sum to the current
 // gradients. The synchronous engines' caller holds the numerators [x; y]: 1. asgp's caller
 // holds [z; y / w] and the engine adds w times the caller's change to the numerator, at the w it
 // gave the caller (nothing moves w between its round and the next round's take but
-// AsyncPushSum::idle(), which the trainer does not call): 1 / w. The step along y / w is then
-// taken with lr w, so that z moves by lr y: a peer whose mass is mostly in flight (asgp's w
-// falls to 1e-3) would otherwise take a gradient change 1 / w times too large into its step
-// and diverge (seen in tests/test_async_tracking.cpp). At a fixed point y = 0 either way.
+// AsyncPushSum::idle(), which the trainer does not call): 1 / w. The step (and its momentum)
+// then follows the numerator w (y / w), so that z moves by lr y: a peer whose mass is mostly in
+// flight (asgp's w falls to 1e-3) would otherwise take a gradient change 1 / w times too large
+// into its step, or into its momentum buffer, and diverge (seen in
+// tests/test_async_tracking.cpp). At a fixed point y = 0 either way.
 float UpdateRule::tracker_gain() const {
   if (!engine_ || engine_->z_scale()) return 1.0f;
   const double w = engine_->weight();
