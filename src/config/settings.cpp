@@ -503,9 +503,10 @@ void validate(const TrainConfig& c) {
   }
   if (!info(c.algo).checkpoints && (c.checkpoint_every > 0 || c.resume)) {
     throw InputError(fmt::format(
-        "{}: {} does not checkpoint (its peers are never at the same iteration); a peer that "
-        "fails is excluded and may rejoin with sgp peer --join",
-        c.resume ? "--resume" : "--checkpoint-every", name_of(c.algo)));
+        "{}: {} does not checkpoint (its peers are never at the same iteration); {}",
+        c.resume ? "--resume" : "--checkpoint-every", name_of(c.algo),
+        info(c.algo).joins ? "a peer that fails is excluded and may rejoin with sgp peer --join"
+                           : "it is fail-stop: a failed run starts again"));
   }
   require_compression_applies(c, std::nullopt);
   if (!c.monitor.empty()) Endpoint::parse(c.monitor, "--monitor");
