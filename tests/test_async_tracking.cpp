@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include "sgp/compute/cpu_backend.hpp"
+#include "sgp/config/engine_settings.hpp"
 #include "sgp/config/settings.hpp"
 #include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/control_message.hpp"
@@ -23,9 +24,11 @@
 #include "sgp/transport/inproc_transport.hpp"
 #include "support/moving_weights.hpp"
 #include "support/quadratics.hpp"
+#include "support/text.hpp"
 
 using namespace sgp;
 using namespace std::chrono_literals;
+using sgp::testing::contains;
 
 namespace {
 
@@ -41,8 +44,14 @@ config::TrainConfig agt_config(config::Algorithm algo) {
   c.momentum = 0.0f;  // plain steps and no weight decay, unless a test asks for them
   c.nesterov = false;
   c.weight_decay = 0.0f;
+  c.timeout_ms = 2000;
   return c;
 }
+
+struct Crash {
+  int rank = -1;  // this rank stops without a word at `round` (none: -1)
+  int round = 0;
+};
 
 struct PeerEnd {
   std::vector<float> z, tracker;  // de-biased, after finish()
@@ -55,7 +64,7 @@ struct PeerEnd {
 // w the round takes it with.
 std::vector<PeerEnd> run_async_peers(const config::TrainConfig& config,
                                      const topology::Schedule& schedule, int rounds, float lr,
-                                     const GradientFn& gradient) {
+                                     const GradientFn& gradient, Crash crash = {}) {
   const int n = schedule.num_peers();
   transport::InProcNetwork network(n);
   const transport::FaultSpec faults{0.05, 0.01, 0.05, 0ms, 7};
@@ -73,12 +82,11 @@ std::vector<PeerEnd> run_async_peers(const config::TrainConfig& config,
         optim::UpdateRule rule(config, backend, layout, x.data(), sgd);
         backend.fill(x.data(), layout.total, 0.0f);
         rule.start();
-        gossip::PushSumConfig gc;
-        gc.mode = gossip::Mode::async;
-        gc.timeout = 2000ms;
+        const auto gc = config::push_sum_config(config, rank, compute::DeviceKind::cpu, false);
         gossip::AsyncPushSum engine(backend, schedule, faulty, x.data(), layout.mixed, gc);
         rule.set_engine(&engine);
         for (int k = 0; k < rounds; ++k) {
+          if (rank == crash.rank && k == crash.round) return;  // silent from now on
           engine.idle(1ms);
           auto g = gradient(rank, k, x.data());
           rule.local_step(g.data(), 1.0f, lr);
@@ -204,6 +212,20 @@ TEST_CASE("one peer: agt is the plain optimizer") {
     }
   for (std::size_t j = 0; j < kDim; ++j)
     CHECK(peers[0].z[j] == doctest::Approx(z[j]).epsilon(1e-5));
+}
+
+// The survivors of a failure would restart from z with w = 1, rescaling their trackers: agt
+// stops them with a clear error instead of training on with a tracker that no longer sums to
+// the gradients.
+TEST_CASE("agt is fail-stop: a silent peer ends the others with an I/O error") {
+  const auto peers = run_async_peers(
+      agt_config(config::Algorithm::agt), moving_weights(), 400, 0.05f,
+      [](int rank, int, const float* z) { return quadratic_gradient(rank, z); }, {2, 30});
+  for (int r = 0; r < kPeers; ++r) {
+    if (r == 2) continue;
+    CAPTURE(r);
+    CHECK(contains(peers[r].error, "gradient tracking is fail-stop"));
+  }
 }
 
 TEST_CASE("agt refuses what would take tracker mass away, naming the flag") {
