@@ -580,9 +580,8 @@ void require_valid_optimizer(const SimulationOptions& o) {
   if (p.momentum_kind == MomentumKind::quasi_global && !(p.momentum > 0.0)) {
     refuse("--momentum-kind quasi-global needs --momentum B (0 < B < 1)");
   }
-  // gt filters the tracked direction by local momentum, as the peers do; the peers' agt steps
-  // along the tracker's numerator (docs/optimizers.md), which this agt does not model, and no
-  // rule has quasi-global momentum with tracking (the tracker already is the global direction).
+  // gt filters the tracked direction by local momentum, as the peers do; the peers have no agt
+  // and no quasi-global momentum with tracking (the tracker already is the global direction).
   if (p.gradient_tracking && p.momentum > 0.0 &&
       (o.mode == Mixing::async || p.momentum_kind == MomentumKind::quasi_global)) {
     refuse(fmt::format(
