@@ -2,7 +2,7 @@
 // the peers train without waiting for each other and still agree at the end; a peer killed
 // with SIGKILL is excluded and the others finish (exit 0); restarted with --join it takes part
 // again; a peer sent SIGTERM with --leave-on-term hands its mass on and exits 0; a straggler
-// (--straggler) slows nobody but itself.
+// (--straggler) slows nobody but itself; agt (gradient tracking over asgp's engine) trains.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -90,6 +90,31 @@ TEST_CASE("asgp peers over ZeroMQ train without waiting for each other and end i
     REQUIRE(last_eval != records.rend());
     CHECK((*last_eval)["test_accuracy"].get<double>() > 0.6);
   }
+}
+
+// agt: gradient tracking over the same engine ([x; y] in one running-sum message per edge).
+TEST_CASE("agt peers over ZeroMQ train with gradient tracking and write a summary") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  const auto topology =
+      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const auto run = dir / "run";
+  const auto agt_run = [&](const std::filesystem::path& run_dir) {
+    std::string command = asgp_run(topology, run_dir, 100, 20000);
+    return command.replace(command.find("--algo asgp"), 11, "--algo agt");
+  };
+  const auto r = sgp::testing::run_sgp(agt_run(run));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto summary = read_json(run / "summary.json");
+  CHECK(summary["peers"] == 4);
+  CHECK(summary["algo"] == "agt");
+  CHECK(summary["final_consensus_error"].get<double>() < 1e-6);
+  CHECK(summary["final_average_model_accuracy"].get<double>() > 0.5);
+  // agt is fail-stop: --leave-on-term would take tracker mass away.
+  const auto refused = sgp::testing::run_sgp(agt_run(dir / "refused") + " --leave-on-term");
+  CHECK(refused.exit_code == 2);
+  CHECK(contains(refused.output, "--leave-on-term with --algo agt"));
 }
 
 TEST_CASE("asgp: a peer killed with SIGKILL is excluded and the other three finish, exit 0") {

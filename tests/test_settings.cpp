@@ -230,17 +230,20 @@ TEST_CASE("the algorithm table's columns decide whether checkpoints apply") {
     CHECK(error.empty() == a.checkpoints);
     if (!a.checkpoints) {
       CHECK(error == "--checkpoint-every: " + std::string(a.name) +
-                         " does not checkpoint (its peers are never at the same iteration); a "
-                         "peer that fails is excluded and may rejoin with sgp peer --join");
+                         " does not checkpoint (its peers are never at the same iteration); " +
+                         (a.joins ? "a peer that fails is excluded and may rejoin with sgp peer "
+                                    "--join"
+                                  : "it is fail-stop: a failed run starts again"));
     }
   }
-  // asgp alone: peers fail, join and leave, and none is ever at one iteration with the others.
+  // asgp alone: peers fail, join and leave; none of asgp's or agt's is ever at one iteration
+  // with the others (agt is fail-stop: a peer's tracker mass cannot be lost).
   for (const auto& a : sgp::config::algorithms()) {
     CAPTURE(a.name);
     const bool asgp = a.algo == sgp::config::Algorithm::asgp;
     CHECK(a.joins == asgp);
     CHECK(a.tolerates_failures == asgp);
-    CHECK(a.checkpoints == !asgp);
+    CHECK(a.checkpoints == (a.mode != sgp::gossip::Mode::async));
   }
 }
 
@@ -256,7 +259,7 @@ TEST_CASE("bad values are refused naming the flag and what was expected") {
   CHECK(flag_error({"--warmup-epochs", "inf"}) ==
         "--warmup-epochs: expected a number in [0, 10000], got inf");
   CHECK(flag_error({"--algo", "sgd"}) ==
-        "--algo: 'sgd' is not one of sgp, osgp, asgp, local, dpsgd, exact, allreduce, gt");
+        "--algo: 'sgd' is not one of sgp, osgp, asgp, local, dpsgd, exact, allreduce, gt, agt");
   CHECK(flag_error({"--compress", "fp8"}) ==
         "--compress: 'fp8' is not one of none, fp16, bf16, topk:R, randk:R, sign, qsgd:L");
   CHECK(flag_error({"--compress", "topk:2"}).starts_with("--compress: topk:2: the fraction must"));

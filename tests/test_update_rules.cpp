@@ -22,6 +22,7 @@
 #include "sgp/transport/inproc_network.hpp"
 #include "sgp/transport/inproc_transport.hpp"
 #include "support/moving_weights.hpp"
+#include "support/quadratics.hpp"
 #include "support/text.hpp"
 
 using namespace sgp;
@@ -30,28 +31,8 @@ namespace {
 
 constexpr std::size_t kDim = 3;
 
-struct Quadratic {
-  double a;
-  std::vector<double> b;
-};
-
-// Peer i's f_i: curvatures and centres far apart (strong heterogeneity).
-Quadratic quadratic(int rank) {
-  const double a[] = {1.0, 2.0, 0.5, 1.5};
-  return {a[rank % 4], {3.0 * rank, -2.0 + rank, rank % 2 == 0 ? 5.0 : -5.0}};
-}
-
-std::vector<double> optimum(int n) {
-  std::vector<double> num(kDim, 0.0);
-  double den = 0.0;
-  for (int i = 0; i < n; ++i) {
-    const auto q = quadratic(i);
-    for (std::size_t j = 0; j < kDim; ++j) num[j] += q.a * q.b[j];
-    den += q.a;
-  }
-  for (auto& v : num) v /= den;
-  return num;
-}
+using testing::Quadratic;
+using testing::quadratic;
 
 config::TrainConfig rule_config(config::Algorithm algo, float momentum = 0.0f,
                                 bool nesterov = false, float weight_decay = 0.0f) {
@@ -277,7 +258,7 @@ TEST_CASE("gt over push-sum: the trackers sum to the current directions after ev
 // tracking reaches the minimiser of the sum (to float rounding).
 TEST_CASE("gt reaches the exact optimum with a constant step, where sgp stalls") {
   const auto schedule = topology::parse_dot(sgp::testing::kMovingWeights, "<moving weights>");
-  const auto target = optimum(4);
+  const auto target = testing::quadratic_optimum(4);
   const double gt =
       max_distance(run_peers(rule_config(config::Algorithm::gt), schedule, 400, 0.1f), target);
   // With Nesterov momentum (tracked, not a filter of y): still exact.

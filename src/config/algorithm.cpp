@@ -14,7 +14,7 @@ namespace {
 
 using gossip::Mode;
 
-constexpr std::array<AlgorithmInfo, 8> kAlgorithms = {{
+constexpr std::array<AlgorithmInfo, 9> kAlgorithms = {{
     {Algorithm::sgp, "sgp", "Stochastic Gradient Push: synchronous push-sum every H iterations",
      true, Mode::sync, true, MixingRule::as_given, true, true, false, false},
     {Algorithm::osgp, "osgp",
@@ -43,6 +43,13 @@ constexpr std::array<AlgorithmInfo, 8> kAlgorithms = {{
      "tracker y of the average gradient with x in one message and steps along y; no "
      "heterogeneity floor with a constant step",
      true, Mode::sync, true, MixingRule::as_given, true, true, false, false, true},
+    // A peer that leaves or fails takes its tracker mass with it: the survivors' trackers would
+    // no longer sum to their gradients (a bias that never decays), so no joins and fail-stop.
+    {Algorithm::agt, "agt",
+     "gradient tracking over asynchronous push-sum (asgp's engine): [x; y] in one message, "
+     "carried by running sums, so lost, duplicated or reordered messages cost nothing; "
+     "fail-stop, no joins",
+     true, Mode::async, true, MixingRule::as_given, false, false, false, false, true},
 }};
 
 // Whether every phase's weights are symmetric already (p_ij == p_ji on every edge, so doubly

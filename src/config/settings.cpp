@@ -263,7 +263,7 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
                  "communication), dpsgd (symmetric gossip, undirected topology), exact (complete "
                  "topology: exact averaging, for comparison), allreduce (ring AllReduce over "
                  "ranks 0..N-1: the exact average every round, the baseline), gt (gradient "
-                 "tracking over synchronous push-sum)",
+                 "tracking over synchronous push-sum), agt (gradient tracking over asgp's engine)",
                  S::peers, true, &C::algo)
       .fix_across_resume();
   add<gossip::PayloadCompression>(
@@ -480,9 +480,20 @@ void validate_update_rules(const TrainConfig& c) {
     }
   }
   if (row.tracks_gradient && c.momentum_kind == MomentumKind::quasi_global) {
-    throw InputError(
-        "--momentum-kind quasi-global with --algo gt: gradient tracking tracks the local "
-        "momentum (docs/optimizers.md); use --momentum-kind local");
+    throw InputError(fmt::format(
+        "--momentum-kind quasi-global with --algo {}: gradient tracking tracks the local "
+        "momentum (docs/optimizers.md); use --momentum-kind local",
+        name_of(c.algo)));
+  }
+  // A peer that leaves or fails takes its tracker mass away: the others' trackers would sum to
+  // their gradients plus what it held, a bias that never decays (docs/optimizers.md).
+  if (row.tracks_gradient && row.mode == gossip::Mode::async &&
+      (c.leave_on_term || c.on_peer_failure == PeerFailure::go_on)) {
+    throw InputError(fmt::format(
+        "{} with --algo {}: a peer that leaves or fails takes its share of the gradient "
+        "tracker with it, and the others' trackers would stay biased; gradient tracking is "
+        "fail-stop (use --on-peer-failure auto or stop, without --leave-on-term)",
+        c.leave_on_term ? "--leave-on-term" : "--on-peer-failure continue", name_of(c.algo)));
   }
 }
 
@@ -496,9 +507,10 @@ void validate(const TrainConfig& c) {
   }
   if (!info(c.algo).checkpoints && (c.checkpoint_every > 0 || c.resume)) {
     throw InputError(fmt::format(
-        "{}: {} does not checkpoint (its peers are never at the same iteration); a peer that "
-        "fails is excluded and may rejoin with sgp peer --join",
-        c.resume ? "--resume" : "--checkpoint-every", name_of(c.algo)));
+        "{}: {} does not checkpoint (its peers are never at the same iteration); {}",
+        c.resume ? "--resume" : "--checkpoint-every", name_of(c.algo),
+        info(c.algo).joins ? "a peer that fails is excluded and may rejoin with sgp peer --join"
+                           : "it is fail-stop: a failed run starts again"));
   }
   require_compression_applies(c, std::nullopt);
   if (!c.monitor.empty()) Endpoint::parse(c.monitor, "--monitor");

@@ -763,6 +763,13 @@ void AsyncPushSum::membership_changed(const std::string& what, int rank) {
 // combination of the peers' models, and after an exclusion the survivors converge to the plain
 // average of theirs. What was in flight on the old totals is given up.
 void AsyncPushSum::renormalise() {
+  if (config_.fail_stop) {
+    throw IoError(fmt::format(
+        "rank {}: a peer failed or mass was lost at round {} (w {:.3g}); gradient tracking is "
+        "fail-stop: restarting from z would rescale the tracker, so the run stops (rerun it; a "
+        "peer silent for --timeout-ms counts as failed)",
+        rank_, round_, w_));
+  }
   spdlog::info("rank {}: restarting from z at round {} (w was {:.3g}), generation {}", rank_,
                round_, w_, (generation_ + 1) & 0xffffu);
   if (w_ > 0.0 && std::isfinite(1.0 / w_)) {

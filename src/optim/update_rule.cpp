@@ -1,5 +1,6 @@
 #include "sgp/optim/update_rule.hpp"
 
+#include <cmath>
 #include <vector>
 
 #include <fmt/format.h>
@@ -81,8 +82,9 @@ void UpdateRule::tracking_step(float* g, float scale, float lr) {
   float* last = x_ + layout_.last_gradient;
   const model::SgdOptions& o = sgd_.options();
   if (o.weight_decay > 0.0f) backend_.axpy(o.weight_decay * scale, x_, g, n);  // wd z, z = scale x
+  const float gain = tracker_gain();
   if (tracking_started_) {
-    backend_.axpy(-1.0f, last, y, n);
+    backend_.axpy(-gain, last, y, n);
   } else {
     backend_.fill(y, n, 0.0f);
     tracking_started_ = true;
@@ -90,8 +92,23 @@ void UpdateRule::tracking_step(float* g, float scale, float lr) {
   // last <- u: the optimizer's fused step with lr -1 on zeros leaves +u there and updates v.
   backend_.fill(last, n, 0.0f);
   backend_.sgd_update(last, g, sgd_.velocity().data(), n, {-1.0f, o.momentum, 0.0f, o.nesterov});
-  backend_.axpy(1.0f, last, y, n);
-  backend_.axpy(-lr, y, x_, n);
+  backend_.axpy(gain, last, y, n);
+  backend_.axpy(-lr / gain, y, x_, n);  // agt: z moves by lr times the numerator w (y / w)
+}
+
+// What y takes of a direction's change so that the tracker numerators sum to the current
+// directions u. The synchronous engines' caller holds the numerators [x; y]: 1. asgp's caller
+// holds [z; y / w] and the engine adds w times the caller's change to the numerator, at the w it
+// gave the caller (nothing moves w between its round and the next round's take but
+// AsyncPushSum::idle(), which the trainer does not call): 1 / w. The step then follows the
+// numerator w (y / w), so that z moves by lr y: a peer whose mass is mostly in flight (asgp's w
+// falls to 1e-3) would otherwise take a change 1 / w times too large into its step and diverge
+// (seen in tests/test_async_tracking.cpp). At a fixed point y = 0 either way.
+float UpdateRule::tracker_gain() const {
+  if (!engine_ || engine_->z_scale()) return 1.0f;
+  const double w = engine_->weight();
+  SGP_ENFORCE(w > 0.0 && std::isfinite(1.0 / w), "gradient tracking at push-sum weight {}", w);
+  return static_cast<float>(1.0 / w);
 }
 
 // z_half = z - lr d with d = g + beta m (Nesterov: d = g + beta (beta m + g)), written back as

@@ -100,6 +100,10 @@ struct PushSumConfig {
   // duplicated or reordered message costs nothing (false: each message carries one round's
   // mass, as plain push-sum; kept to show what faults do to it).
   bool running_sums = true;
+  // Async mode: a restart from z with w = 1 (after an exclusion, or mass held for a whole
+  // timeout) ends the peer with IoError instead. Gradient tracking (agt) sets it: the restart
+  // rescales the tracker's numerator, whose sum must stay the sum of the gradients.
+  bool fail_stop = false;
   // Sync and overlap modes: x travels rounded to 16 bits (wire dtypes 4, 5); the sender keeps
   // what the rounding took off. CPU backend only.
   Compression compression = Compression::none;

@@ -6,6 +6,7 @@
 //   - gt (gradient tracking, Push-DIGing / ADD-OPT, with momentum tracking): u = the local
 //     optimizer's direction (momentum of g), y <- y + u(t) - u(t-1) (y(0) = u(0)), a step of x
 //     along y, then the round mixes [x; y] in one message;
+//     agt the same over asgp's engine, whose caller holds [z; y / w] (tracker_gain());
 //   - --momentum-kind quasi-global (Lin et al. 2021): the step is z - lr (g + beta m) written back
 //     into x; after the round m <- beta m + (1 - beta) (z_before - z_after) / lr;
 //   - --slow-momentum (SlowMo, on --global-average-every's exact averages): an outer momentum
@@ -73,6 +74,7 @@ class UpdateRule {
 
  private:
   void tracking_step(float* grads, float scale, float lr);
+  float tracker_gain() const;
   void quasi_global_step(float* grads, float scale, float lr);
   void update_quasi_global_buffer();
   void slow_momentum_step();
