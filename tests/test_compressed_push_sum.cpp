@@ -158,7 +158,8 @@ TEST_CASE("dtype 7 frames: one chunk of any length, coefficient 0 for a copy-onl
 namespace {
 
 // Two peers on the ring 0 <-> 1 (p = 0.5), both starting from x0, peer 0 then moved by `step` at
-// coordinate `at` (an SGD step); one round of topk with one coordinate a message at gamma 1.
+// coordinate `at` (an SGD step) once its engine is built; one round of topk with one coordinate a
+// message at gamma 1.
 std::vector<std::vector<float>> one_round_from_common_start(bool copies_start_at_x,
                                                             const std::vector<float>& x0,
                                                             std::size_t at, float step) {
@@ -171,13 +172,13 @@ std::vector<std::vector<float>> one_round_from_common_start(bool copies_start_at
   cfg.copies_start_at_x = copies_start_at_x;
   cfg.timeout = std::chrono::seconds(10);
   std::vector<std::vector<float>> x(2, x0);
-  x[0][at] += step;
   std::vector<std::thread> peers;
   for (int rank = 0; rank < 2; ++rank) {
     peers.emplace_back([&, rank] {
       compute::CpuBackend backend(1);
       transport::InProcTransport transport(net, rank);
       gossip::CompressedPushSum engine(backend, s, transport, x[rank].data(), dim, cfg);
+      if (rank == 0) x[0][at] += step;  // after the copies took x0
       engine.mix();
       engine.finish();
       CHECK(engine.weight() == 1.0);
