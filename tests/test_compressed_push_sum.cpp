@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <thread>
 
 #include "sgp/compress/compressor.hpp"
 #include "sgp/compute/cpu_backend.hpp"
@@ -152,4 +153,61 @@ TEST_CASE("dtype 7 frames: one chunk of any length, coefficient 0 for a copy-onl
   CHECK(decode(0, 4, 0.5) == gossip::RejectCause::bad_size);
   CHECK(decode(0, 5, -0.5) == gossip::RejectCause::bad_weight);
   CHECK(decode(0, 5, 1.5) == gossip::RejectCause::bad_weight);
+}
+
+namespace {
+
+// Two peers on the ring 0 <-> 1 (p = 0.5), both starting from x0, peer 0 then moved by `step` at
+// coordinate `at` (an SGD step) once its engine is built; one round of topk with one coordinate a
+// message at gamma 1.
+std::vector<std::vector<float>> one_round_from_common_start(bool copies_start_at_x,
+                                                            const std::vector<float>& x0,
+                                                            std::size_t at, float step) {
+  const std::size_t dim = x0.size();
+  const auto s = testing::make_schedule(testing::Graph::ring, 2);
+  transport::InProcNetwork net(2);
+  gossip::PushSumConfig cfg;
+  cfg.compressor = compress::parse_compressor(fmt::format("topk:{}", 1.0 / dim), "--compress");
+  cfg.consensus_step = 1.0;
+  cfg.copies_start_at_x = copies_start_at_x;
+  cfg.timeout = std::chrono::seconds(10);
+  std::vector<std::vector<float>> x(2, x0);
+  std::vector<std::thread> peers;
+  for (int rank = 0; rank < 2; ++rank) {
+    peers.emplace_back([&, rank] {
+      compute::CpuBackend backend(1);
+      transport::InProcTransport transport(net, rank);
+      gossip::CompressedPushSum engine(backend, s, transport, x[rank].data(), dim, cfg);
+      if (rank == 0) x[0][at] += step;  // after the copies took x0
+      engine.mix();
+      engine.finish();
+      CHECK(engine.weight() == 1.0);
+    });
+  }
+  for (auto& p : peers) p.join();
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("copies that start at the common x0 send only what moved: the exact mean in one round") {
+  const auto x0 = testing::initial_vector(0, 2, 16);
+  constexpr std::size_t kAt = 5;
+  constexpr float kStep = 4.0f;
+  // The only difference from the copies is peer 0's step: topk's one coordinate carries it whole,
+  // and one round at gamma 1 is push-sum on exact copies: x0 + step / 2 at `at` on both peers.
+  for (const auto& x : one_round_from_common_start(true, x0, kAt, kStep)) {
+    for (std::size_t d = 0; d < x0.size(); ++d) {
+      CHECK(x[d] == doctest::Approx(x0[d] + (d == kAt ? kStep / 2 : 0.0f)).epsilon(1e-6));
+    }
+  }
+  // From copies at zero the same coordinate is all each peer sends of its whole model: the rest
+  // of x0 is mixed with copies still at zero, far from the mean.
+  double worst = 0;
+  for (const auto& x : one_round_from_common_start(false, x0, kAt, kStep)) {
+    for (std::size_t d = 0; d < x0.size(); ++d) {
+      worst = std::max(worst, double(std::abs(x[d] - x0[d] - (d == kAt ? kStep / 2 : 0.0f))));
+    }
+  }
+  CHECK(worst > 0.1);
 }

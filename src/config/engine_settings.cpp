@@ -78,6 +78,8 @@ gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
   gc.compression = config.compress.format;
   gc.compressor = config.compress.compressor;
   gc.consensus_step = config.consensus_step;
+  // Every peer starts from net.initial_parameters(seed), the same seed: one x0 for all.
+  gc.copies_start_at_x = true;
   gc.robust = config.robust;
   gc.sign_flip = config.sign_flip_rank == rank;
   gc.global_average_every = config.global_average_every;

@@ -50,6 +50,21 @@ CompressedPushSum::CompressedPushSum(compute::Backend& backend, topology::Schedu
     copies_[j].assign(n, 0.0f);
     next_round_[j] = 0;
   }
+  if (config.copies_start_at_x) start_copies_at(x);
+}
+
+// Every copy (its own and its in-neighbours') at `start`: the same at both ends of every edge
+// when every peer passes the same vector, or zero.
+void CompressedPushSum::start_copies_at(const float* start) {
+  const auto set = [&](std::vector<float>& copy) {
+    if (start != nullptr) {
+      std::copy(start, start + n_, copy.begin());
+    } else {
+      std::fill(copy.begin(), copy.end(), 0.0f);
+    }
+  };
+  set(own_copy_);
+  for (auto& [rank, copy] : copies_) set(copy);
 }
 
 CompressedPushSum::~CompressedPushSum() {
@@ -245,14 +260,16 @@ void CompressedPushSum::wait_released() {
   }
 }
 
-// The copies are not in a checkpoint: every peer restarts them at zero, alike, which keeps them
-// equal at both ends of every edge (and the sums conserved); the first rounds resend the models.
+// The copies are not in a checkpoint: every peer restarts them at zero, alike (the restored
+// models differ, so copies_start_at_x cannot hold), which keeps them equal at both ends of every
+// edge (and the sums conserved); the first rounds resend the models.
 void CompressedPushSum::restore(std::int64_t round, double weight) {
   SGP_ENFORCE(round_ == 0, "restore() after {} rounds were mixed", round_);
   SGP_ENFORCE(round >= 0, "cannot restore round {}", round);
   SGP_ENFORCE(weight > 0.0 && std::isfinite(weight), "restored push-sum weight is {}", weight);
   round_ = round;
   w_ = weight;
+  start_copies_at(nullptr);
   for (auto& [rank, next] : next_round_) next = round;
   metrics_.rounds = round_;
 }

@@ -21,7 +21,9 @@
 // the log) and never applied: a peer whose genuine message never comes fails at the timeout.
 // Sync mode applies round r's messages in round r; overlap mode (OSGP) waits only for rounds
 // <= r - tau and applies what came as it comes. Both on the caller's thread (ZeroMQ's I/O thread
-// moves the bytes meanwhile); CPU backend only.
+// moves the bytes meanwhile); CPU backend only. The copies start at zero, or at x where the
+// caller promises every peer's x is the same (config.copies_start_at_x: the trainer's seeded
+// initial model, as CHOCO-SGD starts every copy at the common x0).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -71,6 +73,7 @@ class CompressedPushSum final : public Mixer {
     std::vector<std::uint8_t> payload;
   };
 
+  void start_copies_at(const float* start);
   void send_difference(std::int64_t round);
   void receive_until(std::int64_t wait_round, std::int64_t apply_round);
   bool delivered(std::int64_t round) const;

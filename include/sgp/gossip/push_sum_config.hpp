@@ -112,6 +112,11 @@ struct PushSumConfig {
   std::optional<compress::Compressor> compressor;
   // The consensus step gamma of compressed gossip in (0, 1]; 0: compress::default_consensus_step.
   double consensus_step = 0.0;
+  // Compressed gossip: the caller promises that every peer's x is the same when the engine is
+  // built (the trainer's seeded initial model), so the public copies start there at both ends of
+  // every edge instead of at zero: the first differences sent are the first SGD steps, not the
+  // whole model. restore() starts them at zero again (the peers' restored x differ).
+  bool copies_start_at_x = false;
   // Sync mode on the CPU: clip each in-neighbour's contribution (ClippedGossip, NeighbourWatch).
   Robust robust = Robust::none;
   // > 0: every this many iterations the round is the ring allreduce's exact average of z instead
