@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "byte_fields.hpp"
+#include "sgp/byte_fields.hpp"
 
 namespace sgp::gossip {
 
@@ -13,8 +13,8 @@ namespace {
 constexpr std::uint16_t kControlVersion = 1;
 constexpr std::size_t kHashed = 32;
 
-using detail::get;
-using detail::put;
+using byte_fields::get;
+using byte_fields::put;
 
 // What the header alone says about who may send a notice: one about a rank's own doings only
 // from that rank, and one addressed to a rank only to it. (Exclusions and admissions depend on

@@ -9,13 +9,13 @@
 #include <new>
 #include <optional>
 
-#include "byte_fields.hpp"
+#include "sgp/byte_fields.hpp"
 
 namespace sgp::gossip {
 namespace {
 
-using detail::get;
-using detail::put;
+using byte_fields::get;
+using byte_fields::put;
 
 constexpr std::size_t kHashedHeaderBytes = 72;
 

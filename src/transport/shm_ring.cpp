@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "sgp/byte_fields.hpp"
 #include "sgp/error.hpp"
 
 namespace sgp::transport {
@@ -57,16 +58,8 @@ void fill_random(std::span<std::byte> out) {
   }
 }
 
-template <typename T>
-void put(std::span<std::byte> out, std::size_t at, T value) {
-  std::memcpy(out.data() + at, &value, sizeof value);
-}
-template <typename T>
-T get(std::span<const std::byte> in, std::size_t at) {
-  T value;
-  std::memcpy(&value, in.data() + at, sizeof value);
-  return value;
-}
+using byte_fields::get;
+using byte_fields::put;
 
 // Reads a decimal number up to `stop` in `text` from `at`; nothing when it is not one.
 std::optional<long long> number_until(std::string_view text, std::size_t& at, char stop) {

@@ -1,11 +1,12 @@
 #pragma once
-// Fixed-offset little-endian fields of the gossip headers (wire_format.cpp, control_message.cpp):
-// memcpy, so that no alignment is assumed. Little-endian is checked in wire_format.hpp.
+// Fixed-offset fields of binary headers (the gossip wire format and control messages, the
+// shared-memory ring's descriptors): memcpy, so that no alignment is assumed. The host's byte
+// order is used; little-endian is checked in gossip/wire_format.hpp.
 #include <cstddef>
 #include <cstring>
 #include <span>
 
-namespace sgp::gossip::detail {
+namespace sgp::byte_fields {
 
 template <class T>
 void put(std::span<std::byte> out, std::size_t offset, T value) {
@@ -19,4 +20,4 @@ T get(std::span<const std::byte> in, std::size_t offset) {
   return value;
 }
 
-}  // namespace sgp::gossip::detail
+}  // namespace sgp::byte_fields
