@@ -234,6 +234,34 @@ TEST_CASE("a dead peer is excluded by every survivor, who all finish in agreemen
   }
 }
 
+// Rank 3 dies before it sends anything. Rank 0, whose first in-neighbour it is, waits a whole
+// time-out in its first round; rank 2 hears from rank 0 only from round 1 on (rank 0 pushes to
+// 0 + 2 in phase 1) and watches it with the same time-out. Rank 0 must keep rank 2's detector
+// fed while it waits, or rank 2 excludes it (and rank 0 then excludes 1 and 2: a partition).
+TEST_CASE("a peer waiting a time-out for a dead first in-neighbour is not excluded itself") {
+  const int n = 4;
+  const std::size_t dim = 8;
+  const auto s = testing::make_schedule(testing::Graph::exponential, n);
+  Peers peers(n);
+  // Rank 0 computes for 50 ms after its first round: its round-1 push to rank 2 comes late.
+  auto hooks = [](int rank, int round, std::vector<float>&) {
+    if (rank == 3) return Next::crash;
+    if (rank == 0 && round == 1) std::this_thread::sleep_for(50ms);
+    return Next::mix;
+  };
+  const auto out = run_async(s, peers.plain(), dim, 60, async_config(true, 1000ms), hooks);
+  for (int r = 0; r < 3; ++r) {
+    CAPTURE(r);
+    REQUIRE(out[r].error.empty());
+    std::vector<int> excluded;
+    for (const auto& e : out[r].events)
+      if (e.what == "excluded") excluded.push_back(e.rank);
+    CHECK(excluded == std::vector<int>{3});
+    REQUIRE(out[r].z.size() == dim);
+    CHECK(max_relative_distance(out[r].z, as_double(out[0].z)) < 1e-6);
+  }
+}
+
 // The last peer to finish trains on alone while the others only mix; its last steps must reach
 // everyone before anyone stops. Rank 0 takes `rounds` rounds with a step of +-500 in z before
 // each (values are about 64); the others stop after 10. Returns the largest |z_r - z_1| / |z_1|.

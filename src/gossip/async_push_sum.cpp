@@ -172,13 +172,23 @@ void AsyncPushSum::idle(milliseconds duration) {
 // 1 / w times larger in z) would blow up. So the first round waits, as a synchronous round does,
 // until every peer that pushes to it in that round has been heard from or excluded (the
 // failure detector's cap). It sends its totals again meanwhile (running sums: a repeat costs
-// nothing), so that a lost first message does not get a live peer excluded.
+// nothing), so that a lost first message does not get a live peer excluded. The peers it pushes
+// to in later rounds watch it too: waiting for a dead in-neighbour takes the whole cap, their
+// deadline as well, so they are sent the (unchanged) totals every fifth of the detector's floor.
+// Without that, 4 Python ranks whose first in-neighbour was killed before it was heard from
+// excluded the waiting rank, and it excluded them: a partition, each side exit 0.
 void AsyncPushSum::await_in_neighbours() {
   const std::int64_t pushed = round_ - 1;
+  const auto keep_alive_every = std::max(milliseconds(10), detector_floor(config_.timeout) / 5);
+  auto kept_alive = Clock::now();
   while (detector_->waiting_for_first_message(mixing_.in_neighbors(rank_, pushed))) {
     idle(milliseconds(5));
     if (left_) continue;
     for (const auto& e : mixing_.out_edges(rank_, pushed)) send_total(e.peer, out_edge(e.peer));
+    if (Clock::now() - kept_alive < keep_alive_every) continue;
+    kept_alive = Clock::now();
+    for (int r : mixing_.all_out_neighbors(rank_))
+      if (membership_.live(r)) send_total(r, out_edge(r));
   }
 }
 
