@@ -257,14 +257,16 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
   add<std::string>(r, "topology", kPeers,
                    "topology file (Graphviz DOT with an endpoint per node; see `sgp topology`)",
                    S::peers, false, &C::topology);
-  add<Algorithm>(r, "algo", kPeers,
-                 "sgp (synchronous push-sum), osgp (overlapped, see --tau), asgp (asynchronous: "
-                 "nobody waits; survives failed, joining and leaving peers), local (no "
-                 "communication), dpsgd (symmetric gossip, undirected topology), exact (complete "
-                 "topology: exact averaging, for comparison), allreduce (ring AllReduce over "
-                 "ranks 0..N-1: the exact average every round, the baseline), gt (gradient "
-                 "tracking over synchronous push-sum), agt (gradient tracking over asgp's engine)",
-                 S::peers, true, &C::algo)
+  add<Algorithm>(
+      r, "algo", kPeers,
+      "sgp (synchronous push-sum), osgp (overlapped, see --tau), asgp (asynchronous: "
+      "nobody waits; survives failed, joining and leaving peers), local (no "
+      "communication), dpsgd (symmetric gossip, undirected topology), exact (complete "
+      "topology: exact averaging, for comparison), allreduce (ring AllReduce over "
+      "ranks 0..N-1: the exact average every round, the baseline), gt (gradient "
+      "tracking over synchronous push-sum), ogt (the same over osgp's engine), agt (gradient "
+      "tracking over asgp's engine)",
+      S::peers, true, &C::algo)
       .fix_across_resume();
   add<gossip::PayloadCompression>(
       r, "compress", kPeers,
