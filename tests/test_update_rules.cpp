@@ -447,15 +447,17 @@ TEST_CASE("combinations the rules do not have are refused, naming the flag") {
   c.gossip_every = 2;
   CHECK(contains(refusal(c), "--gossip-every 1"));
   for (auto algo : {config::Algorithm::osgp, config::Algorithm::asgp, config::Algorithm::allreduce,
-                    config::Algorithm::gt, config::Algorithm::local}) {
+                    config::Algorithm::gt, config::Algorithm::ogt, config::Algorithm::local}) {
     auto d = rule_config(algo);
     d.global_average_every = 2;
     CHECK(contains(refusal(d), "--global-average-every"));
   }
+  for (auto algo : {config::Algorithm::gt, config::Algorithm::ogt}) {
+    auto tracking = rule_config(algo);
+    tracking.momentum_kind = config::MomentumKind::quasi_global;
+    CHECK(contains(refusal(tracking), "--momentum-kind quasi-global with --algo"));
+  }
   auto gt = rule_config(config::Algorithm::gt);
-  gt.momentum_kind = config::MomentumKind::quasi_global;
-  CHECK(contains(refusal(gt), "--momentum-kind quasi-global"));
-  gt.momentum_kind = config::MomentumKind::local;
   gt.robust = gossip::Robust::clip;
   CHECK(contains(refusal(gt), "--robust clip"));
 }
