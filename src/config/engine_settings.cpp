@@ -35,9 +35,9 @@ bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& s,
   const bool threaded = static_cast<int>(std::thread::hardware_concurrency()) > here;
   if (info(config.algo).mode == gossip::Mode::overlap && !threaded) {
     spdlog::info(
-        "rank {}: {} peers on this host, {} cores: osgp communicates between steps "
+        "rank {}: {} peers on this host, {} cores: {} communicates between steps "
         "(--comm-thread on to use a thread)",
-        rank, here, std::thread::hardware_concurrency());
+        rank, here, std::thread::hardware_concurrency(), name_of(config.algo));
   }
   return threaded;
 }
