@@ -470,6 +470,30 @@ TEST_CASE("an interrupted run resumes from its newest complete checkpoint and fi
   CHECK(training_rows == 16);
 }
 
+// ogt: gradient tracking over the overlap engine in real processes, with checkpoints (taken once
+// the mass in flight is in; tests/test_peer_training.cpp checks their state and the resume).
+TEST_CASE("ogt over ZeroMQ: 4 processes train and checkpoint; --compress is refused") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  const auto topology =
+      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+  const auto run = dir / "run";
+  const auto r = run_sgp(short_run(topology, run, 10) + " --algo ogt --checkpoint-every 5");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto summary = read_json(run / "summary.json");
+  CHECK(summary["algo"] == "ogt");
+  CHECK(summary["sum_of_weights"].get<double>() == doctest::Approx(4.0).epsilon(1e-12));
+  CHECK(summary["final_consensus_error"].get<double>() < 1e-6);  // the peers agree
+  for (int rank = 0; rank < 4; ++rank)
+    CHECK(std::filesystem::exists(run / "checkpoints" /
+                                  ("checkpoint-" + std::to_string(rank) + "-10.bin")));
+  const auto refused =
+      run_sgp(short_run(topology, dir / "refused", 10) + " --algo ogt --compress fp16");
+  CHECK(refused.exit_code == 2);
+  CHECK(contains(refused.output, "--compress fp16: ogt sends its rounds of [x; y] in float32"));
+}
+
 TEST_CASE("a finished run: --resume says so and changes nothing; a new run there is refused") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;

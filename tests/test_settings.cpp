@@ -259,7 +259,8 @@ TEST_CASE("bad values are refused naming the flag and what was expected") {
   CHECK(flag_error({"--warmup-epochs", "inf"}) ==
         "--warmup-epochs: expected a number in [0, 10000], got inf");
   CHECK(flag_error({"--algo", "sgd"}) ==
-        "--algo: 'sgd' is not one of sgp, osgp, asgp, local, dpsgd, exact, allreduce, gt, agt");
+        "--algo: 'sgd' is not one of sgp, osgp, asgp, local, dpsgd, exact, allreduce, gt, ogt, "
+        "agt");
   CHECK(flag_error({"--compress", "fp8"}) ==
         "--compress: 'fp8' is not one of none, fp16, bf16, topk:R, randk:R, sign, qsgd:L");
   CHECK(flag_error({"--compress", "topk:2"}).starts_with("--compress: topk:2: the fraction must"));
@@ -273,8 +274,10 @@ TEST_CASE("bad values are refused naming the flag and what was expected") {
               .starts_with(std::string("--compress fp16: ") + algo +
                            " does not send push-sum rounds of float32 x"));
   }
+  CHECK(flag_error({"--compress", "bf16", "--algo", "ogt"})
+            .starts_with("--compress bf16: ogt sends its rounds of [x; y] in float32 only"));
   CHECK(flag_error({"--robust", "median"}) == "--robust: 'median' is not one of none, clip");
-  for (const char* algo : {"osgp", "asgp", "allreduce", "local"}) {
+  for (const char* algo : {"osgp", "asgp", "allreduce", "local", "ogt"}) {
     CHECK(flag_error({"--robust", "clip", "--algo", algo})
               .starts_with(std::string("--robust clip: measuring and clipping neighbours' models "
                                        "needs synchronous push-sum")));

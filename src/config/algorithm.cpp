@@ -14,7 +14,7 @@ namespace {
 
 using gossip::Mode;
 
-constexpr std::array<AlgorithmInfo, 9> kAlgorithms = {{
+constexpr std::array<AlgorithmInfo, 10> kAlgorithms = {{
     {Algorithm::sgp, "sgp", "Stochastic Gradient Push: synchronous push-sum every H iterations",
      true, Mode::sync, true, MixingRule::as_given, true, true, false, false},
     {Algorithm::osgp, "osgp",
@@ -43,6 +43,10 @@ constexpr std::array<AlgorithmInfo, 9> kAlgorithms = {{
      "tracker y of the average gradient with x in one message and steps along y; no "
      "heterogeneity floor with a constant step",
      true, Mode::sync, true, MixingRule::as_given, true, true, false, false, true},
+    {Algorithm::ogt, "ogt",
+     "gradient tracking over overlap SGP (osgp's engine): [x; y] in one message, in-neighbours "
+     "at most --tau rounds behind; the mass in flight keeps the trackers' sum",
+     true, Mode::overlap, true, MixingRule::as_given, false, true, false, false, true},
     // A peer that leaves or fails takes its tracker mass with it: the survivors' trackers would
     // no longer sum to their gradients (a bias that never decays), so no joins and fail-stop.
     {Algorithm::agt, "agt",

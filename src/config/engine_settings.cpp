@@ -35,16 +35,23 @@ bool overlap_comm_thread(const TrainConfig& config, const topology::Schedule& s,
   const bool threaded = static_cast<int>(std::thread::hardware_concurrency()) > here;
   if (info(config.algo).mode == gossip::Mode::overlap && !threaded) {
     spdlog::info(
-        "rank {}: {} peers on this host, {} cores: osgp communicates between steps "
+        "rank {}: {} peers on this host, {} cores: {} communicates between steps "
         "(--comm-thread on to use a thread)",
-        rank, here, std::thread::hardware_concurrency());
+        rank, here, std::thread::hardware_concurrency(), name_of(config.algo));
   }
   return threaded;
 }
 
 void require_compression_applies(const TrainConfig& c, std::optional<bool> on_cpu) {
   if (c.compress == gossip::Compression::none) return;
-  if (!info(c.algo).compressible) {
+  const AlgorithmInfo& row = info(c.algo);
+  if (!row.compressible && row.tracks_gradient && row.mode == gossip::Mode::overlap) {
+    throw InputError(fmt::format(
+        "--compress {}: {} sends its rounds of [x; y] in float32 only (16-bit rounds of the "
+        "overlapped tracker are not built); use --compress none, or --algo gt to compress",
+        gossip::name_of(c.compress), name_of(c.algo)));
+  }
+  if (!row.compressible) {
     throw InputError(fmt::format(
         "--compress {}: {} does not send push-sum rounds of float32 x (allreduce keeps float32 so "
         "its average stays exact; asgp sends float64 running sums); use --compress none",

@@ -257,14 +257,16 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
   add<std::string>(r, "topology", kPeers,
                    "topology file (Graphviz DOT with an endpoint per node; see `sgp topology`)",
                    S::peers, false, &C::topology);
-  add<Algorithm>(r, "algo", kPeers,
-                 "sgp (synchronous push-sum), osgp (overlapped, see --tau), asgp (asynchronous: "
-                 "nobody waits; survives failed, joining and leaving peers), local (no "
-                 "communication), dpsgd (symmetric gossip, undirected topology), exact (complete "
-                 "topology: exact averaging, for comparison), allreduce (ring AllReduce over "
-                 "ranks 0..N-1: the exact average every round, the baseline), gt (gradient "
-                 "tracking over synchronous push-sum), agt (gradient tracking over asgp's engine)",
-                 S::peers, true, &C::algo)
+  add<Algorithm>(
+      r, "algo", kPeers,
+      "sgp (synchronous push-sum), osgp (overlapped, see --tau), asgp (asynchronous: "
+      "nobody waits; survives failed, joining and leaving peers), local (no "
+      "communication), dpsgd (symmetric gossip, undirected topology), exact (complete "
+      "topology: exact averaging, for comparison), allreduce (ring AllReduce over "
+      "ranks 0..N-1: the exact average every round, the baseline), gt (gradient "
+      "tracking over synchronous push-sum), ogt (the same over osgp's engine), agt (gradient "
+      "tracking over asgp's engine)",
+      S::peers, true, &C::algo)
       .fix_across_resume();
   add<gossip::PayloadCompression>(
       r, "compress", kPeers,
@@ -283,11 +285,11 @@ void add_peer_rows(std::vector<std::unique_ptr<Setting>>& r) {
       "in the log and the summary) or clip (ClippedGossip: each in-neighbour's model is clipped "
       "to an adaptive radius around one's own; sgp and dpsgd on the CPU, float32 payloads)",
       S::peers, true, &C::robust);
-  add<int>(r, "tau", kPeers, "osgp: how many rounds an in-neighbour may lag behind", S::peers, true,
-           &C::tau, between(0, 100));
+  add<int>(r, "tau", kPeers, "osgp, ogt: how many rounds an in-neighbour may lag behind", S::peers,
+           true, &C::tau, between(0, 100));
   add<std::string>(
       r, "comm_thread", kPeers,
-      "osgp: communicate on a thread of its own (on), on the training thread "
+      "osgp, ogt: communicate on a thread of its own (on), on the training thread "
       "between steps (off), or auto: off when this host has no more cores than "
       "peers (4 peers on 2 cores: off took up to 7% less time per iteration, never more)",
       S::peers, true, &C::comm_thread, Range{}, check_comm_thread);

@@ -12,7 +12,7 @@
 
 namespace sgp::config {
 
-enum class Algorithm { sgp, osgp, asgp, local, dpsgd, exact, allreduce, gt, agt };
+enum class Algorithm { sgp, osgp, asgp, local, dpsgd, exact, allreduce, gt, ogt, agt };
 
 // How an algorithm derives the weights it mixes with from the topology file's schedule.
 enum class MixingRule {
