@@ -48,6 +48,24 @@ std::string short_run(const std::filesystem::path& topology, const std::filesyst
          " --eval-every 0.1 --log-every 10 --timeout-ms " + std::to_string(timeout_ms);
 }
 
+// 4 W1 peers of one host that pushed once per iteration: the payloads went through shared memory
+// by default (the star test below runs with --no-local-fast-path), only headers and the rings'
+// descriptors over ZeroMQ, unless a ring was full when a peer ran ahead.
+void check_through_shared_memory(const std::filesystem::path& run, const json& summary,
+                                 std::int64_t iterations) {
+  CHECK(summary["shm_bytes"].get<std::int64_t>() > 0);
+  CHECK(summary["shm_refused"] == 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    CAPTURE(rank);
+    const auto peer = read_json(run / ("peer-" + std::to_string(rank) + "-summary.json"));
+    const auto shm = peer["shm_bytes"].get<std::int64_t>();
+    CHECK(shm > 0);
+    CHECK(shm <= iterations * 669706 * 4);
+    CHECK(shm + peer["zmq_bytes"].get<std::int64_t>() >=
+          iterations * sgp::topology::message_bytes(669706));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is conserved") {
@@ -79,19 +97,7 @@ TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is c
   // One push per iteration on this graph: the W1 vector in chunks, each with its header.
   CHECK(summary["bytes_sent_per_iteration"].get<double>() ==
         doctest::Approx(static_cast<double>(sgp::topology::message_bytes(669706))));
-  // Peers of one host: the payloads go through shared memory by default (the star test below
-  // runs with --no-local-fast-path), only headers and the rings' descriptors over ZeroMQ, unless
-  // a ring was full when a peer ran ahead.
-  CHECK(summary["shm_bytes"].get<std::uint64_t>() > 0);
-  CHECK(summary["shm_refused"] == 0);
-  for (int rank = 0; rank < 4; ++rank) {
-    CAPTURE(rank);
-    const auto peer = read_json(run / ("peer-" + std::to_string(rank) + "-summary.json"));
-    CHECK(peer["shm_bytes"].get<std::uint64_t>() > 0);
-    CHECK(peer["shm_bytes"].get<std::uint64_t>() <= 100 * 669706 * sizeof(float));
-    CHECK(peer["shm_bytes"].get<std::int64_t>() + peer["zmq_bytes"].get<std::int64_t>() >=
-          100 * sgp::topology::message_bytes(669706));
-  }
+  check_through_shared_memory(run, summary, 100);
   for (int rank = 0; rank < 4; ++rank) {
     const auto records = read_jsonl(run / ("peer-" + std::to_string(rank) + ".jsonl"));
     REQUIRE(records.size() >= 5);
