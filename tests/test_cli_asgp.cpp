@@ -1,8 +1,9 @@
 // asgp with real peer processes over ZeroMQ on 127.0.0.1, as a user runs them with `sgp launch`:
 // the peers train without waiting for each other and still agree at the end; a peer killed
-// with SIGKILL is excluded and the others finish (exit 0); restarted with --join it takes part
-// again; a peer sent SIGTERM with --leave-on-term hands its mass on and exits 0; a straggler
-// (--straggler) slows nobody but itself; agt (gradient tracking over asgp's engine) trains.
+// with SIGKILL is excluded and the others finish (exit 0), on the shared-memory path as on TCP;
+// restarted with --join it takes part again; a peer sent SIGTERM with --leave-on-term hands its
+// mass on and exits 0; a straggler (--straggler) slows nobody but itself; agt (gradient
+// tracking over asgp's engine) trains.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -144,6 +145,10 @@ TEST_CASE("asgp: a peer killed with SIGKILL is excluded and the other three fini
     CHECK(peer["iterations"] == 400);
     CHECK(peer["excluded_peers"] == json::array({2}));
     CHECK(peer["excluded_at_round"][0].get<int>() >= 60);  // each had logged iteration 60
+    // Peers of one host: the payloads went through shared memory (the local fast path, on by
+    // default), and the death was detected there as over TCP.
+    CHECK(peer["shm_bytes"].get<std::uint64_t>() > 0);
+    CHECK(peer["shm_refused"] == 0);
   }
   // The survivors restarted from their z after the exclusion, and agree at the end.
   CHECK(summary["final_consensus_error"].get<double>() < 1e-6);

@@ -48,6 +48,24 @@ std::string short_run(const std::filesystem::path& topology, const std::filesyst
          " --eval-every 0.1 --log-every 10 --timeout-ms " + std::to_string(timeout_ms);
 }
 
+// 4 W1 peers of one host that pushed once per iteration: the payloads went through shared memory
+// by default (the star test below runs with --no-local-fast-path), only headers and the rings'
+// descriptors over ZeroMQ, unless a ring was full when a peer ran ahead.
+void check_through_shared_memory(const std::filesystem::path& run, const json& summary,
+                                 std::int64_t iterations) {
+  CHECK(summary["shm_bytes"].get<std::int64_t>() > 0);
+  CHECK(summary["shm_refused"] == 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    CAPTURE(rank);
+    const auto peer = read_json(run / ("peer-" + std::to_string(rank) + "-summary.json"));
+    const auto shm = peer["shm_bytes"].get<std::int64_t>();
+    CHECK(shm > 0);
+    CHECK(shm <= iterations * 669706 * 4);
+    CHECK(shm + peer["zmq_bytes"].get<std::int64_t>() >=
+          iterations * sgp::topology::message_bytes(669706));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is conserved") {
@@ -79,6 +97,7 @@ TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is c
   // One push per iteration on this graph: the W1 vector in chunks, each with its header.
   CHECK(summary["bytes_sent_per_iteration"].get<double>() ==
         doctest::Approx(static_cast<double>(sgp::topology::message_bytes(669706))));
+  check_through_shared_memory(run, summary, 100);
   for (int rank = 0; rank < 4; ++rank) {
     const auto records = read_jsonl(run / ("peer-" + std::to_string(rank) + ".jsonl"));
     REQUIRE(records.size() >= 5);
@@ -362,7 +381,9 @@ TEST_CASE("SGP on a star against local-only peers on the same shards: consensus,
       "launch --device cpu --epochs 0.5 --eval-every 0.5 --log-level warn "
       "--topology " +
       topology.string();
-  const auto sgp_run = run_sgp(common + " --algo sgp --run-dir " + (dir / "sgp").string());
+  // Over ZeroMQ only (shared memory: the first test of this file).
+  const auto sgp_run =
+      run_sgp(common + " --algo sgp --no-local-fast-path --run-dir " + (dir / "sgp").string());
   INFO(sgp_run.output);
   REQUIRE(sgp_run.exit_code == 0);
   const auto local_run = run_sgp(common + " --algo local --run-dir " + (dir / "local").string());
@@ -382,10 +403,17 @@ TEST_CASE("SGP on a star against local-only peers on the same shards: consensus,
   CHECK(average > best_local);
 
   CHECK(sgp["sum_of_weights"].get<double>() == doctest::Approx(4.0).epsilon(1e-12));
+  CHECK(sgp["shm_bytes"] == 0);
+  CHECK_FALSE(local.contains("zmq_bytes"));  // no transport at all
   for (int rank = 0; rank < 4; ++rank) {
     CAPTURE(rank);
     const auto peer = read_json(dir / "sgp" / ("peer-" + std::to_string(rank) + "-summary.json"));
     CHECK(std::abs(peer["weight"].get<double>() - 1.0) > 0.1);
+    CHECK(peer["shm_bytes"] == 0);
+    // Every byte the engine sent (less a rounding of the mean), and nothing else but notices.
+    CHECK(peer["zmq_bytes"].get<double>() >= (1 - 1e-12) *
+                                                 peer["bytes_sent_per_iteration"].get<double>() *
+                                                 peer["iterations"].get<double>());
     // --log-level warn reached every peer (through the run's config.json): no info lines.
     CHECK_FALSE(contains(slurp(dir / "sgp" / ("peer-" + std::to_string(rank) + ".log")), "[info]"));
   }

@@ -1,16 +1,19 @@
 // Two real hosts on one machine: network namespaces joined by a veth pair. Four peers of one
 // topology, two per host, each host started with its own `sgp launch`, and the consensus monitor
-// on the first host, as docs/clusters.md's multi-host recipe says. Needs root and `ip` (iproute2);
-// skips visibly otherwise.
+// on the first host, as docs/clusters.md's multi-host recipe says; and sgp consensus with three
+// ranks on one host and one on the other (shared memory within a host, TCP across). Needs root
+// and `ip` (iproute2); skips visibly otherwise.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -184,4 +187,74 @@ TEST_CASE("two hosts' launchers and a monitor sharing one run directory write on
   const auto used = sgp::topology::read_dot_file(run / "topology-readdressed.dot");
   CHECK(used.endpoint(3) == "tcp://10.77.0.2:" + std::to_string(base_port + 101));
   CHECK(sgp::testing::contains(slurp(run / "peer-3.log"), "bound " + used.endpoint(3)));
+}
+
+namespace {
+
+// The last record (the state after finish()) of rank `rank`'s consensus log in `run`.
+nlohmann::json final_record(const std::filesystem::path& run, int rank) {
+  std::ifstream in(run / ("peer-" + std::to_string(rank) + ".jsonl"));
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  REQUIRE_MESSAGE(!last.empty(), "rank " << rank << " recorded nothing");
+  return nlohmann::json::parse(last);
+}
+
+}  // namespace
+
+// Mixed hosts (docs/transport.md): ranks 0, 1 and 2 on host a, rank 3 alone on host b. An edge
+// between two ranks of host a goes through a shared-memory ring; every edge of rank 3 over TCP.
+// One-peer exponential on 4 peers pushes i -> i + 1 in even rounds and i -> i + 2 in odd ones:
+// of host a's edges, 0 -> 1, 1 -> 2, 0 -> 2 and 2 -> 0 are local, so in 12 rounds rank 0 sends
+// all 12 payloads through its rings, ranks 1 and 2 six each, rank 3 none.
+TEST_CASE("sgp consensus on two hosts: shared memory within a host, TCP across, exact mean") {
+  if (!can_make_hosts()) SGP_SKIP("needs root and iproute2 to create network namespaces");
+  TwoHosts hosts;
+  if (!hosts.ok()) SGP_SKIP("this kernel refused to create network namespaces");
+  sgp::testing::TempDir dir;
+  sgp::topology::GeneratorOptions options;
+  options.num_peers = 4;
+  auto schedule =
+      sgp::topology::generate_topology(sgp::topology::TopologyKind::kOnePeerExponential, options);
+  schedule.set_endpoints({"tcp://10.77.0.1:47500", "tcp://10.77.0.1:47501", "tcp://10.77.0.1:47502",
+                          "tcp://10.77.0.2:47503"});
+  const auto topology = dir / "t.dot";
+  sgp::topology::write_dot_file(schedule, topology);
+  constexpr int rounds = 12, dim = 50000;
+  const auto run = dir / "run";
+  std::vector<pid_t> peers;
+  for (int rank = 0; rank < 4; ++rank) {
+    peers.push_back(sgp::testing::start_command(
+        hosts.on(rank < 3 ? 'a' : 'b',
+                 sgp::testing::sgp_binary().string() + " consensus --insecure --rank " +
+                     std::to_string(rank) + " --topology " + topology.string() + " --rounds " +
+                     std::to_string(rounds) + " --dim " + std::to_string(dim) +
+                     " --timeout-ms 20000 --run-dir " + run.string()),
+        dir / ("peer-" + std::to_string(rank) + ".log")));
+  }
+  std::vector<int> exits;
+  for (pid_t pid : peers) exits.push_back(wait_exit(pid));
+  constexpr std::uint64_t payload = dim * sizeof(float);
+  const std::uint64_t shm_payloads[] = {12, 6, 6, 0};
+  double consensus_error = 0;
+  for (int rank = 0; rank < 4; ++rank) {
+    CAPTURE(rank);
+    const std::string log = slurp(dir / ("peer-" + std::to_string(rank) + ".log"));
+    INFO(log);
+    REQUIRE(exits[rank] == 0);
+    CHECK(sgp::testing::contains(
+        log, rank == 3 ? "local fast path: no peer of this host" : "local fast path to ranks "));
+    const auto final = final_record(run, rank);
+    const double distance = final["distance_to_mean"].get<double>();
+    consensus_error += distance * distance / 4;
+    CHECK(final["rejected"] == 0);
+    CHECK(final["shm_refused"] == 0);
+    CHECK(final["shm_inline_messages"] == 0);
+    CHECK(final["shm_bytes"] == shm_payloads[rank] * payload);
+    // Over ZeroMQ: the other payloads with their 80-byte headers (TCP), and for each ring
+    // payload its 128-byte descriptor and header (rank 0 sent nothing else).
+    CHECK(final["zmq_bytes"] ==
+          (rounds - shm_payloads[rank]) * (payload + 80) + shm_payloads[rank] * (128 + 80));
+  }
+  CHECK(consensus_error <= 1e-12);  // as sgp consensus --local's summary computes it
 }

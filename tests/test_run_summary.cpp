@@ -84,6 +84,33 @@ TEST_CASE("summary.json: the peers' peak RSS, largest and median, of those that 
   CHECK(summary_in(dir.path())["median_peak_rss_bytes"] == 80 << 20);
 }
 
+TEST_CASE("summary.json: what the transports carried, summed over the peers that report it") {
+  sgp::testing::TempDir dir;
+  write(dir / "config.json", {{"command", "launch"}, {"peers", 3}});
+  for (int rank = 0; rank < 3; ++rank) {
+    nlohmann::json summary{{"rank", rank}, {"peers", 3}, {"iterations", 10}};
+    if (rank != 1) {  // rank 1: a summary without a transport's fields
+      summary["shm_bytes"] = 1000 * (rank + 1);
+      summary["zmq_bytes"] = 10 * (rank + 1);
+      summary["shm_inline_messages"] = rank;
+      summary["shm_refused"] = 0;
+    }
+    write(dir / ("peer-" + std::to_string(rank) + "-summary.json"), summary);
+  }
+  summarize_launch(dir.path(), {0, 1, 2}, {});
+  const auto summary = summary_in(dir.path());
+  CHECK(summary["shm_bytes"] == 4000);
+  CHECK(summary["zmq_bytes"] == 40);
+  CHECK(summary["shm_inline_messages"] == 2);
+  CHECK(summary["shm_refused"] == 0);
+  // No peer with a transport (local-only peers): none of the fields.
+  sgp::testing::TempDir local;
+  write(local / "config.json", {{"command", "launch"}, {"peers", 1}});
+  peer_finished(local.path(), 0);
+  summarize_launch(local.path(), {0}, {});
+  CHECK_FALSE(summary_in(local.path()).contains("shm_bytes"));
+}
+
 TEST_CASE("summary.json after a kill and a rejoin: rejoined and unevaluated peers said as such") {
   sgp::testing::TempDir dir;
   write(dir / "config.json", {{"command", "launch"}, {"peers", 4}});

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -261,4 +262,48 @@ TEST_CASE("shm transport: mixed destinations, the ring to a local one and TCP to
   }
   CHECK(shm0.stats().shm_messages == 1);
   CHECK(shm0.stats().shm_bytes == 30000);
+}
+
+// Authentication (PLAIN run passwords; CURVE admits the same way, test_transport.cpp): a
+// process that did not authenticate never gets a descriptor to the receiver, even one naming a
+// real ring with its token, so it cannot make the receiver attach that ring; an authenticated
+// peer cannot pass off another rank's ring as its own.
+TEST_CASE("shm transport: only the authenticated sender of a ring makes the receiver attach it") {
+  ZmqOptions receiver, owner, other, impostor;
+  receiver.plain = ZmqPlain{{{{0, "a-to-b"}, {2, "c-to-b"}}}, {}};
+  owner.plain = ZmqPlain{{}, {{1, "a-to-b"}}};
+  other.plain = ZmqPlain{{}, {{1, "c-to-b"}}};
+  impostor.plain = ZmqPlain{{}, {{1, "guessed"}}};
+  ZmqTransport zmq1(1, "tcp://127.0.0.1:*", kLimits, receiver);
+  ShmTransport shm1(zmq1, {64 << 10, 1024});
+  // Rank 0's ring with a payload in it; every sender below presents its real descriptor.
+  ShmRingWriter ring(0, 1, 64 << 10);
+  const auto payload = bytes_of(20000, 7);
+  const auto descriptor = ring.write(payload);
+  REQUIRE(descriptor);
+  const auto encoded = encode_shm_descriptor(*descriptor);
+  const auto header = bytes_of(80, 1);
+  std::vector<std::byte> frame(encoded.size() + header.size());
+  std::ranges::copy(header, std::ranges::copy(encoded, frame.begin()).out);
+  const auto present = [&](int as_rank, const ZmqOptions& options) {
+    ZmqTransport sender(as_rank, "tcp://127.0.0.1:*", kLimits, options);
+    sender.connect(1, zmq1.endpoint());
+    sender.send(1, frame, {}, nullptr);
+    return shm1.receive(500ms);
+  };
+  // Without credentials, and as rank 0 with a wrong password: refused before a frame is read.
+  CHECK_FALSE(present(0, ZmqOptions{}));
+  CHECK_FALSE(present(0, impostor));
+  CHECK(shm1.stats().refused_total() == 0);  // never got as far as the ring's checks
+  CHECK_FALSE(ring.attached());
+  // Rank 2, authenticated, claiming rank 0's ring.
+  CHECK_FALSE(present(2, other));
+  CHECK(shm1.stats().refused[static_cast<int>(ShmRefusal::wrong_sender)] == 1);
+  CHECK_FALSE(ring.attached());
+  // Rank 0 itself: attached, the payload read in place.
+  const auto m = present(0, owner);
+  REQUIRE(m);
+  CHECK(m->authenticated_rank() == 0);
+  CHECK(same(m->frame(1), payload));
+  CHECK(ring.attached());
 }

@@ -55,6 +55,7 @@ nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int 
   std::map<std::int64_t, std::vector<double>> distances;
   std::vector<double> finals;   // after finish(): asgp mixes on until every peer is done
   std::uint64_t shm_bytes = 0;  // payload bytes the peers sent through shared memory
+  std::uint64_t zmq_bytes = 0;  // and every byte they sent over ZeroMQ
   for (int r = 0; r < n; ++r) {
     std::ifstream in(dir / run::peer_log_file(r));
     std::string line;
@@ -63,6 +64,7 @@ nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int 
       if (rec.contains("final")) {
         finals.push_back(rec["distance_to_mean"].get<double>());
         shm_bytes += rec.value("shm_bytes", std::uint64_t{0});
+        zmq_bytes += rec.value("zmq_bytes", std::uint64_t{0});
         continue;
       }
       distances[rec["round"].get<std::int64_t>()].push_back(rec["distance_to_mean"].get<double>());
@@ -96,6 +98,7 @@ nlohmann::json consensus_per_round(const std::filesystem::path& dir, int n, int 
     last["final_consensus_error"] = error;
     last["final_max_distance_to_mean"] = worst;
     last["shm_bytes"] = shm_bytes;
+    last["zmq_bytes"] = zmq_bytes;
     fmt::print("final:       consensus error {:.3e}, max |z_i - mean| / |mean| {:.3e}\n", error,
                worst);
   }
@@ -118,9 +121,9 @@ class RoundReport {
         mean_norm2_(backend.squared_norm(mean_.data(), o.dim)),
         run_(run) {}
 
-  // `shm`: the final record's shared-memory counters (its transport's, summed by --local).
+  // `transport`: for the final record, what it carried (shm_bytes summed by --local).
   void operator()(gossip::Mixer& engine, std::int64_t round, bool final,
-                  const transport::ShmStats* shm = nullptr) {
+                  const peer::PeerTransport* transport = nullptr) {
     engine.debias(z_.data());
     const double distance =
         std::sqrt(backend_.squared_distance(z_.data(), mean_.data(), dim_) / mean_norm2_);
@@ -140,11 +143,13 @@ class RoundReport {
         {"messages_received", m.messages_received},
     };
     if (final) record["final"] = true;
-    if (shm) {
-      record["shm_bytes"] = shm->shm_bytes;
-      record["shm_messages"] = shm->shm_messages;
-      record["shm_inline_messages"] = shm->inline_messages;
-      record["shm_refused"] = shm->refused_total();
+    if (transport) {
+      const transport::ShmStats shm = transport->shm_stats();
+      record["shm_bytes"] = shm.shm_bytes;
+      record["shm_messages"] = shm.shm_messages;
+      record["shm_inline_messages"] = shm.inline_messages;
+      record["shm_refused"] = shm.refused_total();
+      record["zmq_bytes"] = transport->zmq->bytes_sent();
     }
     run_.log(record);
     spdlog::info("{} {:>5}: weight {:.6f}, |z - mean| / |mean| = {:.3e}",
@@ -196,8 +201,7 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
     report(engine, engine.round(), false);
   }
   engine.finish();
-  const transport::ShmStats shm = transport.shm_stats();
-  report(engine, engine.round(), true, &shm);
+  report(engine, engine.round(), true, &transport);
   const auto m = engine.metrics();
   log_rejects(m);
   spdlog::info("done: sent {} B, received {} B, waited {:.3f} s; results in {}", m.bytes_sent,

@@ -189,6 +189,15 @@ transport::ShmStats PeerTransport::shm_stats() const {
   return shm ? shm->stats() : transport::ShmStats{};
 }
 
+void PeerTransport::add_traffic(run::PeerSummary& summary) const {
+  if (!zmq) return;
+  const transport::ShmStats shm = shm_stats();
+  summary.shm_bytes = shm.shm_bytes;
+  summary.zmq_bytes = zmq->bytes_sent();
+  summary.shm_inline_messages = shm.inline_messages;
+  summary.shm_refused = shm.refused_total();
+}
+
 run::PeerSummary run_peer(const config::TrainConfig& config, int rank, bool write_config,
                           bool join) {
   config::validate(config);
@@ -256,6 +265,7 @@ run::PeerSummary run_peer(const config::TrainConfig& config, int rank, bool writ
   run::write_model_file(run.path() / run::peer_model_file(rank), trainer.trained_model());
   if (publisher) summary.dropped_snapshots = publisher->dropped();
   summary.failed_after_iteration = failed_after;
+  transport.add_traffic(summary);
   run.write_json(run::peer_summary_file(rank), summary);
   return summary;
 }

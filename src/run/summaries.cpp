@@ -94,6 +94,10 @@ void fields(S& s, V& v) {
   v("rejected_messages", s.rejected_messages);
   v("suspected_peers", s.suspected_peers);
   v("clipped_contributions", s.clipped_contributions);
+  v("shm_bytes", s.shm_bytes);
+  v("zmq_bytes", s.zmq_bytes);
+  v("shm_inline_messages", s.shm_inline_messages);
+  v("shm_refused", s.shm_refused);
   v("dropped_snapshots", s.dropped_snapshots);
   v("excluded_peers", s.excluded_peers);
   v("excluded_at_round", s.excluded_at_round);
@@ -145,6 +149,10 @@ void fields(S& s, V& v) {
   v("wall_time_s", s.wall_time_s);
   v("max_peak_rss_bytes", s.max_peak_rss_bytes);
   v("median_peak_rss_bytes", s.median_peak_rss_bytes);
+  v("shm_bytes", s.shm_bytes);
+  v("zmq_bytes", s.zmq_bytes);
+  v("shm_inline_messages", s.shm_inline_messages);
+  v("shm_refused", s.shm_refused);
   v("sum_of_weights", s.sum_of_weights);
   v("monitor_evaluations", s.monitor_evaluations);
   v("final_average_model_accuracy", s.final_average_model_accuracy);
@@ -189,6 +197,20 @@ void add_peak_rss(RunSummary& out, const std::vector<PeerSummary>& peers) {
   if (peaks.empty()) return;
   out.max_peak_rss_bytes = static_cast<std::int64_t>(*std::max_element(peaks.begin(), peaks.end()));
   out.median_peak_rss_bytes = static_cast<std::int64_t>(percentiles(peaks, 0).median);
+}
+
+// The transport's counters summed over the peers that report them (none: left out).
+void add_traffic(RunSummary& out, const std::vector<PeerSummary>& peers) {
+  const auto sum = [&](std::optional<std::uint64_t> PeerSummary::*field) {
+    std::optional<std::uint64_t> total;
+    for (const auto& p : peers)
+      if (p.*field) total = total.value_or(0) + *(p.*field);
+    return total;
+  };
+  out.shm_bytes = sum(&PeerSummary::shm_bytes);
+  out.zmq_bytes = sum(&PeerSummary::zmq_bytes);
+  out.shm_inline_messages = sum(&PeerSummary::shm_inline_messages);
+  out.shm_refused = sum(&PeerSummary::shm_refused);
 }
 
 // The JSON of `name` in the one directory of `dirs` that has it; InputError naming both when two
@@ -288,6 +310,7 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
                       })->wall_time_s;
     out.sum_of_weights = weights;
     add_peak_rss(out, peers);
+    add_traffic(out, peers);
   }
   if (const auto m = only_one_of(run_dirs, kMonitorSummaryFile)) {
     add_monitor(out, m->get<MonitorSummary>());

@@ -182,6 +182,7 @@ void ZmqTransport::send(int dest, std::span<const std::byte> header,
   SGP_ENFORCE(it != sockets_->push.end(), "rank {}: send to rank {}, which was never connected",
               rank_, dest);
   zmq::message_t head(header.data(), header.size());
+  const std::size_t bytes = head.size() + body.size();
   try {
     // The first frame is where the high-water mark applies; the parts travel atomically.
     if (!it->second.send(head, zmq::send_flags::sndmore)) {
@@ -191,6 +192,7 @@ void ZmqTransport::send(int dest, std::span<const std::byte> header,
           rank_, dest, options_.send_timeout.count(), options_.send_hwm));
     }
     it->second.send(body, zmq::send_flags::none);
+    bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
   } catch (const zmq::error_t& e) {
     throw IoError(fmt::format("rank {}: send to rank {} failed: {}", rank_, dest, e.what()));
   }

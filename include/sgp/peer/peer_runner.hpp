@@ -65,6 +65,9 @@ struct PeerTransport {
   transport::Transport* active() const;
   // What went through shared memory (zeros without the fast path).
   transport::ShmStats shm_stats() const;
+  // Writes what this transport carried into `summary` (shm_bytes, zmq_bytes, ...); nothing when
+  // no transport was opened.
+  void add_traffic(run::PeerSummary& summary) const;
 };
 
 // Opens peer `rank`'s transport for push-sum messages of `parameters` floats, with the

@@ -70,6 +70,12 @@ struct PeerSummary {
   std::optional<std::uint64_t> rejected_messages;
   std::vector<SuspectedPeer> suspected_peers;          // in-neighbours it suspected
   std::optional<std::uint64_t> clipped_contributions;  // --robust clip
+  // With a ZeroMQ transport (every algorithm that communicates), what it carried:
+  std::optional<std::uint64_t> shm_bytes;  // payload bytes sent through shared-memory rings
+  // Bytes sent over ZeroMQ: headers, payloads and the descriptors of the rings' payloads.
+  std::optional<std::uint64_t> zmq_bytes;
+  std::optional<std::uint64_t> shm_inline_messages;  // to a peer of this host: its ring was full
+  std::optional<std::uint64_t> shm_refused;          // descriptors refused, never read
   // With a monitor:
   std::optional<std::uint64_t> dropped_snapshots;
   // asgp: membership as this peer saw it.
@@ -122,7 +128,9 @@ struct RunSummary {
   std::optional<double> wall_time_s;                  // max over the peers
   std::optional<std::int64_t> max_peak_rss_bytes;     // over the peers that report it
   std::optional<std::int64_t> median_peak_rss_bytes;  // the same
-  std::optional<double> sum_of_weights;               // push-sum mass: N when nothing was lost
+  // Sums over the peers that report them (PeerSummary's transport fields):
+  std::optional<std::uint64_t> shm_bytes, zmq_bytes, shm_inline_messages, shm_refused;
+  std::optional<double> sum_of_weights;  // push-sum mass: N when nothing was lost
   std::optional<std::int64_t> monitor_evaluations;
   // From the monitor, when it recorded the last iteration:
   std::optional<double> final_average_model_accuracy;

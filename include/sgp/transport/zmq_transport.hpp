@@ -45,6 +45,7 @@
 //                    transport). Off: plain TCP everywhere.
 //   IMMEDIATE = 0    (the default, kept) messages to a peer that has not started yet are queued
 //                    and delivered when it comes up; peers may start in any order.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -116,6 +117,9 @@ class ZmqTransport final : public Transport {
   const std::set<int>& same_host_destinations() const { return same_host_; }
   // How long queued messages still get to be delivered when the transport closes.
   std::chrono::milliseconds linger() const { return options_.linger; }
+  // Bytes of every message queued by send() so far (header and payload frames): what this peer
+  // sent through ZeroMQ. Safe to read while another thread sends.
+  std::uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
 
   int rank() const override { return rank_; }
   void send(int dest, std::span<const std::byte> header, std::span<const std::byte> payload,
@@ -138,6 +142,7 @@ class ZmqTransport final : public Transport {
   std::set<int> same_host_;
   std::set<int> discarded_;
   int wake_fd_ = -1;  // eventfd polled beside the PULL socket
+  std::atomic<std::uint64_t> bytes_sent_{0};
 };
 
 }  // namespace sgp::transport
