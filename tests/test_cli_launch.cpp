@@ -512,7 +512,9 @@ TEST_CASE("ogt over ZeroMQ: 4 processes train and checkpoint; --compress is refu
   const auto summary = read_json(run / "summary.json");
   CHECK(summary["algo"] == "ogt");
   CHECK(summary["sum_of_weights"].get<double>() == doctest::Approx(4.0).epsilon(1e-12));
-  CHECK(summary["final_consensus_error"].get<double>() < 1e-6);  // the peers agree
+  // The peers agree: 1e-7 to 1.5e-6 here, depending on when the last rounds' messages landed
+  // (arrival order, under load); --algo local's peers end 4e-4 apart after these 10 iterations.
+  CHECK(summary["final_consensus_error"].get<double>() < 2e-5);
   for (int rank = 0; rank < 4; ++rank)
     CHECK(std::filesystem::exists(run / "checkpoints" /
                                   ("checkpoint-" + std::to_string(rank) + "-10.bin")));
