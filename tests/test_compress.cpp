@@ -90,6 +90,18 @@ TEST_CASE("sign sends ||v||_1 / n times the signs; qsgd's levels decode to norm 
   const auto s = decoded(sign, encode(sign, v, 0), v.size());
   CHECK(s == std::vector<float>{2.0f, -2.0f, 2.0f, 2.0f, -2.0f});
   CHECK(encode(sign, v, 0).size() == 5 + 4 + 1);
+  // 21 values: two whole bytes of signs and a tail, LSB first (value k is bit k % 8 of byte
+  // k / 8), each decoded to +-mean|w| = +-11.
+  std::vector<float> w(21);
+  for (int k = 0; k < 21; ++k) w[k] = static_cast<float>(k % 3 == 0 ? -(k + 1) : k + 1);
+  const auto pw = encode(sign, w, 0);
+  REQUIRE(pw.size() == 5 + 4 + 3);
+  const auto dw = decoded(sign, pw, w.size());
+  for (int k = 0; k < 21; ++k) {
+    CAPTURE(k);
+    CHECK(((pw[9 + k / 8] >> (k % 8)) & 1) == (w[k] < 0.0f ? 1 : 0));
+    CHECK(dw[k] == (w[k] < 0.0f ? -11.0f : 11.0f));
+  }
   // qsgd:1 on a vector with one non-zero coordinate: |v_k| / norm = 1, level 1 for sure.
   const std::vector<float> e{0.0f, -6.0f, 0.0f};
   const Compressor q{Kind::qsgd, 0, 1};

@@ -88,9 +88,20 @@ std::vector<std::uint8_t> encode_sign(std::span<const float> v, ByteWriter out) 
   double l1 = 0.0;
   for (float x : v) l1 += std::fabs(static_cast<double>(x));
   out.put(static_cast<float>(l1 / static_cast<double>(v.size())));
-  BitWriter bits(out.bytes());
-  for (float x : v) bits.put(x < 0.0f ? 1 : 0, 1);
-  bits.flush();
+  // Sign bits LSB first, as BitWriter packs them, written a byte at a time.
+  auto& bytes = out.bytes();
+  const std::size_t start = bytes.size();
+  bytes.resize(start + detail::packed_bytes(v.size(), 1), 0);
+  std::uint8_t* packed = bytes.data() + start;
+  const std::size_t whole = v.size() / 8;
+  for (std::size_t b = 0; b < whole; ++b) {
+    unsigned byte = 0;
+    for (unsigned j = 0; j < 8; ++j) byte |= (v[8 * b + j] < 0.0f ? 1u : 0u) << j;
+    packed[b] = static_cast<std::uint8_t>(byte);
+  }
+  for (std::size_t k = 8 * whole; k < v.size(); ++k) {
+    packed[k / 8] |= static_cast<std::uint8_t>((v[k] < 0.0f ? 1u : 0u) << (k % 8));
+  }
   return std::move(out.bytes());
 }
 

@@ -99,14 +99,24 @@ void decode_sign(ByteReader& in, std::size_t n, std::span<T> target, double scal
   const float magnitude = read_scale(in, "scale");
   const auto bits = in.take(detail::packed_bytes(n, 1));
   in.finish();
-  BitReader check(bits);
-  for (std::size_t k = 0; k < n; ++k) check.get(1);
-  if (!check.padding_is_zero()) refuse(Refusal::bad_padding, "sign bits past the last value");
-  if (target.empty()) return;
-  BitReader signs(bits);
-  for (std::size_t k = 0; k < target.size(); ++k) {
-    target[k] += static_cast<T>(scale * (signs.get(1) ? -magnitude : magnitude));
+  // Every bit is a valid sign: only the last byte's bits past value n - 1 can be wrong.
+  if (n % 8 != 0 && (bits.back() >> (n % 8)) != 0) {
+    refuse(Refusal::bad_padding, "sign bits past the last value");
   }
+  if (target.empty()) return;
+  // Every coordinate adds one of two values (rounded as decode_add promises: in double, then
+  // to T); a byte at a time so that the compiler can vectorise the 8 additions (a bit reader
+  // per value made a W1 sign payload take 17 times an axpy to apply).
+  const T plus = static_cast<T>(scale * magnitude);
+  const T minus = static_cast<T>(scale * -magnitude);
+  const std::size_t whole = n / 8;
+  for (std::size_t b = 0; b < whole; ++b) {
+    T* out = target.data() + 8 * b;
+    const unsigned byte = bits[b];
+    for (unsigned j = 0; j < 8; ++j) out[j] += (byte >> j) & 1u ? minus : plus;
+  }
+  for (std::size_t k = 8 * whole; k < n; ++k)
+    target[k] += (bits[k / 8] >> (k % 8)) & 1u ? minus : plus;
 }
 
 template <typename T>
