@@ -445,6 +445,12 @@ void AsyncPushSum::handle_control(const DecodedControl& d) {
     case ControlKind::leave:
       on_leave(d);
       return;
+    case ControlKind::progress:
+      on_progress(c);
+      return;
+    case ControlKind::budget_spent:
+      on_budget_spent(c);
+      return;
     default:
       reject(RejectCause::bad_dtype,
              fmt::format("control kind {} from rank {}", static_cast<int>(c.kind), c.sender));
