@@ -248,9 +248,9 @@ TEST_CASE("control notices: a pace notice round-trips; unknown kinds and stray p
   const auto with_payload = gossip::decode_control(
       control_frames(gossip::encode_control(pace), std::vector<std::byte>(8)), 4, 1);
   CHECK(std::get<RejectCause>(with_payload) == RejectCause::bad_size);
-  // Kind 10 does not exist (the header checksum is recomputed, so only the kind is wrong).
+  // Kind 12 does not exist (the header checksum is recomputed, so only the kind is wrong).
   auto unknown = pace;
-  unknown.kind = static_cast<gossip::ControlKind>(10);
+  unknown.kind = static_cast<gossip::ControlKind>(12);
   const auto refused =
       gossip::decode_control(control_frames(gossip::encode_control(unknown)), 4, 1);
   CHECK(std::get<RejectCause>(refused) == RejectCause::bad_dtype);

@@ -65,6 +65,7 @@ TrainConfig unusual() {
   c.on_peer_failure = sgp::config::PeerFailure::stop;
   c.leave_on_term = true;
   c.straggler = "2:4";
+  c.work = sgp::config::Work::budget;
   c.keys_dir = "keys";
   c.insecure = true;
   c.local_ipc = false;
@@ -122,6 +123,11 @@ TEST_CASE("the test configuration differs from the defaults in every setting") {
           sgp::config::validate(resumed);
         }).starts_with("--global-average-every 5 with --gossip-every 2"));
   resumed.gossip_every = 1;
+  // A budget of samples needs peers that do not wait for each other.
+  CHECK(sgp::testing::input_error_of([&] {
+          sgp::config::validate(resumed);
+        }).starts_with("--work budget: only peers that never wait for each other (asgp, agt)"));
+  resumed.work = sgp::config::Work::per_peer;
   CHECK_NOTHROW(sgp::config::validate(resumed));
 }
 

@@ -126,6 +126,16 @@ std::span<const NamedValue<PeerFailure>> names(PeerFailure) {
   return table;
 }
 
+std::span<const NamedValue<Work>> names(Work) {
+  static constexpr std::array<NamedValue<Work>, 2> table = {{
+      {Work::per_peer, "per-peer", "every peer trains the same number of iterations"},
+      {Work::budget, "budget",
+       "epochs x the training set's samples over all peers together: fast peers take more "
+       "(asgp, agt)"},
+  }};
+  return table;
+}
+
 std::span<const NamedValue<MomentumKind>> names(MomentumKind) {
   static constexpr std::array<NamedValue<MomentumKind>, 2> table = {{
       {MomentumKind::local, "local", "the buffer follows the local stochastic gradient"},
@@ -379,6 +389,11 @@ void add_fault_rows(std::vector<std::unique_ptr<Setting>>& r) {
                    "simulate a straggler: RANK:FACTOR makes that rank's training steps take "
                    "FACTOR times as long (it sleeps after each one; for experiments)",
                    S::peers, true, &C::straggler, Range{}, check_straggler);
+  add<Work>(r, "work", kPeers,
+            "what a run's length counts: per-peer (each peer trains --epochs of its shard) or "
+            "budget (--epochs x the training set's samples over all peers together; a fast peer "
+            "takes more of them, a straggler less; asgp and agt)",
+            S::peers, true, &C::work);
 }
 
 // What is written where.
@@ -537,6 +552,12 @@ void validate(const TrainConfig& c) {
                                  name_of(c.lr_decay)));
   }
   validate_update_rules(c);
+  if (c.work == Work::budget && info(c.algo).mode != gossip::Mode::async) {
+    throw InputError(fmt::format(
+        "--work budget: only peers that never wait for each other (asgp, agt) can take unequal "
+        "shares of the samples; {} runs in lock step (use --work per-peer)",
+        name_of(c.algo)));
+  }
 }
 
 void to_json(nlohmann::json& j, const TrainConfig& c) {

@@ -26,6 +26,8 @@ bool entitled_by_kind(const ControlMessage& m, int self) {
     case ControlKind::leave:
     case ControlKind::pace:
     case ControlKind::resume_offer:
+    case ControlKind::progress:
+    case ControlKind::budget_spent:
       return m.sender == m.subject;
     case ControlKind::done_ack:
     case ControlKind::fin_ok:
@@ -71,7 +73,9 @@ std::variant<DecodedControl, RejectCause> decode_control(const transport::Messag
     return RejectCause::header_checksum;
   }
   const auto kind = get<std::uint16_t>(head, 6);
-  if (kind < 1 || kind > 9) return RejectCause::bad_dtype;
+  if (kind < 1 || kind > static_cast<std::uint16_t>(ControlKind::budget_spent)) {
+    return RejectCause::bad_dtype;
+  }
   ControlMessage m;
   m.kind = static_cast<ControlKind>(kind);
   m.sender = get<std::int32_t>(head, 8);

@@ -70,6 +70,12 @@ void log_results(const run::RunSummary& s, const std::filesystem::path& dir) {
     spdlog::info("peers: mean test accuracy {:.2f}%, median iteration {:.2f} ms",
                  100.0 * *s.mean_peer_accuracy, *s.median_iteration_ms);
   }
+  if (s.sample_budget && s.samples) {
+    spdlog::info("peers: {} samples trained on of a budget of {} ({:+.2f}%)", *s.samples,
+                 *s.sample_budget,
+                 100.0 * static_cast<double>(*s.samples - *s.sample_budget) /
+                     static_cast<double>(*s.sample_budget));
+  }
   if (s.max_peak_rss_bytes && s.median_peak_rss_bytes) {
     spdlog::info("peers: peak RSS {:.0f} MiB at most, {:.0f} MiB median",
                  static_cast<double>(*s.max_peak_rss_bytes) / (1 << 20),

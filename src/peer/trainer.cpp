@@ -33,6 +33,7 @@
 #include "sgp/peer/progress.hpp"
 #include "sgp/peer/resume_agreement.hpp"
 #include "sgp/peer/resume_settings.hpp"
+#include "sgp/peer/work_plan.hpp"
 #include "sgp/run/file_names.hpp"
 #include "sgp/run/peak_rss.hpp"
 #include "sgp/run/percentiles.hpp"
@@ -108,6 +109,8 @@ struct Trainer::State {
   std::unique_ptr<transport::ReplayTransport> replay;
   std::unique_ptr<gossip::Mixer> engine;
   gossip::MembershipControl* group = nullptr;  // the engine's, when peers may join and leave
+  gossip::SampleBudget* budget = nullptr;      // the engine's, with --work budget
+  std::optional<WorkPlan> plan;                // what the lr, evaluations and the end follow
   std::optional<CheckpointStore> checkpoints;
   std::optional<std::int64_t> resume_at;  // --resume: the iteration all peers have (none: start)
   config::StragglerSpec straggler;
@@ -160,14 +163,23 @@ struct Trainer::State {
     // Before the engine exists: osgp's receives on its own thread from the start.
     if (c.resume) resume_at = newest_resumable();
     if (comm.schedule) start_engine();
+    plan.emplace(total, config::evaluation_interval(c, per_epoch), group_batch(), budget);
   }
 
+  std::int64_t group_batch() const { return std::int64_t{config.batch_size} * num_peers; }
+
   void start_engine() {
-    const gossip::PushSumConfig gc = config::push_sum_config(
+    gossip::PushSumConfig gc = config::push_sum_config(
         config, rank, backend.kind(), config::overlap_comm_thread(config, *comm.schedule, rank));
+    if (config.work == config::Work::budget) {
+      gc.sample_budget = WorkPlan::sample_budget(total, group_batch());
+    }
     engine =
         gossip::make_mixer(backend, *comm.schedule, *comm.transport, x.data(), layout.mixed, gc);
     group = engine->membership_control();
+    budget = engine->sample_budget();
+    SGP_ENFORCE((budget != nullptr) == (gc.sample_budget > 0), "{}'s engine has no sample budget",
+                name_of(config.algo));
     rule.set_engine(engine.get());
   }
 
@@ -284,7 +296,7 @@ double Trainer::step(std::int64_t it, Tally& t) {
   const auto [params, scale] = s.step_parameters();
   s.net.queue_forward_backward(params, s.loader.images(), s.loader.labels(), batch, s.grads.data(),
                                scale);
-  const double lr = s.lr.at(it);
+  const double lr = s.lr.at(s.plan->schedule_iteration(it));
   s.rule.local_step(s.grads.data(), scale, static_cast<float>(lr));
   // Read after the whole step is queued (GPU: one wait per step). A non-finite loss stops the run
   // before x, now stepped with a non-finite gradient, is mixed, logged or saved.
@@ -299,10 +311,11 @@ double Trainer::step(std::int64_t it, Tally& t) {
   }
   const auto computed = Clock::now();
   t.compute_seconds += std::chrono::duration<double>(computed - step_start).count();
+  t.samples += batch;
+  if (s.budget) s.budget->count_samples(t.samples);  // before the round, which tells the others
   s.rule.mix(it);
   t.comm_seconds += seconds_since(computed);
   t.iteration_seconds.push_back(seconds_since(step_start));
-  t.samples += batch;
   t.window_loss += loss;
   ++t.window_count;
   return lr;
@@ -310,8 +323,8 @@ double Trainer::step(std::int64_t it, Tally& t) {
 
 // Training rows come every --log-every iterations (and at the end), whatever the evaluations
 // do: an evaluation between two is a row of its own, with only its test fields.
-void Trainer::record(std::int64_t it, double lr, bool eval, bool training, bool last, double wall,
-                     Tally& t) {
+void Trainer::record(std::int64_t it, double lr, std::optional<std::int64_t> eval, bool training,
+                     bool last, double wall, Tally& t) {
   State& s = *state_;
   nlohmann::json record = {
       {"iteration", it + 1},
@@ -319,7 +332,7 @@ void Trainer::record(std::int64_t it, double lr, bool eval, bool training, bool 
       {"wall_time", wall},
   };
   if (training) add_training_fields(record, lr, last, t);
-  if (eval) add_evaluation(record, it, last, t);
+  if (eval) add_evaluation(record, *eval, last, t);
   s.run.log(record);
 }
 
@@ -356,7 +369,8 @@ void Trainer::add_training_fields(nlohmann::json& record, double lr, bool last, 
 }
 
 // The test accuracy of z, handed to the monitor too.
-void Trainer::add_evaluation(nlohmann::json& record, std::int64_t it, bool last, Tally& t) {
+// `of`: the iteration it is of for the monitor (this peer's, or the group's under a budget).
+void Trainer::add_evaluation(nlohmann::json& record, std::int64_t of, bool last, Tally& t) {
   State& s = *state_;
   const float* z = s.debiased();
   t.last_eval = s.evaluator.evaluate(z);
@@ -366,7 +380,7 @@ void Trainer::add_evaluation(nlohmann::json& record, std::int64_t it, bool last,
   if (s.comm.snapshot) {
     std::vector<float> host(s.net.parameter_count());
     s.backend.download(host.data(), z, host.size() * sizeof(float));
-    s.comm.snapshot(it + 1, last, host, s.engine ? s.engine->weight() : 1.0);
+    s.comm.snapshot(of, last, host, s.engine ? s.engine->weight() : 1.0);
   }
 }
 
@@ -387,6 +401,11 @@ run::PeerSummary Trainer::summary(const Tally& t, double wall) const {
   summary.label_counts = s.label_counts;
   summary.iterations = s.total;
   summary.epochs = static_cast<double>(s.total) / static_cast<double>(s.per_epoch);
+  summary.samples = t.samples;
+  if (s.plan->budgeted()) {
+    summary.sample_budget = WorkPlan::sample_budget(s.total, s.group_batch());
+    summary.own_iterations = static_cast<std::int64_t>(t.iteration_seconds.size());
+  }
   summary.final_train_loss = t.last_loss;
   if (t.evaluated) {
     summary.final_test_accuracy = t.last_eval.accuracy;
@@ -436,7 +455,6 @@ run::ModelFile Trainer::trained_model() {
 run::PeerSummary Trainer::run() {
   State& s = *state_;
   const config::TrainConfig& c = s.config;
-  const std::int64_t eval_every = config::evaluation_interval(c, s.per_epoch);
   const std::int64_t start_iteration = s.comm.join ? s.join() : c.resume ? s.resume() : 0;
   Tally t;
   if (s.comm.join) t.joined_at = start_iteration;
@@ -450,7 +468,8 @@ run::PeerSummary Trainer::run() {
   const double earlier_wall = c.resume && !s.comm.join ? s.run.rewind_log(start_iteration) : 0.0;
   const auto start = Clock::now();
   auto wall = [&] { return earlier_wall + seconds_since(start); };
-  for (std::int64_t it = start_iteration; it < s.total; ++it) {
+  // Per peer: `total` iterations. Under a budget: until the group has spent it (at least one).
+  for (std::int64_t it = start_iteration; it < s.total || s.plan->budgeted(); ++it) {
     if (s.group && s.comm.leave_requested && s.comm.leave_requested->load()) {
       s.group->leave();
       t.left_at = it;
@@ -458,15 +477,16 @@ run::PeerSummary Trainer::run() {
       break;
     }
     const double lr = step(it, t);
-    const bool last = it + 1 == s.total;
-    const bool eval = last || (it + 1) % eval_every == 0;
+    const bool last = s.plan->last(it);
+    const auto eval = s.plan->evaluation(it, last);
     const bool training_row = last || (it + 1) % c.log_every == 0;
     if (eval || training_row) record(it, lr, eval, training_row, last, wall(), t);
     if (s.checkpoints && c.checkpoint_every > 0 && ((it + 1) % c.checkpoint_every == 0 || last)) {
       s.save_checkpoint(it + 1);
     }
-    progress.update(
-        it + 1, fmt::format("loss {:.4f}  acc {:.2f}%", t.last_loss, 100.0 * t.last_eval.accuracy));
+    progress.update(s.plan->done_after(it), fmt::format("loss {:.4f}  acc {:.2f}%", t.last_loss,
+                                                        100.0 * t.last_eval.accuracy));
+    if (last) break;
   }
   progress.finish(fmt::format("test accuracy {:.2f}%", 100.0 * t.last_eval.accuracy));
   return summary(t, wall());

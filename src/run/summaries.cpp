@@ -80,6 +80,9 @@ void fields(S& s, V& v) {
   v("label_counts", s.label_counts);
   v("iterations", s.iterations);
   v("epochs", s.epochs);
+  v("samples", s.samples);
+  v("sample_budget", s.sample_budget);
+  v("own_iterations", s.own_iterations);
   v("final_train_loss", s.final_train_loss);
   v("final_test_accuracy", s.final_test_accuracy);
   v("final_test_loss", s.final_test_loss);
@@ -147,6 +150,8 @@ void fields(S& s, V& v) {
   v("mean_iteration_ms", s.mean_iteration_ms);
   v("bytes_sent_per_iteration", s.bytes_sent_per_iteration);
   v("wall_time_s", s.wall_time_s);
+  v("samples", s.samples);
+  v("sample_budget", s.sample_budget);
   v("max_peak_rss_bytes", s.max_peak_rss_bytes);
   v("median_peak_rss_bytes", s.median_peak_rss_bytes);
   v("shm_bytes", s.shm_bytes);
@@ -271,6 +276,7 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
     const auto n = static_cast<double>(peers.size());
     std::vector<double> accuracy, median_ms, mean_ms;
     double bytes = 0.0, weights = 0.0;
+    std::int64_t samples = 0;
     for (const auto& p : peers) {
       if (p.joined_at_iteration) {
         out.rejoined_peers.push_back(p.rank);
@@ -285,6 +291,7 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
       mean_ms.push_back(p.mean_iteration_ms);
       bytes += p.bytes_sent_per_iteration.value_or(0.0);
       weights += p.weight.value_or(1.0);
+      samples += p.samples;
       out.suspected_peers.insert(out.suspected_peers.end(), p.suspected_peers.begin(),
                                  p.suspected_peers.end());
     }
@@ -309,6 +316,8 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
                         return a.wall_time_s < b.wall_time_s;
                       })->wall_time_s;
     out.sum_of_weights = weights;
+    out.samples = samples;
+    out.sample_budget = last.sample_budget;
     add_peak_rss(out, peers);
     add_traffic(out, peers);
   }

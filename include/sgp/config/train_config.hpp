@@ -27,6 +27,11 @@ std::span<const NamedValue<PeerFailure>> names(PeerFailure);
 enum class MomentumKind { local, quasi_global };
 std::span<const NamedValue<MomentumKind>> names(MomentumKind);
 
+// What a run's length counts (--work): a fixed number of iterations per peer, or a budget of
+// samples over all peers together that fast peers take more of (asgp, agt: docs/asynchronous.md).
+enum class Work { per_peer, budget };
+std::span<const NamedValue<Work>> names(Work);
+
 struct TrainConfig {
   // model and data
   std::string model = "mlp:512,512";  // sgp/model/model_spec.hpp; input and classes from the data
@@ -85,6 +90,7 @@ struct TrainConfig {
   int sign_flip_rank = -1;     // attack simulation: this rank pushes -x (-1: none)
   bool leave_on_term = false;  // asgp: SIGTERM hands this peer's mass to a neighbour, exits 0
   std::string straggler;       // "RANK:FACTOR": that rank's steps take FACTOR times as long
+  Work work = Work::per_peer;  // budget: the run ends when all peers together spent the samples
   // reporting
   std::string run_dir;          // empty: runs/<command>-<timestamp>
   bool overwrite = false;       // delete an earlier run's results in run_dir first

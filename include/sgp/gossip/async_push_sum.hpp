@@ -22,6 +22,11 @@
 //     after s asked to join; a joiner's own admission only from the sponsor its table names; a
 //     leave's mass only to the leaver's heir, once, 0 < w <= N and finite. A notice refused
 //     because views differ is kept and taken once a change of membership entitles its sender.
+//   - A budget of samples (config.sample_budget > 0, SampleBudget in mixer.hpp; async_budget.cpp):
+//     each peer tells everyone its running count of samples (progress notices, each time it grew
+//     by a hundredth of its fair share), keeps the newest count of every rank and incarnation
+//     (a stale or replayed notice never lowers it; a dead peer's count stays), and the first to
+//     know of a sum at least the budget tells everyone it is spent (budget_spent).
 //   - Finish: finish() tells everyone this peer is done and keeps mixing (no training) until
 //     every live peer is done, then until its z has settled (it no longer moves when its
 //     in-neighbours' totals arrive), so that the peers end in agreement.
@@ -38,6 +43,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sgp/compute/backend.hpp"
@@ -55,7 +61,7 @@ class InEdge;
 class OutEdge;
 struct SendBuffer;
 
-class AsyncPushSum final : public Mixer, public MembershipControl {
+class AsyncPushSum final : public Mixer, public MembershipControl, public SampleBudget {
  public:
   // As PushSumEngine: x is n floats in the backend's memory, mixed in place; the transport can
   // reach every rank of the schedule (control notices go to all of them). w starts at 1.
@@ -76,6 +82,11 @@ class AsyncPushSum final : public Mixer, public MembershipControl {
   std::int64_t round() const override { return round_; }
   PushSumMetrics metrics() const override;
   MembershipControl* membership_control() override { return this; }
+  SampleBudget* sample_budget() override;
+
+  void count_samples(std::int64_t taken) override;
+  std::int64_t samples_known() const override;
+  bool budget_spent() const override;
 
   std::int64_t join() override;
   void leave() override;
@@ -104,6 +115,9 @@ class AsyncPushSum final : public Mixer, public MembershipControl {
   void on_admission(const DecodedControl& control);
   void on_leave(const DecodedControl& control);
   void on_group_notice(const ControlMessage& c);
+  void on_progress(const ControlMessage& c);
+  void on_budget_spent(const ControlMessage& c);
+  void check_budget();
   bool entitled(const ControlMessage& c) const;
   bool observes(int observer, int subject) const;
   bool plausible_heir(int leaver) const;
@@ -170,6 +184,11 @@ class AsyncPushSum final : public Mixer, public MembershipControl {
   std::optional<std::int64_t> admitted_round_;
   bool left_ = false;
   std::vector<MembershipEvent> events_;
+
+  // --work budget (async_budget.cpp): the newest count of samples of each (rank, incarnation).
+  std::map<std::pair<int, std::uint32_t>, std::int64_t> samples_of_;
+  std::int64_t announced_samples_ = 0;  // this peer's count in its last progress notice
+  bool budget_spent_ = false;           // known to be spent: by this peer's sum or another's word
 
   PushSumMetrics metrics_;
   std::array<bool, kNumRejectCauses> logged_{};

@@ -28,18 +28,22 @@ inline constexpr std::uint32_t kControlMagic = 0x5347504D;
 inline constexpr std::size_t kControlBytes = 40;
 
 enum class ControlKind : std::uint16_t {
-  exclude = 1,       // subject is dead or partitioned: stop pushing to it
-  admit = 2,         // subject (re)joins with this incarnation, sponsored by sender
-  done = 3,          // subject finished its iterations: stop pushing to it, do not suspect it
-  join_request = 4,  // subject asks to rejoin
-  leave = 5,         // subject handed its mass to a neighbour and leaves
-  done_ack = 6,      // to subject (done): sender pushes nothing more to it; round = 1 + the
-                     // round of its last message to subject (0: none)
-  fin_ok = 7,        // to subject: everything it sent to the sender has been applied
-  resume_offer = 8,  // --resume: the checkpoint iterations the sender knows of (payload), as of
-                     // exchange round `round` (peer/resume_agreement.hpp)
-  pace = 9,          // asgp, to the peers that push to the sender: `round` is the sender's time
-                     // per round in microseconds (they push to it no faster than it mixes)
+  exclude = 1,        // subject is dead or partitioned: stop pushing to it
+  admit = 2,          // subject (re)joins with this incarnation, sponsored by sender
+  done = 3,           // subject finished its iterations: stop pushing to it, do not suspect it
+  join_request = 4,   // subject asks to rejoin
+  leave = 5,          // subject handed its mass to a neighbour and leaves
+  done_ack = 6,       // to subject (done): sender pushes nothing more to it; round = 1 + the
+                      // round of its last message to subject (0: none)
+  fin_ok = 7,         // to subject: everything it sent to the sender has been applied
+  resume_offer = 8,   // --resume: the checkpoint iterations the sender knows of (payload), as of
+                      // exchange round `round` (peer/resume_agreement.hpp)
+  pace = 9,           // asgp, to the peers that push to the sender: `round` is the sender's time
+                      // per round in microseconds (they push to it no faster than it mixes)
+  progress = 10,      // asgp --work budget, to everyone: `round` is the samples the sender (this
+                      // incarnation) has trained on so far, a count that only grows
+  budget_spent = 11,  // asgp --work budget, to everyone: the sender knows of `round` samples,
+                      // at least the budget: stop training
 };
 
 struct ControlMessage {
@@ -56,11 +60,11 @@ bool is_control(const transport::Message& message);
 bool is_control_header(std::span<const std::byte> header);
 // The message, or why it was refused (an unknown kind is bad_dtype; sender and subject must be
 // ranks 0..num_peers-1, the sender not `self`; sender_mismatch when the transport authenticated
-// another rank than `sender`; not_entitled for a done, join_request, leave, pace or resume offer
-// about another rank than its sender, or a done_ack or fin_ok addressed to another rank than
-// `self`; bad_size for a payload on any kind but a leave, a resume offer and an admission
-// addressed to `self`). Who may exclude or admit depends on the receiver's view of the group:
-// AsyncPushSum decides. `payload` points into `message`.
+// another rank than `sender`; not_entitled for a done, join_request, leave, pace, resume offer,
+// progress or budget_spent about another rank than its sender, or a done_ack or fin_ok addressed to
+// another rank than `self`; bad_size for a payload on any kind but a leave, a resume offer and an
+// admission addressed to `self`). Who may exclude or admit depends on the receiver's view of the
+// group: AsyncPushSum decides. `payload` points into `message`.
 struct DecodedControl {
   ControlMessage control;
   std::span<const std::byte> payload;

@@ -58,6 +58,23 @@ class MembershipControl {
   ~MembershipControl() = default;
 };
 
+// A run's work as a budget of samples over all peers (--work budget; asgp's engine): the caller
+// says how many samples this peer has trained on, the engine tells the others and learns theirs,
+// and says when the sum it knows has reached the budget (or another peer said so). No server:
+// every peer keeps the newest count of every rank (and incarnation) it heard of.
+class SampleBudget {
+ public:
+  // This peer's running count of samples (only grows); announced to the others as it grows.
+  virtual void count_samples(std::int64_t taken) = 0;
+  // The sum of the newest counts this peer knows of, its own included: at most the true sum.
+  virtual std::int64_t samples_known() const = 0;
+  // Whether the run's budget is spent: the known sum reached it, or another peer said it had.
+  virtual bool budget_spent() const = 0;
+
+ protected:
+  ~SampleBudget() = default;
+};
+
 class Mixer {
  public:
   virtual ~Mixer() = default;
@@ -83,6 +100,8 @@ class Mixer {
   virtual PushSumMetrics metrics() const = 0;
   // Joining and leaving, for an engine whose group can change; nullptr for a fixed group.
   virtual MembershipControl* membership_control() { return nullptr; }
+  // The run's sample budget, for an engine that has one (asgp with config.sample_budget > 0).
+  virtual SampleBudget* sample_budget() { return nullptr; }
   // Between the rounds of a loop that computes nothing (sgp consensus): handles what arrives
   // during `duration` where nobody waits (asgp, whose rounds this paces); an engine whose step()
   // waits for its neighbours returns at once.

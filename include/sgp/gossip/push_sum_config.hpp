@@ -104,6 +104,9 @@ struct PushSumConfig {
   // timeout) ends the peer with IoError instead. Gradient tracking (agt) sets it: the restart
   // rescales the tracker's numerator, whose sum must stay the sum of the gradients.
   bool fail_stop = false;
+  // Async mode, --work budget: the samples all peers together train on (0: no budget). Each peer
+  // tells the others its running count (SampleBudget, mixer.hpp).
+  std::int64_t sample_budget = 0;
   // Sync and overlap modes: x travels rounded to 16 bits (wire dtypes 4, 5); the sender keeps
   // what the rounding took off. CPU backend only.
   Compression compression = Compression::none;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -66,10 +67,10 @@ class Trainer {
   double step(std::int64_t iteration, Tally& tally);
   // One line of peer-<rank>.jsonl after `iteration`: the training fields of the interval since
   // the last such line when `training`, the test accuracy of z when `eval`.
-  void record(std::int64_t iteration, double lr, bool eval, bool training, bool last, double wall,
-              Tally& tally);
+  void record(std::int64_t iteration, double lr, std::optional<std::int64_t> eval, bool training,
+              bool last, double wall, Tally& tally);
   void add_training_fields(nlohmann::json& record, double lr, bool last, Tally& tally);
-  void add_evaluation(nlohmann::json& record, std::int64_t iteration, bool last, Tally& tally);
+  void add_evaluation(nlohmann::json& record, std::int64_t of, bool last, Tally& tally);
   run::PeerSummary summary(const Tally& tally, double wall) const;
 
   std::unique_ptr<State> state_;

@@ -47,8 +47,13 @@ struct PeerSummary {
   std::int64_t parameters = 0;
   std::string partition;                   // the --partition value
   std::vector<std::int64_t> label_counts;  // of this peer's shard, per class
-  std::int64_t iterations = 0;
+  std::int64_t iterations = 0;  // of the run (under a budget: of the group, see sample_budget)
   double epochs = 0.0;
+  std::int64_t samples = 0;  // this peer trained on
+  // --work budget: the run's samples over all peers together, and the iterations this peer took
+  // of them (a fast peer more than `iterations`, a straggler fewer).
+  std::optional<std::int64_t> sample_budget;
+  std::optional<std::int64_t> own_iterations;
   double final_train_loss = 0.0;
   // Fraction in [0, 1], of this peer's z = x / w, at its last evaluation; none when it never
   // evaluated (an asgp joiner admitted after the run's last iteration).
@@ -126,6 +131,8 @@ struct RunSummary {
   std::optional<double> mean_iteration_ms;            // median over the peers' means
   std::optional<double> bytes_sent_per_iteration;     // mean over the peers
   std::optional<double> wall_time_s;                  // max over the peers
+  std::optional<std::int64_t> samples;                // trained on, summed over the peers
+  std::optional<std::int64_t> sample_budget;          // --work budget: what they were to spend
   std::optional<std::int64_t> max_peak_rss_bytes;     // over the peers that report it
   std::optional<std::int64_t> median_peak_rss_bytes;  // the same
   // Sums over the peers that report them (PeerSummary's transport fields):
