@@ -1,5 +1,7 @@
 #include "sgp/gossip/async_push_sum.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -79,6 +81,13 @@ int first_live_after(const Membership& membership, int joiner) {
   return -1;
 }
 
+// CPU seconds of the calling thread (RoundProfile: what a pass costs on a shared host).
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 bool contains(const std::vector<int>& ranks, int rank) {
   return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
 }
@@ -131,11 +140,18 @@ void AsyncPushSum::mix() {
   }
   last_mix_ = start;
   announce_pace();
+  const double taking = thread_cpu_seconds();
   take_caller_changes();
+  const double receiving = thread_cpu_seconds();
+  profile_.passes_s += receiving - taking;
   drain();
   check_failures();
+  const double pushing = thread_cpu_seconds();
+  profile_.receive_s += pushing - receiving;
   if (!left_ && w_ >= kHoldMassBelow) {
+    const double send_before = profile_.send_s;
     push_round();
+    profile_.passes_s += thread_cpu_seconds() - pushing - (profile_.send_s - send_before);
     holding_since_.reset();
   } else if (!left_) {
     hold_round();
@@ -151,7 +167,9 @@ void AsyncPushSum::mix() {
   ++round_;
   ++metrics_.rounds;
   if (metrics_.rounds == 1 && !admitted_round_) await_in_neighbours();
+  const double giving = thread_cpu_seconds();
   give_to_caller();
+  profile_.passes_s += thread_cpu_seconds() - giving;
   metrics_.apply_seconds += std::chrono::duration<double>(Clock::now() - start).count();
 }
 
@@ -315,6 +333,7 @@ void AsyncPushSum::send(int dest, std::uint64_t epoch, const std::shared_ptr<Sen
     ++metrics_.skipped_sends;
     return;
   }
+  const double start = thread_cpu_seconds();
   WireHeader h;
   h.dtype = buffer->dtype;
   h.sender = rank_;
@@ -334,6 +353,7 @@ void AsyncPushSum::send(int dest, std::uint64_t epoch, const std::shared_ptr<Sen
     ++metrics_.messages_sent;
     metrics_.bytes_sent += kHeaderBytes + payload.size();
   }
+  profile_.send_s += thread_cpu_seconds() - start;
 }
 
 void AsyncPushSum::drain() {
@@ -898,6 +918,13 @@ void AsyncPushSum::debias(float* z) {
 }
 
 PushSumMetrics AsyncPushSum::metrics() const { return metrics_; }
+
+std::size_t AsyncPushSum::state_bytes() const {
+  std::size_t bytes = x64_.capacity() * sizeof(double) + x_seen_.capacity() * sizeof(float);
+  for (const auto& [dest, edge] : out_) bytes += edge->state_bytes();
+  for (const auto& [sender, edge] : in_) bytes += edge->state_bytes();
+  return bytes;
+}
 
 void AsyncPushSum::reject(RejectCause cause, const std::string& detail) {
   const auto i = static_cast<std::size_t>(cause);

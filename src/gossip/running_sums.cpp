@@ -107,6 +107,14 @@ bool OutEdge::busy() const {
   });
 }
 
+std::size_t OutEdge::state_bytes() const {
+  std::size_t bytes = (total_.capacity() + base_.capacity()) * sizeof(double);
+  for (const auto& b : buffers_) {
+    bytes += b->totals.capacity() * sizeof(double) + b->deltas.capacity() * sizeof(float);
+  }
+  return bytes;
+}
+
 InEdge::InEdge(std::size_t n, std::uint32_t chunks, std::uint64_t epoch)
     : epoch_(epoch),
       base_(n, 0.0),
@@ -159,6 +167,10 @@ void InEdge::apply_delta(const Chunk& c, std::span<double> x) {
     x[c.offset + k] += static_cast<double>(next[k]) - static_cast<double>(delta[k]);
     delta[k] = next[k];
   }
+}
+
+std::size_t InEdge::state_bytes() const {
+  return base_.capacity() * sizeof(double) + delta_.capacity() * sizeof(float);
 }
 
 void InEdge::apply_weight(std::int64_t sequence, double weight, double& w) {

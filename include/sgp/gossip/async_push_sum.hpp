@@ -94,6 +94,17 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   const Membership& membership() const { return membership_; }
   int rank() const { return rank_; }
 
+  // Where mix() spent its thread's CPU time, summed over rounds (tests/bench/bench_asgp.cpp).
+  struct RoundProfile {
+    double receive_s = 0.0;  // decoding, checking and applying what arrived (drain)
+    double passes_s = 0.0;   // the passes over x: the caller's change, pushes, keep, z
+    double send_s = 0.0;     // payload checksums and handing the payloads to the transport
+  };
+  const RoundProfile& profile() const { return profile_; }
+  // Bytes the engine holds for n elements now: x, the caller's last z, every edge's totals,
+  // bases and send buffers.
+  std::size_t state_bytes() const;
+
  private:
   using Clock = std::chrono::steady_clock;
 
@@ -191,6 +202,7 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   bool budget_spent_ = false;           // known to be spent: by this peer's sum or another's word
 
   PushSumMetrics metrics_;
+  RoundProfile profile_;
   std::array<bool, kNumRejectCauses> logged_{};
 };
 

@@ -80,6 +80,8 @@ class OutEdge {
                                                 int chunks, double& weight_out);
   // Whether a buffer is still on the wire.
   bool busy() const;
+  // Bytes held for the vector: totals, base and send buffers.
+  std::size_t state_bytes() const;
 
  private:
   std::shared_ptr<SendBuffer> free_buffer();
@@ -121,6 +123,8 @@ class InEdge {
     double weight = 0.0;
   };
   Applied apply(bool running_sums, const Chunk& chunk, std::span<double> x, double& w);
+  // Bytes held for the vector: bases and deltas.
+  std::size_t state_bytes() const;
 
  private:
   void apply_total(const Chunk& c, std::span<double> x);
