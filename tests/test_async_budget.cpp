@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "sgp/compute/cpu_backend.hpp"
@@ -130,10 +131,54 @@ struct FixedBudget final : gossip::SampleBudget {
   void count_samples(std::int64_t taken) override { known = taken; }
   std::int64_t samples_known() const override { return known; }
   bool budget_spent() const override { return known >= 1000; }
+  void await_all_started() override {}
   std::int64_t known = 0;
 };
 
 }  // namespace
+
+// Rank 2 is ready 300 ms after ranks 0 and 1: they wait for its ready notice before counting
+// (each returns after it was sent) and exclude nobody. With a rank that never starts, the others
+// count anyway after one time-out.
+TEST_CASE("under a budget every peer waits until all are ready, or one time-out") {
+  for (const bool third_starts : {true, false}) {
+    CAPTURE(third_starts);
+    gossip::PushSumConfig config;
+    config.mode = gossip::Mode::async;
+    config.timeout = third_starts ? 10s : 600ms;
+    config.sample_budget = kBudget;
+    const auto schedule = testing::make_schedule(testing::Graph::ring, 3);
+    transport::InProcNetwork network(3);
+    std::vector<std::unique_ptr<transport::InProcTransport>> transports;
+    for (int r = 0; r < 3; ++r)
+      transports.push_back(std::make_unique<transport::InProcTransport>(network, r));
+    std::vector<std::chrono::steady_clock::time_point> ready(3), returned(3);
+    std::vector<std::size_t> excluded(3, 0);
+    std::vector<std::thread> peers;
+    for (int r = 0; r < (third_starts ? 3 : 2); ++r) {
+      peers.emplace_back([&, r] {
+        compute::CpuBackend backend(1);
+        auto x = testing::initial_vector(r, 3, kDim);
+        gossip::AsyncPushSum engine(backend, schedule, *transports[r], x.data(), kDim, config);
+        if (r == 2) std::this_thread::sleep_for(300ms);
+        ready[r] = std::chrono::steady_clock::now();
+        engine.await_all_started();
+        returned[r] = std::chrono::steady_clock::now();
+        for (const auto& e : engine.events()) excluded[r] += e.what == "excluded";
+      });
+    }
+    for (auto& t : peers) t.join();
+    for (int r = 0; r < 2; ++r) {
+      CAPTURE(r);
+      if (third_starts) {
+        CHECK(returned[r] >= ready[2]);
+        CHECK(excluded[r] == 0);
+      } else {
+        CHECK(returned[r] - ready[r] >= config.timeout);
+      }
+    }
+  }
+}
 
 // 10 iterations of a group of 4 peers with batch 25 (100 samples each), evaluations every 4.
 TEST_CASE("under a budget the lr, evaluations and the end follow the group's samples") {

@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "sgp/error.hpp"
 #include "sgp/gossip/async_push_sum.hpp"
@@ -48,6 +49,37 @@ std::int64_t AsyncPushSum::samples_known() const {
 }
 
 bool AsyncPushSum::budget_spent() const { return budget_spent_; }
+
+// A count of 0 says "ready". Said again at the detector's keep-alive pace with the unchanged
+// totals, so that no out-neighbour takes the wait for silence (a notice is no data message).
+void AsyncPushSum::await_all_started() {
+  SGP_ENFORCE(config_.sample_budget > 0, "await_all_started without a sample budget");
+  samples_of_.try_emplace({rank_, membership_.incarnation(rank_)}, 0);
+  const auto deadline = Clock::now() + config_.timeout;
+  while (!all_started() && Clock::now() < deadline) {
+    tell_everyone({ControlKind::progress, rank_, rank_, membership_.incarnation(rank_),
+                   samples_of_[{rank_, membership_.incarnation(rank_)}]});
+    keep_out_neighbours_watching();
+    for (const auto until = Clock::now() + keep_alive_every();
+         !all_started() && Clock::now() < std::min(until, deadline);) {
+      idle(std::chrono::milliseconds(5));
+    }
+  }
+  if (!all_started()) {
+    spdlog::warn("rank {}: not every peer said it was ready within {} ms; counting anyway", rank_,
+                 config_.timeout.count());
+  }
+}
+
+// Every live rank has a count here (0 from its ready notice, or more).
+bool AsyncPushSum::all_started() const {
+  for (int r = 0; r < schedule_.num_peers(); ++r) {
+    if (!membership_.live(r)) continue;
+    const auto it = samples_of_.lower_bound({r, 0});
+    if (it == samples_of_.end() || it->first.first != r) return false;
+  }
+  return true;
+}
 
 // The newest count wins: a replayed or reordered notice with a smaller one changes nothing. A
 // rank that rejoined counts afresh under its new incarnation; what its dead one did stays.

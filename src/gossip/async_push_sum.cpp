@@ -197,17 +197,26 @@ void AsyncPushSum::idle(milliseconds duration) {
 // excluded the waiting rank, and it excluded them: a partition, each side exit 0.
 void AsyncPushSum::await_in_neighbours() {
   const std::int64_t pushed = round_ - 1;
-  const auto keep_alive_every = std::max(milliseconds(10), detector_floor(config_.timeout) / 5);
   auto kept_alive = Clock::now();
   while (detector_->waiting_for_first_message(mixing_.in_neighbors(rank_, pushed))) {
     idle(milliseconds(5));
     if (left_) continue;
     for (const auto& e : mixing_.out_edges(rank_, pushed)) send_total(e.peer, out_edge(e.peer));
-    if (Clock::now() - kept_alive < keep_alive_every) continue;
+    if (Clock::now() - kept_alive < keep_alive_every()) continue;
     kept_alive = Clock::now();
-    for (int r : mixing_.all_out_neighbors(rank_))
-      if (membership_.live(r)) send_total(r, out_edge(r));
+    keep_out_neighbours_watching();
   }
+}
+
+milliseconds AsyncPushSum::keep_alive_every() const {
+  return std::max(milliseconds(10), detector_floor(config_.timeout) / 5);
+}
+
+// The unchanged totals to every live out-neighbour of the period (a running-sums repeat moves no
+// mass): what a waiting peer sends so that their failure detectors hear from it.
+void AsyncPushSum::keep_out_neighbours_watching() {
+  for (int r : mixing_.all_out_neighbors(rank_))
+    if (membership_.live(r)) send_total(r, out_edge(r));
 }
 
 // The caller's x holds z = x64 / w, and what it changed there since we last wrote it (the SGD

@@ -466,6 +466,8 @@ run::PeerSummary Trainer::run() {
   t.iteration_seconds.reserve(static_cast<std::size_t>(s.total));
   // A resumed run's log continues from its checkpoint: later records are written again.
   const double earlier_wall = c.resume && !s.comm.join ? s.run.rewind_log(start_iteration) : 0.0;
+  // Under a budget every peer starts counting together (a joiner finds the others counting).
+  if (s.budget && !s.comm.join) s.budget->await_all_started();
   const auto start = Clock::now();
   auto wall = [&] { return earlier_wall + seconds_since(start); };
   // Per peer: `total` iterations. Under a budget: until the group has spent it (at least one).

@@ -87,6 +87,7 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   void count_samples(std::int64_t taken) override;
   std::int64_t samples_known() const override;
   bool budget_spent() const override;
+  void await_all_started() override;
 
   std::int64_t join() override;
   void leave() override;
@@ -129,6 +130,9 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   void on_progress(const ControlMessage& c);
   void on_budget_spent(const ControlMessage& c);
   void check_budget();
+  bool all_started() const;
+  void keep_out_neighbours_watching();
+  std::chrono::milliseconds keep_alive_every() const;
   bool entitled(const ControlMessage& c) const;
   bool observes(int observer, int subject) const;
   bool plausible_heir(int leaver) const;

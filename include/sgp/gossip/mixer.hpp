@@ -70,6 +70,10 @@ class SampleBudget {
   virtual std::int64_t samples_known() const = 0;
   // Whether the run's budget is spent: the known sum reached it, or another peer said it had.
   virtual bool budget_spent() const = 0;
+  // Before the first sample: returns once every live peer has said it is ready to count (or
+  // after one time-out), so that the peers that start first do not spend the budget's first
+  // samples while a late one still loads its data.
+  virtual void await_all_started() = 0;
 
  protected:
   ~SampleBudget() = default;
