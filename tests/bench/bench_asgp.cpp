@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_median.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/running_sums.hpp"
@@ -42,10 +43,7 @@ namespace {
 constexpr int kPeers = 8;
 constexpr int kReps = 9;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using sgp::bench::median;
 
 // CPU seconds of this thread: what a pass costs, whatever else the (shared) host runs.
 double cpu_seconds() {

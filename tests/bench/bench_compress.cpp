@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_median.hpp"
 #include "sgp/compress/compressor.hpp"
 
 namespace {
@@ -29,8 +30,7 @@ double median_ms(int reps, F&& run) {
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                      .count());
   }
-  std::nth_element(ms.begin(), ms.begin() + reps / 2, ms.end());
-  return ms[static_cast<std::size_t>(reps / 2)];
+  return sgp::bench::median(ms);
 }
 
 }  // namespace

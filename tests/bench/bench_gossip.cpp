@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_median.hpp"
 #include "sgp/compute/cpu_backend.hpp"
 #include "sgp/gossip/mixer.hpp"
 #include "sgp/gossip/push_sum_engine.hpp"
@@ -51,10 +52,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using sgp::bench::median;
 
 double memcpy_seconds(std::size_t bytes, int reps) {
   std::vector<char> a(bytes, 1), b(bytes, 2);
