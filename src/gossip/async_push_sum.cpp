@@ -111,16 +111,20 @@ AsyncPushSum::AsyncPushSum(compute::Backend& backend, topology::Schedule schedul
       // chunks were still on the way: z of those chunks went to ~0 for an iteration, and W1
       // training diverged. (config.chunk_elements is for the synchronous engine.)
       chunking_(n, 0),
-      x64_(n),
-      x_seen_(n),
+      host_z_(backend.kind() == compute::DeviceKind::cpu ? 0 : n),
+      given_(host_z_.size()),
+      z_(host_z_.empty() ? x : host_z_.data()),
+      residual_(n, 0.0f),
       membership_(schedule_.num_peers()),
       detector_(std::make_unique<FailureDetector>(schedule_.num_peers(),
                                                   detector_floor(config.timeout), config.timeout)),
       done_(schedule_.num_peers(), false),
       join_requested_(schedule_.num_peers(), false) {
   SGP_ENFORCE(config_.gossip_every >= 1, "gossip_every must be >= 1");
-  backend_.download(x_seen_.data(), x_, n_ * sizeof(float));
-  std::copy(x_seen_.begin(), x_seen_.end(), x64_.begin());
+  if (!host_z_.empty()) {
+    backend_.download(host_z_.data(), x_, n_ * sizeof(float));
+    given_ = host_z_;
+  }
   const auto now = Clock::now();
   for (int r : mixing_.all_in_neighbors(rank_)) detector_->watch(r, now);
 }
@@ -220,40 +224,38 @@ void AsyncPushSum::keep_out_neighbours_watching() {
     if (membership_.live(r)) send_total(r, out_edge(r));
 }
 
-// The caller's x holds z = x64 / w, and what it changed there since we last wrote it (the SGD
-// step, taken at z) goes into x64 scaled by w: a step moves z by the same amount whatever w is.
-// (Adding it unscaled, as synchronous SGP does, moves z by step / w; a peer whose mass is mostly
-// in flight, w << 1, then diverges: a fast peer with 0.3 ms iterations reached w = 1e-5 in ten
-// rounds before its neighbours' totals came back.)
+// The engine mixes z itself, the caller's buffer on the CPU backend: what the caller changed
+// there (its step, taken at z) is a change of the mass w z of w times as much, with nothing to
+// do (a step moves z by the same amount whatever w is; adding it to x = w z unscaled, as
+// synchronous SGP does, moves z by step / w, and a peer whose mass is mostly in flight, w << 1,
+// diverges: a fast peer with 0.3 ms iterations reached w = 1e-5 in ten rounds). A device
+// backend's buffer is mirrored on the host: what the caller changed since the last upload is
+// added to the mirror.
 void AsyncPushSum::take_caller_changes() {
-  const float* now = x_;  // the CPU backend's memory is the host's: read it where it is
-  thread_local std::vector<float> downloaded;
-  if (backend_.kind() != compute::DeviceKind::cpu) {
-    downloaded.resize(n_);
-    backend_.download(downloaded.data(), x_, n_ * sizeof(float));
-    now = downloaded.data();
-  }
+  if (host_z_.empty()) return;
+  thread_local std::vector<float> now;
+  now.resize(n_);
+  backend_.download(now.data(), x_, n_ * sizeof(float));
   for (std::size_t k = 0; k < n_; ++k) {
-    x64_[k] += w_ * (static_cast<double>(now[k]) - static_cast<double>(x_seen_[k]));
-    x_seen_[k] = now[k];  // taken: a second call before give_to_caller() adds nothing twice
+    host_z_[k] += now[k] - given_[k];
+    given_[k] = now[k];  // taken: a second call before give_to_caller() adds nothing twice
   }
 }
 
 void AsyncPushSum::give_to_caller() {
-  const double inverse = w_ > 0.0 ? 1.0 / w_ : 0.0;
-  if (backend_.kind() == compute::DeviceKind::cpu) {  // written where the caller reads it
-    for (std::size_t k = 0; k < n_; ++k) x_[k] = x_seen_[k] = static_cast<float>(x64_[k] * inverse);
-    return;
-  }
-  for (std::size_t k = 0; k < n_; ++k) x_seen_[k] = static_cast<float>(x64_[k] * inverse);
-  backend_.upload(x_, x_seen_.data(), n_ * sizeof(float));
+  if (host_z_.empty()) return;
+  backend_.upload(x_, host_z_.data(), n_ * sizeof(float));
+  given_ = host_z_;
 }
+
+HeldMass AsyncPushSum::held() { return {{z_, n_}, residual_, w_}; }
 
 void AsyncPushSum::push_round() {
   const auto& edges = mixing_.out_edges(rank_, round_);
   // The topology's self weight plus what a slower peer is not sent: with every peer at one pace
   // the arithmetic is exactly the schedule's, as in the simulator's AsyncPopulation.
   double keep = mixing_.self_weight(rank_, round_);
+  const HeldMass mass = held();
   for (const auto& e : edges) {
     const double factor = pace_share(e.peer);
     auto& edge = out_edge(e.peer);
@@ -261,16 +263,15 @@ void AsyncPushSum::push_round() {
       double weight = 0.0;
       const auto chunks = static_cast<int>(chunking_.chunks());
       const auto buffer =
-          edge.push_and_snapshot(e.weight * factor, x64_, w_, done_[rank_], round_, chunks, weight);
+          edge.push_z_and_snapshot(e.weight * factor, mass, done_[rank_], round_, chunks, weight);
       send(e.peer, edge.epoch(), buffer, weight);
     } else {
-      edge.push(e.weight * factor, x64_, w_);
+      edge.push_z(e.weight * factor, mass);
       send_total(e.peer, edge);
     }
     if (factor < 1.0) keep += e.weight * (1.0 - factor);
   }
-  for (double& v : x64_) v *= keep;
-  w_ *= keep;
+  w_ *= keep;  // z stays: what a peer keeps of its mass is its z at a smaller weight
 }
 
 // Pushing to a peer that mixes k times slower at the full edge weight piles the mass up there:
@@ -436,7 +437,7 @@ void AsyncPushSum::handle_data(DecodedMessage m) {
   }
   detector_->heard(s, Clock::now());
   const InEdge::Chunk chunk{h.dtype, h.chunk, h.round, h.offset, payload, h.weight};
-  switch (edge->apply(config_.running_sums, chunk, x64_, w_)) {
+  switch (edge->apply_to_z(config_.running_sums, chunk, held())) {
     case Applied::yes:
       ++metrics_.messages_received;
       metrics_.bytes_received += kHeaderBytes + m.payload.size();
@@ -445,6 +446,9 @@ void AsyncPushSum::handle_data(DecodedMessage m) {
       return;
     case Applied::no_base:
       reject(RejectCause::unknown_base, fmt::format("a delta from rank {}", s));
+      return;
+    case Applied::bad_weight:
+      reject(RejectCause::bad_weight, fmt::format("a total from rank {}", s));
       return;
   }
 }
@@ -624,10 +628,14 @@ std::optional<AsyncPushSum::Mass> AsyncPushSum::parse_mass(std::span<const std::
   return mass;
 }
 
+// (w z + x) / (w + w_mass); parse_mass() made sure that w_mass > 0.
 void AsyncPushSum::add_mass(const Mass& mass) {
   take_caller_changes();  // give_to_caller() below rewrites the caller's x
-  for (std::size_t k = 0; k < n_; ++k) x64_[k] += mass.x[k];
-  w_ += mass.w;
+  const double before = w_, after = w_ + mass.w;
+  for (std::size_t k = 0; k < n_; ++k) {
+    take_mass(z_[k], residual_[k], before, 1.0 / after, mass.x[k]);
+  }
+  w_ = after;
   give_to_caller();
 }
 
@@ -636,7 +644,9 @@ std::vector<std::byte> AsyncPushSum::mass_payload(double share) {
   const double w = share * w_;
   std::memcpy(out.data(), &w, sizeof(double));
   auto* x = reinterpret_cast<double*>(out.data() + sizeof(double));
-  for (std::size_t k = 0; k < n_; ++k) x[k] = share * x64_[k];
+  for (std::size_t k = 0; k < n_; ++k) {
+    x[k] = w * (static_cast<double>(z_[k]) + static_cast<double>(residual_[k]));
+  }
   return out;
 }
 
@@ -657,8 +667,7 @@ void AsyncPushSum::on_join_request(const ControlMessage& c) {
   auto payload = membership_.encode();
   const auto mass = mass_payload(0.5);
   payload.insert(payload.end(), mass.begin(), mass.end());
-  for (double& v : x64_) v *= 0.5;
-  w_ *= 0.5;
+  w_ *= 0.5;  // z stays
   give_to_caller();
   ControlMessage admit{ControlKind::admit, rank_, s, incarnation, round_};
   tell(s, admit, std::move(payload));
@@ -704,8 +713,8 @@ void AsyncPushSum::on_admission(const DecodedControl& d) {
 
 std::int64_t AsyncPushSum::join() {
   // Nothing of our own: everything we will hold comes from sponsors.
-  std::fill(x64_.begin(), x64_.end(), 0.0);
-  w_ = 0.0;
+  w_ = 0.0;  // the first sponsor's mass then sets z
+  std::fill(residual_.begin(), residual_.end(), 0.0f);
   joining_ = true;
   const auto request_id = static_cast<std::uint32_t>(std::random_device{}());
   const auto deadline = Clock::now() + config_.timeout;
@@ -741,8 +750,8 @@ void AsyncPushSum::leave() {
                               round_};
   if (heir >= 0) {
     tell(heir, notice, mass_payload(1.0));
-    std::fill(x64_.begin(), x64_.end(), 0.0);
     w_ = 0.0;
+    std::fill(residual_.begin(), residual_.end(), 0.0f);
   }
   left_ = true;
   for (int r = 0; r < schedule_.num_peers(); ++r) {
@@ -822,13 +831,7 @@ void AsyncPushSum::renormalise() {
   }
   spdlog::info("rank {}: restarting from z at round {} (w was {:.3g}), generation {}", rank_,
                round_, w_, (generation_ + 1) & 0xffffu);
-  if (w_ > 0.0 && std::isfinite(1.0 / w_)) {
-    const double inverse = 1.0 / w_;
-    for (double& v : x64_) v *= inverse;
-  } else {  // nothing left to scale: z as the caller last saw it
-    std::copy(x_seen_.begin(), x_seen_.end(), x64_.begin());
-  }
-  w_ = 1.0;
+  w_ = 1.0;  // z (and r) stay
   generation_ = (generation_ + 1) & 0xffffu;
   out_.clear();
 }
@@ -895,14 +898,14 @@ void AsyncPushSum::settle(milliseconds pace) {
     // The last one still mixing: nobody is left to agree with (a peer started 0.5 s after the
     // others mixed alone for 500 rounds, 9 s).
     if (k > 0 && live_others() == 0) return;
-    const std::vector<float> before = x_seen_;  // z as the last round left it
+    const std::vector<float> before(z_, z_ + n_);  // z as the last round left it
     const auto received = metrics_.messages_received;
     idle(pace);
     mix();
     // A round that heard nothing is neutral: over a repaired schedule an edge may come once a
     // period, and counting such rounds as unsettled kept the last two peers mixing for the
     // whole time-out although their z had stopped moving.
-    if (relative_change(before, x_seen_) >= kSettled) {
+    if (relative_change(before, {z_, n_}) >= kSettled) {
       calm = 0;
     } else if (metrics_.messages_received > received) {
       ++calm;
@@ -923,20 +926,39 @@ void AsyncPushSum::wait_for_sends(Clock::time_point deadline) {
 void AsyncPushSum::restore(std::int64_t round, double weight) {
   round_ = round;
   w_ = weight;
-  backend_.download(x_seen_.data(), x_, n_ * sizeof(float));
-  for (std::size_t k = 0; k < n_; ++k) x64_[k] = weight * static_cast<double>(x_seen_[k]);
+  std::fill(residual_.begin(), residual_.end(), 0.0f);
+  if (!host_z_.empty()) {
+    backend_.download(host_z_.data(), x_, n_ * sizeof(float));
+    given_ = host_z_;
+  }
 }
 
+// z + r to the nearest float: the caller's z is within half a unit in the last place of it, and
+// the exact mean of peers that agree on it. In the caller's buffer itself, r is folded into z.
 void AsyncPushSum::debias(float* z) {
   take_caller_changes();  // a step since the last round counts
-  give_to_caller();
-  if (z != x_) backend_.copy(z, x_, n_ * sizeof(float));
+  if (z == x_) {
+    for (std::size_t k = 0; k < n_; ++k) take_mass(z_[k], residual_[k], 1.0, 1.0, 0.0);
+    give_to_caller();
+    return;
+  }
+  thread_local std::vector<float> host;
+  float* out = z;
+  if (!host_z_.empty()) {
+    host.resize(n_);
+    out = host.data();
+  }
+  for (std::size_t k = 0; k < n_; ++k) {
+    out[k] = static_cast<float>(static_cast<double>(z_[k]) + static_cast<double>(residual_[k]));
+  }
+  if (out != z) backend_.upload(z, out, n_ * sizeof(float));
 }
 
 PushSumMetrics AsyncPushSum::metrics() const { return metrics_; }
 
 std::size_t AsyncPushSum::state_bytes() const {
-  std::size_t bytes = x64_.capacity() * sizeof(double) + x_seen_.capacity() * sizeof(float);
+  std::size_t bytes =
+      (host_z_.capacity() + given_.capacity() + residual_.capacity()) * sizeof(float);
   for (const auto& [dest, edge] : out_) bytes += edge->state_bytes();
   for (const auto& [sender, edge] : in_) bytes += edge->state_bytes();
   return bytes;

@@ -1,10 +1,56 @@
 #include "sgp/gossip/running_sums.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 
 #include "sgp/error.hpp"
 
 namespace sgp::gossip {
+namespace {
+
+// asgp's hot loops (a round's receive and push) are also compiled for AVX-512 and AVX2 and chosen
+// when the program loads: with baseline x86-64's two doubles per vector, taking a delta into z
+// (the float32 and float64 conversions of take_mass) cost 4 memcpy of the vector.
+#define SGP_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+SGP_VECTOR_CLONES void take_deltas(const float* __restrict next, float* __restrict applied,
+                                   float* __restrict z, float* __restrict r, std::size_t count,
+                                   double before, double after) {
+  const double inverse = 1.0 / after;
+  for (std::size_t k = 0; k < count; ++k) {
+    take_mass(z[k], r[k], before, inverse,
+              static_cast<double>(next[k]) - static_cast<double>(applied[k]));
+    applied[k] = next[k];
+  }
+}
+
+SGP_VECTOR_CLONES void take_totals(const double* __restrict total, double* __restrict base,
+                                   float* __restrict applied, float* __restrict z,
+                                   float* __restrict r, std::size_t count, double before,
+                                   double after) {
+  const double inverse = 1.0 / after;
+  for (std::size_t k = 0; k < count; ++k) {
+    take_mass(z[k], r[k], before, inverse, (total[k] - base[k]) - static_cast<double>(applied[k]));
+    base[k] = total[k];
+    applied[k] = 0.0f;
+  }
+}
+
+// total += coefficient * (z + r), and the send's float32 delta from the base if asked, in one pass.
+SGP_VECTOR_CLONES void add_ratio(double coefficient, const float* __restrict z,
+                                 const float* __restrict r, double* __restrict total,
+                                 const double* __restrict base, float* __restrict delta,
+                                 std::size_t count) {
+  for (std::size_t k = 0; k < count; ++k) {
+    total[k] += coefficient * (static_cast<double>(z[k]) + static_cast<double>(r[k]));
+    if (delta) delta[k] = static_cast<float>(total[k] - base[k]);
+  }
+}
+
+#undef SGP_VECTOR_CLONES
+
+}  // namespace
 
 std::int64_t delta_window(std::int64_t round) {
   const std::int64_t w = round / kDeltaWindowRounds;
@@ -22,9 +68,27 @@ OutEdge::OutEdge(std::size_t n, std::uint64_t epoch) : epoch_(epoch), total_(n, 
   for (auto& b : buffers_) b = std::make_shared<SendBuffer>();
 }
 
+template <class Values>
+void OutEdge::add(double coefficient, const Values& values, double weight, float* delta) {
+  if constexpr (std::is_same_v<Values, HeldMass>) {
+    add_ratio(coefficient, values.z.data(), values.residual.data(), total_.data(), base_.data(),
+              delta, total_.size());
+  } else {
+    for (std::size_t k = 0; k < total_.size(); ++k) {
+      total_[k] += coefficient * values[k];
+      if (delta) delta[k] = static_cast<float>(total_[k] - base_[k]);
+    }
+  }
+  total_w_ += weight;
+}
+
 void OutEdge::push(double coefficient, std::span<const double> x, double w) {
-  for (std::size_t k = 0; k < total_.size(); ++k) total_[k] += coefficient * x[k];
-  total_w_ += coefficient * w;
+  add(coefficient, x, coefficient * w);
+}
+
+// The mass is w (z + r): its share is coefficient * w times z + r.
+void OutEdge::push_z(double coefficient, const HeldMass& held) {
+  add(coefficient * held.w, held, coefficient * held.w);
 }
 
 std::shared_ptr<SendBuffer> OutEdge::snapshot(bool running_sums, bool exact, std::int64_t round,
@@ -46,25 +110,35 @@ std::shared_ptr<SendBuffer> OutEdge::snapshot(bool running_sums, bool exact, std
   return b;
 }
 
+template <class Values>
+std::shared_ptr<SendBuffer> OutEdge::add_and_snapshot(double coefficient, const Values& values,
+                                                      double weight, bool exact, std::int64_t round,
+                                                      int chunks, double& weight_out) {
+  auto b = free_buffer();
+  if (!b || !sends_delta(true, exact, round)) {
+    add(coefficient, values, weight);
+    return snapshot(true, exact, round, chunks, weight_out);
+  }
+  b->dtype = kDtypeFloat32Delta;
+  b->deltas.resize(total_.size());
+  add(coefficient, values, weight, b->deltas.data());
+  weight_out = total_w_;
+  b->chunks_on_wire.store(chunks, std::memory_order_release);
+  return b;
+}
+
 std::shared_ptr<SendBuffer> OutEdge::push_and_snapshot(double coefficient,
                                                        std::span<const double> x, double w,
                                                        bool exact, std::int64_t round, int chunks,
                                                        double& weight_out) {
-  auto b = free_buffer();
-  if (!b || !sends_delta(true, exact, round)) {
-    push(coefficient, x, w);
-    return snapshot(true, exact, round, chunks, weight_out);
-  }
-  total_w_ += coefficient * w;
-  weight_out = total_w_;
-  b->dtype = kDtypeFloat32Delta;
-  b->deltas.resize(total_.size());
-  for (std::size_t k = 0; k < total_.size(); ++k) {
-    total_[k] += coefficient * x[k];
-    b->deltas[k] = static_cast<float>(total_[k] - base_[k]);
-  }
-  b->chunks_on_wire.store(chunks, std::memory_order_release);
-  return b;
+  return add_and_snapshot(coefficient, x, coefficient * w, exact, round, chunks, weight_out);
+}
+
+std::shared_ptr<SendBuffer> OutEdge::push_z_and_snapshot(double coefficient, const HeldMass& held,
+                                                         bool exact, std::int64_t round, int chunks,
+                                                         double& weight_out) {
+  const double share = coefficient * held.w;
+  return add_and_snapshot(share, held, share, exact, round, chunks, weight_out);
 }
 
 std::shared_ptr<SendBuffer> OutEdge::free_buffer() {
@@ -131,46 +205,96 @@ Applied InEdge::apply(bool running_sums, const Chunk& c, std::span<double> x, do
     if (c.index == 0) w += c.weight;
     return Applied::yes;
   }
-  if (c.sequence <= sequence_[c.index]) return Applied::repeat;
-  if (c.dtype == kDtypeFloat32Delta) {
-    const std::int64_t base = base_sequence_[c.index];
-    if (base < 0 || delta_window(base) != delta_window(c.sequence)) return Applied::no_base;
-    apply_delta(c, x);
-  } else {
-    apply_total(c, x);
-    base_sequence_[c.index] = c.sequence;
-  }
-  sequence_[c.index] = c.sequence;
+  if (const auto verdict = admit(c); verdict != Applied::yes) return verdict;
+  double* to = x.data() + c.offset;
+  take_change(c, [to](std::size_t k, double dx) { to[k] += dx; });
   apply_weight(c.sequence, c.weight, w);
   return Applied::yes;
 }
 
-// What this edge applied so far is base + delta: add the new total's difference from it.
-void InEdge::apply_total(const Chunk& c, std::span<double> x) {
-  const auto* total = reinterpret_cast<const double*>(c.payload.data());
-  const std::size_t count = c.payload.size() / sizeof(double);
-  double* base = base_.data() + c.offset;
-  float* delta = delta_.data() + c.offset;
-  for (std::size_t k = 0; k < count; ++k) {
-    x[c.offset + k] += (total[k] - base[k]) - static_cast<double>(delta[k]);
-    base[k] = total[k];
-    delta[k] = 0.0f;
+Applied InEdge::apply_to_z(bool running_sums, const Chunk& c, const HeldMass& held) {
+  SGP_ENFORCE(c.offset == 0 && sequence_.size() == 1, "apply_to_z takes whole totals only");
+  if (running_sums) {
+    if (const auto verdict = admit(c); verdict != Applied::yes) return verdict;
+  } else {
+    SGP_ENFORCE(c.dtype == kDtypeFloat64Total, "plain push-sum carries float64 totals only");
   }
+  const double before = held.w;
+  const double change = running_sums ? weight_change(c.sequence, c.weight) : c.weight;
+  const double after = before + change;
+  if (after == 0.0 && change == 0.0) return Applied::repeat;  // no weight held or sent: no mass
+  if (!(after > 0.0) || !std::isfinite(after)) return Applied::bad_weight;
+  if (running_sums) {
+    take_change_into_z(c, held, before, after);
+    apply_weight(c.sequence, c.weight, held.w);
+  } else {
+    const auto* mass = reinterpret_cast<const double*>(c.payload.data());
+    const double inverse = 1.0 / after;
+    for (std::size_t k = 0; k < held.z.size(); ++k) {
+      take_mass(held.z[k], held.residual[k], before, inverse, mass[k]);
+    }
+    held.w = after;
+  }
+  return Applied::yes;
 }
 
-// On the same base: only the deltas' difference (exact in double).
-void InEdge::apply_delta(const Chunk& c, std::span<double> x) {
-  const auto* next = reinterpret_cast<const float*>(c.payload.data());
-  const std::size_t count = c.payload.size() / sizeof(float);
-  float* delta = delta_.data() + c.offset;
-  for (std::size_t k = 0; k < count; ++k) {
-    x[c.offset + k] += static_cast<double>(next[k]) - static_cast<double>(delta[k]);
-    delta[k] = next[k];
+Applied InEdge::admit(const Chunk& c) const {
+  if (c.sequence <= sequence_[c.index]) return Applied::repeat;
+  if (c.dtype == kDtypeFloat32Delta) {
+    const std::int64_t base = base_sequence_[c.index];
+    if (base < 0 || delta_window(base) != delta_window(c.sequence)) return Applied::no_base;
   }
+  return Applied::yes;
+}
+
+// What this edge applied so far is base + delta. A total adds its difference from that and
+// becomes the base; a delta on the same base adds only the deltas' difference (exact in double).
+template <class Take>
+void InEdge::take_change(const Chunk& c, Take take) {
+  double* base = base_.data() + c.offset;
+  float* delta = delta_.data() + c.offset;
+  if (c.dtype == kDtypeFloat32Delta) {
+    const auto* next = reinterpret_cast<const float*>(c.payload.data());
+    const std::size_t count = c.payload.size() / sizeof(float);
+    for (std::size_t k = 0; k < count; ++k) {
+      take(k, static_cast<double>(next[k]) - static_cast<double>(delta[k]));
+      delta[k] = next[k];
+    }
+  } else {
+    const auto* total = reinterpret_cast<const double*>(c.payload.data());
+    const std::size_t count = c.payload.size() / sizeof(double);
+    for (std::size_t k = 0; k < count; ++k) {
+      take(k, (total[k] - base[k]) - static_cast<double>(delta[k]));
+      base[k] = total[k];
+      delta[k] = 0.0f;
+    }
+  }
+  record(c);
+}
+
+void InEdge::take_change_into_z(const Chunk& c, const HeldMass& held, double before, double after) {
+  if (c.dtype == kDtypeFloat32Delta) {
+    take_deltas(reinterpret_cast<const float*>(c.payload.data()), delta_.data(), held.z.data(),
+                held.residual.data(), held.z.size(), before, after);
+  } else {
+    take_totals(reinterpret_cast<const double*>(c.payload.data()), base_.data(), delta_.data(),
+                held.z.data(), held.residual.data(), held.z.size(), before, after);
+  }
+  record(c);
+}
+
+void InEdge::record(const Chunk& c) {
+  if (c.dtype != kDtypeFloat32Delta) base_sequence_[c.index] = c.sequence;
+  sequence_[c.index] = c.sequence;
 }
 
 std::size_t InEdge::state_bytes() const {
   return base_.capacity() * sizeof(double) + delta_.capacity() * sizeof(float);
+}
+
+// The weight is taken once per sequence (with the first of its chunks to arrive).
+double InEdge::weight_change(std::int64_t sequence, double weight) const {
+  return sequence <= weight_sequence_ ? 0.0 : weight - applied_w_;
 }
 
 void InEdge::apply_weight(std::int64_t sequence, double weight, double& w) {

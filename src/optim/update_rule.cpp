@@ -86,7 +86,8 @@ void UpdateRule::tracking_step(float* g, float scale, float lr) {
   if (tracking_started_) {
     backend_.axpy(-gain, last, y, n);
   } else {
-    backend_.fill(y, n, 0.0f);
+    // y(0) = u(0): start() cleared y, which may since hold tracker mass from peers that started
+    // first (asgp's engine mixes the buffer in place as totals arrive): kept, not cleared again.
     tracking_started_ = true;
   }
   // last <- u: the optimizer's fused step with lr -1 on zeros leaves +u there and updates v.

@@ -79,8 +79,10 @@ void print_pass(const char* name, double seconds, double copy_seconds) {
 // Each pass alone, on the engine's own code (running_sums.hpp, wire_format.hpp); the wire is
 // left out (each buffer is released at once, and the in-edge applies the newest one again).
 void bench_passes(std::size_t n, double copy_seconds) {
-  const auto xf = model_like(n, 1);
-  const std::vector<double> x(xf.begin(), xf.end());
+  auto xf = model_like(n, 1);
+  std::vector<float> xr(n, 0.0f);
+  double xw = 1.0;
+  const gossip::HeldMass pushed{xf, xr, xw};
   const auto hash_bytes = std::as_bytes(std::span<const float>(xf));
   std::uint64_t sink = 0;
   print_pass("checksum of n floats (XXH3)",
@@ -88,15 +90,16 @@ void bench_passes(std::size_t n, double copy_seconds) {
              copy_seconds);
   gossip::OutEdge out(n, 0);
   gossip::InEdge in(n, 1, 0);
-  std::vector<double> received(n, 0.0);
+  std::vector<float> z(n, 0.0f), residual(n, 0.0f);
   double weight = 0.0, w = 0.0;
+  const gossip::HeldMass held{z, residual, w};
   std::shared_ptr<gossip::SendBuffer> last;
   auto push = [&](std::int64_t round) {
-    last = out.push_and_snapshot(0.5, x, 1.0, false, round, 1, weight);
+    last = out.push_z_and_snapshot(0.5, pushed, false, round, 1, weight);
     last->chunks_on_wire.store(0);
     return gossip::InEdge::Chunk{last->dtype, 0, round, 0, last->payload(0, n), weight};
   };
-  for (int r = 0; r < 2; ++r) in.apply(true, push(r), received, w);  // every page touched
+  for (int r = 0; r < 2; ++r) in.apply_to_z(true, push(r), held);  // every page touched
   // Rounds 2 .. 6 push, 7 .. 15 apply the delta of round 6 again: all in window 0.
   print_pass("out-edge push + float32 delta", time_median(5, [&](int r) { push(2 + r); }),
              copy_seconds);
@@ -106,7 +109,7 @@ void bench_passes(std::size_t n, double copy_seconds) {
                          [&](int r) {
                            auto c = delta;
                            c.sequence = 7 + r;
-                           in.apply(true, c, received, w);
+                           in.apply_to_z(true, c, held);
                          }),
              copy_seconds);
   print_pass("out-edge push + float64 base",
@@ -118,7 +121,7 @@ void bench_passes(std::size_t n, double copy_seconds) {
                          [&](int r) {
                            auto c = base;
                            c.sequence = base.sequence + r;
-                           in.apply(true, c, received, w);
+                           in.apply_to_z(true, c, held);
                          }),
              copy_seconds);
   if (sink == 42) std::printf(" ");  // keep the checksums observable

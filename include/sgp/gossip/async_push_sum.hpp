@@ -31,10 +31,14 @@
 //     every live peer is done, then until its z has settled (it no longer moves when its
 //     in-neighbours' totals arrive), so that the peers end in agreement.
 //
-// Values are mixed in double on the host (x64). The caller's buffer holds z = x64 / w (mixer.hpp:
-// what it holds for each engine); what the caller changed in it since the last round (the SGD
-// step) is added to x64 scaled by w, so that a step's size in z does not depend on w (asgp's w
-// can fall far below 1 while a peer's mass is in flight).
+// The engine holds a peer's mass as (w z, w): the caller's buffer holds z (mixer.hpp: what it
+// holds for each engine) and is what the engine mixes, in place on the CPU backend: a total that
+// arrives sets z = (w z + dx) / (w + dw) in one pass, a push adds p w z to the edge's running
+// total in the pass that makes its float32 delta, and what the peer keeps needs no pass at all
+// (w = keep w; z stays). What the caller changed in z (the SGD step) is thereby a change of w
+// times as much mass, so that a step's size in z does not depend on w (asgp's w can fall far
+// below 1 while a peer's mass is in flight). Totals stay in float64 (running_sums.hpp); z is
+// float32, rounded once per total taken in, as a synchronous peer's x is once per round.
 // One thread (the caller's); the transport's release callbacks may run on any thread.
 #include <chrono>
 #include <cstdint>
@@ -57,6 +61,7 @@
 namespace sgp::gossip {
 
 class FailureDetector;
+struct HeldMass;
 class InEdge;
 class OutEdge;
 struct SendBuffer;
@@ -112,6 +117,7 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   void await_in_neighbours();
   void take_caller_changes();
   void give_to_caller();
+  HeldMass held();
   void push_round();
   double pace_share(int dest) const;
   void announce_pace();
@@ -171,8 +177,10 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   int rank_;
   Chunking chunking_;
 
-  std::vector<double> x64_;    // the mixed values, in double
-  std::vector<float> x_seen_;  // the caller's x as we last left it
+  std::vector<float> host_z_;    // a device backend's z, mirrored on the host (empty on the CPU)
+  std::vector<float> given_;     // ... and as it was last uploaded to the caller's buffer
+  float* z_;                     // the z mixed: the caller's buffer on the CPU, else host_z_
+  std::vector<float> residual_;  // z's part below float32 precision (running_sums.hpp: HeldMass)
   double w_ = 1.0;
   std::uint32_t generation_ = 0;                    // exclusions this peer renormalised after
   std::map<int, std::uint32_t> sender_generation_;  // the newest generation seen per sender

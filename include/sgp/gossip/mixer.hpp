@@ -7,9 +7,10 @@
 //   - PushSumEngine: the numerator x; the caller trains on z = x / w, through z_scale() = 1 / w
 //     or the z that debias() writes.
 //   - RingAllReduce: x with w = 1 always, so x is z (z_scale() = 1).
-//   - AsyncPushSum: z itself (z_scale() = nullopt): the engine keeps x and w in double and
-//     rewrites the buffer with z after every round and in debias(); what the caller changed in
-//     it since (its step) is taken in as a change of z, i.e. w times as much of x.
+//   - AsyncPushSum: z itself (z_scale() = nullopt): the engine holds the mass as (w z, w) and
+//     mixes the buffer in place (a device backend's through a host mirror, written back after
+//     every round and in debias()); what the caller changed in it (its step) is a change of z,
+//     i.e. w times as much of x.
 // So a caller that trains on the buffer scaled by z_scale(), and calls debias() before each step
 // where z_scale() is nullopt, trains on z with every engine.
 #include <chrono>
