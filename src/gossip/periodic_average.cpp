@@ -123,6 +123,7 @@ void PeriodicAverage::restore(std::int64_t round, double weight) {
 
 void PeriodicAverage::debias(float* z) { gossip_->debias(z); }
 std::optional<double> PeriodicAverage::z_scale() const { return gossip_->z_scale(); }
+const float* PeriodicAverage::trainable_z() const { return gossip_->trainable_z(); }
 double PeriodicAverage::weight() const { return gossip_->weight(); }
 std::int64_t PeriodicAverage::round() const { return gossip_->round() + ring_->round(); }
 

@@ -37,14 +37,14 @@ SGP_VECTOR_CLONES void take_totals(const double* __restrict total, double* __res
   }
 }
 
-// total += coefficient * (z + r), and the send's float32 delta from the base if asked, in one pass.
+// added += coefficient * (z + r), and its float32 rounding (the send's delta) if asked, in one
+// pass.
 SGP_VECTOR_CLONES void add_ratio(double coefficient, const float* __restrict z,
-                                 const float* __restrict r, double* __restrict total,
-                                 const double* __restrict base, float* __restrict delta,
-                                 std::size_t count) {
+                                 const float* __restrict r, double* __restrict added,
+                                 float* __restrict delta, std::size_t count) {
   for (std::size_t k = 0; k < count; ++k) {
-    total[k] += coefficient * (static_cast<double>(z[k]) + static_cast<double>(r[k]));
-    if (delta) delta[k] = static_cast<float>(total[k] - base[k]);
+    added[k] += coefficient * (static_cast<double>(z[k]) + static_cast<double>(r[k]));
+    if (delta) delta[k] = static_cast<float>(added[k]);
   }
 }
 
@@ -64,19 +64,20 @@ std::span<const std::byte> SendBuffer::payload(std::size_t offset, std::size_t c
   return {reinterpret_cast<const std::byte*>(totals.data() + offset), count * sizeof(double)};
 }
 
-OutEdge::OutEdge(std::size_t n, std::uint64_t epoch) : epoch_(epoch), total_(n, 0.0) {
+OutEdge::OutEdge(std::size_t n, std::uint64_t epoch)
+    : epoch_(epoch), base_(n, 0.0), since_base_(n, 0.0) {
   for (auto& b : buffers_) b = std::make_shared<SendBuffer>();
 }
 
 template <class Values>
 void OutEdge::add(double coefficient, const Values& values, double weight, float* delta) {
   if constexpr (std::is_same_v<Values, HeldMass>) {
-    add_ratio(coefficient, values.z.data(), values.residual.data(), total_.data(), base_.data(),
-              delta, total_.size());
+    add_ratio(coefficient, values.z.data(), values.residual.data(), since_base_.data(), delta,
+              since_base_.size());
   } else {
-    for (std::size_t k = 0; k < total_.size(); ++k) {
-      total_[k] += coefficient * values[k];
-      if (delta) delta[k] = static_cast<float>(total_[k] - base_[k]);
+    for (std::size_t k = 0; k < since_base_.size(); ++k) {
+      since_base_[k] += coefficient * values[k];
+      if (delta) delta[k] = static_cast<float>(since_base_[k]);
     }
   }
   total_w_ += weight;
@@ -120,7 +121,7 @@ std::shared_ptr<SendBuffer> OutEdge::add_and_snapshot(double coefficient, const 
     return snapshot(true, exact, round, chunks, weight_out);
   }
   b->dtype = kDtypeFloat32Delta;
-  b->deltas.resize(total_.size());
+  b->deltas.resize(since_base_.size());
   add(coefficient, values, weight, b->deltas.data());
   weight_out = total_w_;
   b->chunks_on_wire.store(chunks, std::memory_order_release);
@@ -157,21 +158,20 @@ bool OutEdge::sends_delta(bool running_sums, bool exact, std::int64_t round) con
 // The total in float64; with running sums it becomes the base, without it restarts at zero.
 void OutEdge::fill_total(SendBuffer& b, bool running_sums) {
   b.dtype = kDtypeFloat64Total;
-  b.totals.resize(total_.size());
-  std::copy(total_.begin(), total_.end(), b.totals.begin());
-  if (running_sums) {
-    base_ = total_;
-  } else {
-    std::fill(total_.begin(), total_.end(), 0.0);
-    total_w_ = 0.0;
+  b.totals.resize(base_.size());
+  for (std::size_t k = 0; k < base_.size(); ++k) {
+    b.totals[k] = base_[k] + since_base_[k];
+    base_[k] = running_sums ? b.totals[k] : 0.0;
+    since_base_[k] = 0.0;
   }
+  if (!running_sums) total_w_ = 0.0;
 }
 
 void OutEdge::fill_delta(SendBuffer& b) const {
   b.dtype = kDtypeFloat32Delta;
-  b.deltas.resize(total_.size());
-  for (std::size_t k = 0; k < total_.size(); ++k) {
-    b.deltas[k] = static_cast<float>(total_[k] - base_[k]);
+  b.deltas.resize(since_base_.size());
+  for (std::size_t k = 0; k < since_base_.size(); ++k) {
+    b.deltas[k] = static_cast<float>(since_base_[k]);
   }
 }
 
@@ -182,7 +182,7 @@ bool OutEdge::busy() const {
 }
 
 std::size_t OutEdge::state_bytes() const {
-  std::size_t bytes = (total_.capacity() + base_.capacity()) * sizeof(double);
+  std::size_t bytes = (base_.capacity() + since_base_.capacity()) * sizeof(double);
   for (const auto& b : buffers_) {
     bytes += b->totals.capacity() * sizeof(double) + b->deltas.capacity() * sizeof(float);
   }

@@ -197,8 +197,9 @@ struct Trainer::State {
   // and finite), or z written by the engine where it must be.
   std::pair<const float*, float> step_parameters() {
     const auto scale = engine ? engine->z_scale() : std::optional<double>(1.0);
-    if (!scale) return {debiased(), 1.0f};
-    return {x.data(), static_cast<float>(*scale)};
+    if (scale) return {x.data(), static_cast<float>(*scale)};
+    if (const float* z_itself = engine->trainable_z()) return {z_itself, 1.0f};
+    return {debiased(), 1.0f};
   }
 
   void save_checkpoint(std::int64_t iteration) {

@@ -83,6 +83,7 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   void restore(std::int64_t round, double weight) override;
   void debias(float* z) override;
   std::optional<double> z_scale() const override { return std::nullopt; }
+  const float* trainable_z() const override { return host_z_.empty() ? x_ : nullptr; }
   double weight() const override { return w_; }
   std::int64_t round() const override { return round_; }
   PushSumMetrics metrics() const override;

@@ -100,6 +100,10 @@ class Mixer {
   // s instead of a z that debias() writes; nullopt where debias() must run before each step
   // (AsyncPushSum: its caller's x already is z, and debias() takes in what arrived since).
   virtual std::optional<double> z_scale() const = 0;
+  // Where z_scale() is nullopt: the caller's buffer itself, when it holds the de-biased values to
+  // train on as it stands (AsyncPushSum on the CPU: z, to half a unit in the last place), so
+  // that a step needs no debias() pass; nullptr otherwise.
+  virtual const float* trainable_z() const { return nullptr; }
   virtual double weight() const = 0;
   virtual std::int64_t round() const = 0;
   virtual PushSumMetrics metrics() const = 0;

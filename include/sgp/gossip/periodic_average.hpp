@@ -63,6 +63,7 @@ class PeriodicAverage final : public Mixer {
   void restore(std::int64_t round, double weight) override;
   void debias(float* z) override;
   std::optional<double> z_scale() const override;
+  const float* trainable_z() const override;
   double weight() const override;
   std::int64_t round() const override;
   PushSumMetrics metrics() const override;
