@@ -126,7 +126,8 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   void send_total(int dest, OutEdge& edge);
   void send(int dest, std::uint64_t epoch, const std::shared_ptr<SendBuffer>& buffer,
             double weight);
-  void drain();
+  void drain(std::optional<transport::Message> first = std::nullopt);
+  std::vector<bool> superseded_in_batch(const std::vector<transport::Message>& batch) const;
   void handle(transport::Message message);
   void handle_data(DecodedMessage message);
   void handle_control(const DecodedControl& control);

@@ -161,6 +161,9 @@ struct PushSumMetrics {
   // asgp: pushes skipped because both send buffers of the edge were still on the wire (the
   // next push's running total carries their mass).
   std::uint64_t skipped_sends = 0;
+  // asgp: running totals not applied because a later one that had arrived with them carries
+  // their mass (AsyncPushSum::drain).
+  std::uint64_t superseded_messages = 0;
   // asgp: rounds this peer kept all its mass because its w was small (it ran ahead of its
   // in-neighbours); a self weight of 1 for the round.
   std::uint64_t held_rounds = 0;
