@@ -172,3 +172,35 @@ TEST_CASE("a delta without its base, or on another window's base, is refused and
   CHECK(delta_window(15) == 0);
   CHECK(delta_window(16) == 1);
 }
+
+// A base goes on the wire as the edge's own base vector, not a copy; the next base may change it
+// only once that buffer is released, or else on a copy, so that a total still being sent is never
+// changed under the transport.
+TEST_CASE("a base still on the wire keeps its values while the next base is made") {
+  const std::size_t n = 4;
+  OutEdge edge(n, 0);
+  const std::vector<double> one(n, 1.0);
+  double weight = 0.0;
+  edge.push(1.0, one, 1.0);
+  const auto first = edge.snapshot(true, false, 0, 1, weight);  // a base: the window's first send
+  REQUIRE(first->dtype == kDtypeFloat64Total);
+  const auto values = [n](const SendBuffer& b) {
+    std::vector<double> v(n);
+    std::memcpy(v.data(), b.payload(0, n).data(), n * sizeof(double));
+    return v;
+  };
+  CHECK(values(*first) == std::vector<double>(n, 1.0));
+  edge.push(1.0, one, 1.0);
+  const auto second = edge.snapshot(true, false, kDeltaWindowRounds, 1, weight);  // the next base
+  REQUIRE(second->dtype == kDtypeFloat64Total);
+  CHECK(values(*first) == std::vector<double>(n, 1.0));  // still on the wire: untouched
+  CHECK(values(*second) == std::vector<double>(n, 2.0));
+  first->chunks_on_wire.store(0);
+  second->chunks_on_wire.store(0);
+  // Both released: the next base is made in place, in the vector the last one was sent from.
+  const double* before = reinterpret_cast<const double*>(second->payload(0, n).data());
+  edge.push(1.0, one, 1.0);
+  const auto third = edge.snapshot(true, false, 2 * kDeltaWindowRounds, 1, weight);
+  CHECK(reinterpret_cast<const double*>(third->payload(0, n).data()) == before);
+  CHECK(values(*third) == std::vector<double>(n, 3.0));
+}

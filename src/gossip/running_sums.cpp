@@ -61,11 +61,11 @@ std::span<const std::byte> SendBuffer::payload(std::size_t offset, std::size_t c
   if (dtype == kDtypeFloat32Delta) {
     return {reinterpret_cast<const std::byte*>(deltas.data() + offset), count * sizeof(float)};
   }
-  return {reinterpret_cast<const std::byte*>(totals.data() + offset), count * sizeof(double)};
+  return {reinterpret_cast<const std::byte*>(totals->data() + offset), count * sizeof(double)};
 }
 
 OutEdge::OutEdge(std::size_t n, std::uint64_t epoch)
-    : epoch_(epoch), base_(n, 0.0), since_base_(n, 0.0) {
+    : epoch_(epoch), base_(std::make_shared<std::vector<double>>(n, 0.0)), since_base_(n, 0.0) {
   for (auto& b : buffers_) b = std::make_shared<SendBuffer>();
 }
 
@@ -121,6 +121,7 @@ std::shared_ptr<SendBuffer> OutEdge::add_and_snapshot(double coefficient, const 
     return snapshot(true, exact, round, chunks, weight_out);
   }
   b->dtype = kDtypeFloat32Delta;
+  b->totals.reset();
   b->deltas.resize(since_base_.size());
   add(coefficient, values, weight, b->deltas.data());
   weight_out = total_w_;
@@ -158,17 +159,31 @@ bool OutEdge::sends_delta(bool running_sums, bool exact, std::int64_t round) con
 // The total in float64; with running sums it becomes the base, without it restarts at zero.
 void OutEdge::fill_total(SendBuffer& b, bool running_sums) {
   b.dtype = kDtypeFloat64Total;
-  b.totals.resize(base_.size());
-  for (std::size_t k = 0; k < base_.size(); ++k) {
-    b.totals[k] = base_[k] + since_base_[k];
-    base_[k] = running_sums ? b.totals[k] : 0.0;
-    since_base_[k] = 0.0;
+  if (!running_sums) {  // what was pushed since the last send, which restarts at zero
+    b.totals = std::make_shared<const std::vector<double>>(since_base_);
+    std::fill(since_base_.begin(), since_base_.end(), 0.0);
+    total_w_ = 0.0;
+    return;
   }
-  if (!running_sums) total_w_ = 0.0;
+  // The base is sent as it stands: it changes only here, after the buffers that hold the last
+  // one have been released, or else on a copy (a W1 peer held two 5.4 MB copies per out-edge).
+  for (auto& other : buffers_) {
+    if (other->totals != base_) continue;
+    if (other->chunks_on_wire.load(std::memory_order_acquire) != 0) {
+      base_ = std::make_shared<std::vector<double>>(*base_);
+      break;
+    }
+    other->totals.reset();
+  }
+  auto& base = *base_;
+  for (std::size_t k = 0; k < base.size(); ++k) base[k] += since_base_[k];
+  std::fill(since_base_.begin(), since_base_.end(), 0.0);
+  b.totals = base_;
 }
 
 void OutEdge::fill_delta(SendBuffer& b) const {
   b.dtype = kDtypeFloat32Delta;
+  b.totals.reset();
   b.deltas.resize(since_base_.size());
   for (std::size_t k = 0; k < since_base_.size(); ++k) {
     b.deltas[k] = static_cast<float>(since_base_[k]);
@@ -182,9 +197,10 @@ bool OutEdge::busy() const {
 }
 
 std::size_t OutEdge::state_bytes() const {
-  std::size_t bytes = (base_.capacity() + since_base_.capacity()) * sizeof(double);
+  std::size_t bytes = (base_->capacity() + since_base_.capacity()) * sizeof(double);
   for (const auto& b : buffers_) {
-    bytes += b->totals.capacity() * sizeof(double) + b->deltas.capacity() * sizeof(float);
+    if (b->totals && b->totals != base_) bytes += b->totals->capacity() * sizeof(double);
+    bytes += b->deltas.capacity() * sizeof(float);
   }
   return bytes;
 }

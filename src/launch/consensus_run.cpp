@@ -140,6 +140,7 @@ class RoundReport {
         {"rejected", m.rejected_total()},
         {"skipped_sends", m.skipped_sends},
         {"held_rounds", m.held_rounds},
+        {"superseded_messages", m.superseded_messages},
         {"messages_received", m.messages_received},
     };
     if (final) record["final"] = true;

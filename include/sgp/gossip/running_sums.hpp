@@ -72,8 +72,10 @@ std::int64_t delta_window(std::int64_t round);
 // (dtype 6), on the wire until every chunk is released.
 struct SendBuffer {
   std::uint16_t dtype = kDtypeFloat64Total;
-  std::vector<double> totals;  // dtype 2
-  std::vector<float> deltas;   // dtype 6
+  // dtype 2: the edge's base itself (OutEdge::fill_total copies it only when the next base is
+  // due while this one is still on the wire), or without running sums what was pushed since.
+  std::shared_ptr<const std::vector<double>> totals;
+  std::vector<float> deltas;  // dtype 6
   std::atomic<int> chunks_on_wire{0};
   // Elements offset .. offset + count - 1 of what this snapshot holds, as bytes.
   std::span<const std::byte> payload(std::size_t offset, std::size_t count) const;
@@ -125,7 +127,7 @@ class OutEdge {
   // The total is base_ + since_base_: a push adds to since_base_ alone, whose float32 rounding is
   // the delta sent (a round's usual push reads and writes 8 bytes per element fewer than with the
   // total and the base apart); a base folds it into base_. Without running sums base_ stays 0.
-  std::vector<double> base_;  // the total this edge last sent as a base
+  std::shared_ptr<std::vector<double>> base_;  // the total this edge last sent as a base
   std::vector<double> since_base_;
   double total_w_ = 0.0;
   std::optional<std::int64_t> base_window_;  // the window of base_, if any

@@ -4,7 +4,8 @@
 // have arrived, (the caller's step), push p_ji of (x, w) onto each out-edge's total, keep p_ii,
 // send each total. Messages go through an in-process layer that loses, duplicates and delays
 // them (link_faults.hpp); with running sums a lost or repeated total costs no mass, without
-// them (plain push-sum) it does. Values are double, as in AsyncPushSum.
+// them (plain push-sum) it does. Values are x in double (AsyncPushSum mixes a float32 z with its
+// residual instead, to the same float64 precision: running_sums.hpp's HeldMass).
 //
 // Memory: x (N x D doubles) plus, per directed edge of the union graph, the sender's total and
 // two send buffers and the receiver's applied total: 4 D doubles per edge. bytes() tells.
