@@ -1,9 +1,9 @@
 #pragma once
 // Asynchronous push-sum with running sums (the asgp algorithm): a peer never waits for another.
-// Every round it applies whatever totals have arrived, pushes p_ji of its (x, w) onto each
-// out-edge's running total (running_sums.hpp) and sends that total without waiting for
-// anything; a slow peer slows only itself, and a lost, duplicated or reordered message costs no
-// mass.
+// Every round it pushes p_ji of its mass onto each out-edge's running total (running_sums.hpp),
+// sends that total without waiting for anything, then applies whatever totals have arrived (last,
+// so that as much of the mass in flight as possible counts in its next SGD step); a slow peer slows
+// only itself, and a lost, duplicated or reordered message costs no mass.
 //
 // Peers that fail, join and leave (membership.hpp, control_message.hpp):
 //   - Failure: every peer watches the peers that push to it (failure_detector.hpp: an adaptive
@@ -75,7 +75,7 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   ~AsyncPushSum() override;
 
   bool step(std::int64_t iteration) override;
-  // One round: apply what arrived, push, look for failed peers.
+  // One round: push, apply what arrived, look for failed peers.
   void mix();
   // Handles what arrives during `duration` (waiting without spinning): pacing between rounds.
   void idle(std::chrono::milliseconds duration) override;
