@@ -31,14 +31,15 @@
 //     every live peer is done, then until its z has settled (it no longer moves when its
 //     in-neighbours' totals arrive), so that the peers end in agreement.
 //
-// The engine holds a peer's mass as (w z, w): the caller's buffer holds z (mixer.hpp: what it
-// holds for each engine) and is what the engine mixes, in place on the CPU backend: a total that
-// arrives sets z = (w z + dx) / (w + dw) in one pass, a push adds p w z to the edge's running
-// total in the pass that makes its float32 delta, and what the peer keeps needs no pass at all
-// (w = keep w; z stays). What the caller changed in z (the SGD step) is thereby a change of w
-// times as much mass, so that a step's size in z does not depend on w (asgp's w can fall far
-// below 1 while a peer's mass is in flight). Totals stay in float64 (running_sums.hpp); z is
-// float32, rounded once per total taken in, as a synchronous peer's x is once per round.
+// The engine holds a peer's mass as w (z + r) (running_sums.hpp: HeldMass): the caller's buffer
+// holds z (mixer.hpp: what it holds for each engine) and is what the engine mixes, in place on
+// the CPU backend, with r, the part of the ratio below float32's precision, beside it. A total
+// that arrives sets the ratio to (w (z + r) + dx) / (w + dw) in one pass, a push adds p w (z + r)
+// to the edge's running total in the pass that makes its float32 delta, and what the peer keeps
+// needs no pass at all (w = keep w; z and r stay). What the caller changed in z (the SGD step) is
+// thereby a change of w times as much mass, so that a step's size in z does not depend on w
+// (asgp's w can fall far below 1 while a peer's mass is in flight). docs/asynchronous.md, "Mixing
+// z in float32", has the numerical argument.
 // One thread (the caller's); the transport's release callbacks may run on any thread.
 #include <chrono>
 #include <cstdint>

@@ -161,7 +161,7 @@ class InEdge {
     double weight = 0.0;
   };
   Applied apply(bool running_sums, const Chunk& chunk, std::span<double> x, double& w);
-  // The same mass taken into de-biased values (asgp's engine): w z + e + dx at w + dw, in one
+  // The same mass taken into de-biased values (asgp's engine): w (z + r) + dx at w + dw, in one
   // pass (take_mass). The chunk must cover all of z (one chunk per total), so that values and
   // weight change together.
   Applied apply_to_z(bool running_sums, const Chunk& chunk, const HeldMass& held);
