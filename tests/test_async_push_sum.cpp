@@ -485,22 +485,3 @@ TEST_CASE(
   engine.debias(z.data());
   CHECK(z == before);
 }
-
-// The engine mixes the caller's float32 z in place, with r, the part of the ratio below float32's
-// precision, beside it (running_sums.hpp: HeldMass). Without r (or with a residual kept in units
-// of mass, which a push does not scale), peers that settled were 1e-7 from the exact mean; the
-// mean here is an integer vector, exact in float32, which peers that mix in float64 reach.
-TEST_CASE("asgp's float32 z and its residual reach the exact mean to float64's precision") {
-  const int n = 6;
-  const std::size_t dim = 64;
-  const auto s = testing::make_schedule(testing::Graph::exponential, n);
-  const auto mean = testing::exact_mean(n, dim);
-  Peers peers(n);
-  const transport::FaultSpec drops{0.2, 0.0, 0.0, 0ms, 1};
-  const auto out = run_async(s, peers.with_faults(drops), dim, 300, async_config(true));
-  for (int r = 0; r < n; ++r) {
-    CAPTURE(r);
-    REQUIRE(out[r].error.empty());
-    CHECK(max_relative_distance(out[r].z, mean) < 1e-12);
-  }
-}
