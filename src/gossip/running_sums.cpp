@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "sgp/error.hpp"
 
@@ -69,27 +68,17 @@ OutEdge::OutEdge(std::size_t n, std::uint64_t epoch)
   for (auto& b : buffers_) b = std::make_shared<SendBuffer>();
 }
 
-template <class Values>
-void OutEdge::add(double coefficient, const Values& values, double weight, float* delta) {
-  if constexpr (std::is_same_v<Values, HeldMass>) {
-    add_ratio(coefficient, values.z.data(), values.residual.data(), since_base_.data(), delta,
-              since_base_.size());
-  } else {
-    for (std::size_t k = 0; k < since_base_.size(); ++k) {
-      since_base_[k] += coefficient * values[k];
-      if (delta) delta[k] = static_cast<float>(since_base_[k]);
-    }
-  }
-  total_w_ += weight;
-}
-
 void OutEdge::push(double coefficient, std::span<const double> x, double w) {
-  add(coefficient, x, coefficient * w);
+  for (std::size_t k = 0; k < since_base_.size(); ++k) since_base_[k] += coefficient * x[k];
+  total_w_ += coefficient * w;
 }
 
 // The mass is w (z + r): its share is coefficient * w times z + r.
 void OutEdge::push_z(double coefficient, const HeldMass& held) {
-  add(coefficient * held.w, held, coefficient * held.w);
+  const double share = coefficient * held.w;
+  add_ratio(share, held.z.data(), held.residual.data(), since_base_.data(), nullptr,
+            since_base_.size());
+  total_w_ += share;
 }
 
 std::shared_ptr<SendBuffer> OutEdge::snapshot(bool running_sums, bool exact, std::int64_t round,
@@ -111,36 +100,24 @@ std::shared_ptr<SendBuffer> OutEdge::snapshot(bool running_sums, bool exact, std
   return b;
 }
 
-template <class Values>
-std::shared_ptr<SendBuffer> OutEdge::add_and_snapshot(double coefficient, const Values& values,
-                                                      double weight, bool exact, std::int64_t round,
-                                                      int chunks, double& weight_out) {
-  auto b = free_buffer();
-  if (!b || !sends_delta(true, exact, round)) {
-    add(coefficient, values, weight);
-    return snapshot(true, exact, round, chunks, weight_out);
-  }
-  b->dtype = kDtypeFloat32Delta;
-  b->totals.reset();
-  b->deltas.resize(since_base_.size());
-  add(coefficient, values, weight, b->deltas.data());
-  weight_out = total_w_;
-  b->chunks_on_wire.store(chunks, std::memory_order_release);
-  return b;
-}
-
-std::shared_ptr<SendBuffer> OutEdge::push_and_snapshot(double coefficient,
-                                                       std::span<const double> x, double w,
-                                                       bool exact, std::int64_t round, int chunks,
-                                                       double& weight_out) {
-  return add_and_snapshot(coefficient, x, coefficient * w, exact, round, chunks, weight_out);
-}
-
 std::shared_ptr<SendBuffer> OutEdge::push_z_and_snapshot(double coefficient, const HeldMass& held,
                                                          bool exact, std::int64_t round, int chunks,
                                                          double& weight_out) {
+  auto b = free_buffer();
+  if (!b || !sends_delta(true, exact, round)) {
+    push_z(coefficient, held);
+    return snapshot(true, exact, round, chunks, weight_out);
+  }
   const double share = coefficient * held.w;
-  return add_and_snapshot(share, held, share, exact, round, chunks, weight_out);
+  b->dtype = kDtypeFloat32Delta;
+  b->totals.reset();
+  b->deltas.resize(since_base_.size());
+  add_ratio(share, held.z.data(), held.residual.data(), since_base_.data(), b->deltas.data(),
+            since_base_.size());
+  total_w_ += share;
+  weight_out = total_w_;
+  b->chunks_on_wire.store(chunks, std::memory_order_release);
+  return b;
 }
 
 std::shared_ptr<SendBuffer> OutEdge::free_buffer() {

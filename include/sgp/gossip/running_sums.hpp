@@ -96,11 +96,8 @@ class OutEdge {
                                        int chunks, double& weight_out);
   // total += coefficient * the mass `held` (asgp's engine keeps z, not x = w z).
   void push_z(double coefficient, const HeldMass& held);
-  // push() or push_z() then snapshot(), in one pass over the vectors when the snapshot is a
-  // delta (a round's usual send).
-  std::shared_ptr<SendBuffer> push_and_snapshot(double coefficient, std::span<const double> x,
-                                                double w, bool exact, std::int64_t round,
-                                                int chunks, double& weight_out);
+  // push_z() then snapshot(), in one pass over the vectors when the snapshot is a delta (a
+  // round's usual send).
   std::shared_ptr<SendBuffer> push_z_and_snapshot(double coefficient, const HeldMass& held,
                                                   bool exact, std::int64_t round, int chunks,
                                                   double& weight_out);
@@ -110,14 +107,6 @@ class OutEdge {
   std::size_t state_bytes() const;
 
  private:
-  // Adds coefficient * values (a HeldMass: its z + r) to the total and `weight` to its weight;
-  // with `delta`, also writes the total's float32 delta from the base there, in the same pass.
-  template <class Values>
-  void add(double coefficient, const Values& values, double weight, float* delta = nullptr);
-  template <class Values>
-  std::shared_ptr<SendBuffer> add_and_snapshot(double coefficient, const Values& values,
-                                               double weight, bool exact, std::int64_t round,
-                                               int chunks, double& weight_out);
   std::shared_ptr<SendBuffer> free_buffer();
   bool sends_delta(bool running_sums, bool exact, std::int64_t round) const;
   void fill_total(SendBuffer& b, bool running_sums);
