@@ -353,6 +353,51 @@ TEST_CASE("a slow peer takes in only the newest of the totals waiting for it, an
   CHECK(out[1].metrics.superseded_messages > 20);
 }
 
+// --partner-wait: after its push a peer waits, at most that many times its own round time, for
+// the round's in-neighbours that delivered their previous push (they keep pace); one that fell
+// further behind is not waited for.
+TEST_CASE("a peer waits for an in-neighbour that keeps pace, and not for one that fell behind") {
+  const int n = 2, rounds = 80;
+  const std::size_t dim = 16;
+  const auto s = testing::make_schedule(testing::Graph::ring, n);
+  const auto mean = testing::exact_mean(n, dim);
+  const auto run = [&](double partner_wait, RoundHook hook) {
+    auto config = async_config(true);
+    config.partner_wait = partner_wait;
+    Peers peers(n);
+    const auto out = run_async(s, peers.plain(), dim, rounds, config, hook);
+    for (int r = 0; r < n; ++r) {
+      CAPTURE(r);
+      REQUIRE(out[r].error.empty());
+      CHECK(max_relative_distance(out[r].z, mean) < 1e-6);
+    }
+    return out[0].metrics;
+  };
+  SUBCASE("a hiccup of a peer that keeps pace is waited out") {
+    const auto hiccups = [](int rank, int round, std::vector<float>&) {
+      if (rank == 1 && round % 20 == 19) std::this_thread::sleep_for(40ms);
+      return Next::mix;
+    };
+    const auto waiting = run(100.0, hiccups);  // up to ~100 rounds of ~1 ms
+    MESSAGE("rank 0 waited in " << waiting.partner_waits << " rounds, "
+                                << waiting.partner_wait_seconds << " s");
+    CHECK(waiting.partner_wait_seconds > 0.05);  // of 3 hiccups of 40 ms
+    CHECK(run(0.0, hiccups).partner_waits == 0);
+  }
+  SUBCASE("a peer 20 times slower is waited for only with a budget above its pace") {
+    const auto slow = [](int rank, int, std::vector<float>&) {
+      if (rank == 1) std::this_thread::sleep_for(20ms);
+      return Next::mix;
+    };
+    const auto one_round = run(1.0, slow);
+    MESSAGE("--partner-wait 1: rank 0 waited in " << one_round.partner_waits << " rounds");
+    CHECK(one_round.partner_waits <= 5);
+    const auto hundred_rounds = run(100.0, slow);  // enough to keep step with it
+    MESSAGE("--partner-wait 100: rank 0 waited in " << hundred_rounds.partner_waits << " rounds");
+    CHECK(hundred_rounds.partner_waits >= rounds / 2);
+  }
+}
+
 TEST_CASE("join takes half a sponsor's mass and leave hands all of it on: the total is kept") {
   const int n = 3;
   const std::size_t dim = 8;

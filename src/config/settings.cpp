@@ -369,6 +369,12 @@ void add_fault_rows(std::vector<std::unique_ptr<Setting>>& r) {
             "asgp: each edge carries the running total of the mass pushed on it, so lost, "
             "duplicated or reordered messages cost nothing (--no-running-sums: plain push-sum)",
             S::peers, true, &C::running_sums);
+  add<double>(r, "partner_wait", kPeers,
+              "asgp: after its push a peer waits up to this many times its own round time "
+              "(waits not counted) for that round's in-neighbours that keep pace, so that calm "
+              "peers mix as closely as sgp's; a straggler further behind is not waited for "
+              "(0: never wait, fully asynchronous)",
+              S::peers, true, &C::partner_wait, between(0, 100));
   add<std::string>(r, "inject", kPeers,
                    "inject transport faults, seeded: drop=P,dup=P,reorder=P,delay=Nms,seed=S "
                    "(any subset; for experiments and tests)",

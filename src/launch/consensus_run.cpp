@@ -140,6 +140,7 @@ class RoundReport {
         {"rejected", m.rejected_total()},
         {"skipped_sends", m.skipped_sends},
         {"held_rounds", m.held_rounds},
+        {"partner_waits", m.partner_waits},
         {"superseded_messages", m.superseded_messages},
         {"messages_received", m.messages_received},
     };

@@ -433,6 +433,9 @@ run::PeerSummary Trainer::summary(const Tally& t, double wall) const {
     if (s.config.robust != gossip::Robust::none) {
       summary.clipped_contributions = m.clipped_messages;
     }
+    if (config::info(s.config.algo).mode == gossip::Mode::async) {
+      summary.partner_wait_s = m.partner_wait_seconds;
+    }
   }
   if (s.group) {
     for (const auto& e : s.group->events())

@@ -97,6 +97,7 @@ void fields(S& s, V& v) {
   v("rejected_messages", s.rejected_messages);
   v("suspected_peers", s.suspected_peers);
   v("clipped_contributions", s.clipped_contributions);
+  v("partner_wait_s", s.partner_wait_s);
   v("shm_bytes", s.shm_bytes);
   v("zmq_bytes", s.zmq_bytes);
   v("shm_inline_messages", s.shm_inline_messages);

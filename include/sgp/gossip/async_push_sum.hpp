@@ -117,6 +117,8 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   using Clock = std::chrono::steady_clock;
 
   void await_in_neighbours();
+  void keep_step_with_in_neighbours();
+  bool keeps_pace_but_not_here(int j, std::int64_t round) const;
   void take_caller_changes();
   void give_to_caller();
   HeldMass held();
@@ -191,7 +193,10 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   std::optional<Clock::time_point> last_mix_;
   std::optional<Clock::time_point> holding_since_;  // first of the rounds held in a row
   double mix_interval_s_ = 0.0;                     // smoothed time between this peer's rounds
-  double announced_interval_s_ = 0.0;               // the pace we last told our pushers
+  double busy_interval_s_ = 0.0;  // ... less the waits for in-neighbours that keep pace
+  double round_wait_s_ = 0.0;     // the last round's waits for in-neighbours
+  std::map<int, std::int64_t> last_round_from_;  // the newest round each in-neighbour sent
+  double announced_interval_s_ = 0.0;            // the pace we last told our pushers
   std::int64_t announced_at_round_ = 0;
   std::map<int, double> pace_of_;  // seconds per round each out-neighbour said it mixes at
   Clock::time_point last_news_;    // finish(): when a peer last said it was done, or was excluded

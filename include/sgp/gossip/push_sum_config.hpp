@@ -100,6 +100,10 @@ struct PushSumConfig {
   // duplicated or reordered message costs nothing (false: each message carries one round's
   // mass, as plain push-sum; kept to show what faults do to it).
   bool running_sums = true;
+  // Async mode: after its push a peer waits up to this many times its own round time (waits not
+  // counted) for the round's in-neighbours that keep pace (AsyncPushSum::keep_step_with_...).
+  // 0: never wait.
+  double partner_wait = 0.0;
   // Async mode: a restart from z with w = 1 (after an exclusion, or mass held for a whole
   // timeout) ends the peer with IoError instead. Gradient tracking (agt) sets it: the restart
   // rescales the tracker's numerator, whose sum must stay the sum of the gradients.
@@ -167,6 +171,10 @@ struct PushSumMetrics {
   // asgp: rounds this peer kept all its mass because its w was small (it ran ahead of its
   // in-neighbours); a self weight of 1 for the round.
   std::uint64_t held_rounds = 0;
+  // asgp: rounds that waited for an in-neighbour keeping pace (--partner-wait), and how long in
+  // all (also counted in wait_seconds).
+  std::uint64_t partner_waits = 0;
+  double partner_wait_seconds = 0.0;
   // Sync mode on the CPU: in-neighbour messages whose contribution was clipped (--robust clip),
   // and the in-neighbours suspected of pushing poisoned models (NeighbourWatch), in order.
   std::uint64_t clipped_messages = 0;

@@ -75,6 +75,7 @@ struct PeerSummary {
   std::optional<std::uint64_t> rejected_messages;
   std::vector<SuspectedPeer> suspected_peers;          // in-neighbours it suspected
   std::optional<std::uint64_t> clipped_contributions;  // --robust clip
+  std::optional<double> partner_wait_s;  // asgp: waiting for in-neighbours that keep pace
   // With a ZeroMQ transport (every algorithm that communicates), what it carried:
   std::optional<std::uint64_t> shm_bytes;  // payload bytes sent through shared-memory rings
   // Bytes sent over ZeroMQ: headers, payloads and the descriptors of the rings' payloads.
