@@ -398,6 +398,41 @@ TEST_CASE("a peer waits for an in-neighbour that keeps pace, and not for one tha
   }
 }
 
+// A peer's drain takes at most 16 totals a round, but control notices do not count: with a
+// --work budget every peer tells every other its count every few iterations, and a straggler that
+// took 16 messages a round in all fell ever further behind its queue of totals.
+TEST_CASE("a slow peer's drain is not filled up by control notices") {
+  const int n = 2;
+  const std::size_t dim = 16;
+  const auto s = testing::make_schedule(testing::Graph::ring, n);
+  auto config = async_config(true);
+  config.sample_budget = std::int64_t{1} << 50;  // progress notices are taken, never spent
+  Peers peers(n);
+  auto& fast = *peers.inner[0];
+  std::int64_t count = 0;
+  const auto hook = [&](int rank, int, std::vector<float>&) {
+    if (rank == 1) std::this_thread::sleep_for(8ms);  // ~7 of rank 0's rounds
+    if (rank == 0) {
+      for (int k = 0; k < 3; ++k) {  // 3 notices a round: ~21 a slow round, with ~7 totals
+        const auto notice =
+            gossip::encode_control({gossip::ControlKind::progress, 0, 0, 0, ++count});
+        fast.send(1, notice, {}, [] {});
+      }
+    }
+    return Next::mix;
+  };
+  const auto out = run_async(s, peers.plain(), dim, 200, config, hook);
+  const auto mean = testing::exact_mean(n, dim);
+  for (int r = 0; r < n; ++r) {
+    CAPTURE(r);
+    REQUIRE(out[r].error.empty());
+    CHECK(max_relative_distance(out[r].z, mean) < 1e-6);
+  }
+  const auto& slow = out[1].metrics;
+  MESSAGE("rank 1: " << slow.full_drains << " full drains in " << slow.rounds << " rounds");
+  CHECK(slow.full_drains < 8);  // 26 of 204 when notices counted towards the 16
+}
+
 TEST_CASE("join takes half a sponsor's mass and leave hands all of it on: the total is kept") {
   const int n = 3;
   const std::size_t dim = 8;

@@ -431,15 +431,27 @@ void AsyncPushSum::send(int dest, std::uint64_t epoch, const std::shared_ptr<Sen
 // to push: a straggler held to a quarter of a core, taking in every total its fast in-neighbours
 // sent, never left this loop and was excluded as silent). A running total that a later one in the
 // batch carries is skipped (superseded_in_batch); control notices are handled in their order.
+// Takes what has arrived, at most kDrainTotals totals and kDrainMessages messages at a time: a
+// straggler whose fast in-neighbours keep sending must still get back to its own round. Control
+// notices do not count towards the totals: with a --work budget every peer tells every other its
+// count every few iterations, and a straggler at a quarter of the CPU that took 16 messages a
+// round in all fell ever further behind its queue, the mass of the totals in it in flight (the
+// peers' w summed to 1.6 of 8 at times).
 void AsyncPushSum::drain(std::optional<transport::Message> first) {
-  constexpr std::size_t kDrainBatch = 16;
+  constexpr std::size_t kDrainTotals = 16, kDrainMessages = 256;
   std::vector<transport::Message> batch;
-  if (first) batch.push_back(std::move(*first));
-  while (batch.size() < kDrainBatch) {
+  std::size_t totals = 0;
+  const auto add = [&](transport::Message m) {
+    if (!is_control(m)) ++totals;
+    batch.push_back(std::move(m));
+  };
+  if (first) add(std::move(*first));
+  while (totals < kDrainTotals && batch.size() < kDrainMessages) {
     auto message = transport_.receive(milliseconds(0));
     if (!message) break;
-    batch.push_back(std::move(*message));
+    add(std::move(*message));
   }
+  if (totals >= kDrainTotals || batch.size() >= kDrainMessages) ++metrics_.full_drains;
   const auto skip = superseded_in_batch(batch);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     if (skip[i]) {

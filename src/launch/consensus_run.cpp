@@ -142,6 +142,7 @@ class RoundReport {
         {"held_rounds", m.held_rounds},
         {"partner_waits", m.partner_waits},
         {"superseded_messages", m.superseded_messages},
+        {"full_drains", m.full_drains},
         {"messages_received", m.messages_received},
     };
     if (final) record["final"] = true;

@@ -168,6 +168,9 @@ struct PushSumMetrics {
   // asgp: running totals not applied because a later one that had arrived with them carries
   // their mass (AsyncPushSum::drain).
   std::uint64_t superseded_messages = 0;
+  // asgp: drains that stopped at their limit (16 totals, 256 messages) with more maybe waiting: a
+  // peer whose in-neighbours send faster than it takes in.
+  std::uint64_t full_drains = 0;
   // asgp: rounds this peer kept all its mass because its w was small (it ran ahead of its
   // in-neighbours); a self weight of 1 for the round.
   std::uint64_t held_rounds = 0;
