@@ -472,6 +472,9 @@ run::PeerSummary Trainer::run() {
   const double earlier_wall = c.resume && !s.comm.join ? s.run.rewind_log(start_iteration) : 0.0;
   // Under a budget every peer starts counting together (a joiner finds the others counting).
   if (s.budget && !s.comm.join) s.budget->await_all_started();
+  // Records cover the iterations: waits before the first (a join, the start under a budget) are
+  // not the first record's communication (its communication_s came out at -5.9 s).
+  if (s.engine) t.before = s.engine->metrics();
   const auto start = Clock::now();
   auto wall = [&] { return earlier_wall + seconds_since(start); };
   // Per peer: `total` iterations. Under a budget: until the group has spent it (at least one).
