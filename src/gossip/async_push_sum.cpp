@@ -427,16 +427,14 @@ void AsyncPushSum::send(int dest, std::uint64_t epoch, const std::shared_ptr<Sen
   profile_.send_s += thread_cpu_seconds() - start;
 }
 
-// `first` and what has arrived with it, at most kDrainBatch messages at a time (a peer always gets
-// to push: a straggler held to a quarter of a core, taking in every total its fast in-neighbours
-// sent, never left this loop and was excluded as silent). A running total that a later one in the
-// batch carries is skipped (superseded_in_batch); control notices are handled in their order.
-// Takes what has arrived, at most kDrainTotals totals and kDrainMessages messages at a time: a
-// straggler whose fast in-neighbours keep sending must still get back to its own round. Control
-// notices do not count towards the totals: with a --work budget every peer tells every other its
-// count every few iterations, and a straggler at a quarter of the CPU that took 16 messages a
-// round in all fell ever further behind its queue, the mass of the totals in it in flight (the
-// peers' w summed to 1.6 of 8 at times).
+// `first` and what has arrived with it, at most kDrainTotals running totals and kDrainMessages
+// messages at a time (a peer always gets to push: a straggler held to a quarter of a core, taking
+// in every total its fast in-neighbours sent, never left this loop and was excluded as silent).
+// Control notices do not count towards the totals: under a --work budget every peer tells every
+// other its count every few iterations, and a straggler that took 16 messages a round in all fell
+// ever further behind its queue, the mass of the totals in it in flight (the peers' w summed to
+// 1.6 of 8 at times). A running total that a later one in the batch carries is skipped
+// (superseded_in_batch); control notices are handled in their order.
 void AsyncPushSum::drain(std::optional<transport::Message> first) {
   constexpr std::size_t kDrainTotals = 16, kDrainMessages = 256;
   std::vector<transport::Message> batch;

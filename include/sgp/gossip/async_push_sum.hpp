@@ -1,9 +1,12 @@
 #pragma once
-// Asynchronous push-sum with running sums (the asgp algorithm): a peer never waits for another.
+// Asynchronous push-sum with running sums (the asgp algorithm): a peer never waits for a slow one.
 // Every round it pushes p_ji of its mass onto each out-edge's running total (running_sums.hpp),
 // sends that total without waiting for anything, then applies whatever totals have arrived (last,
 // so that as much of the mass in flight as possible counts in its next SGD step); a slow peer slows
-// only itself, and a lost, duplicated or reordered message costs no mass.
+// only itself, and a lost, duplicated or reordered message costs no mass. Two waits are bounded:
+// the first round's, for its in-neighbours to be heard from, and --partner-wait's, at most a
+// multiple of the peer's own round time, for the round's in-neighbours that keep pace (so that
+// calm peers mix nearly in step; keep_step_with_in_neighbours).
 //
 // Peers that fail, join and leave (membership.hpp, control_message.hpp):
 //   - Failure: every peer watches the peers that push to it (failure_detector.hpp: an adaptive
