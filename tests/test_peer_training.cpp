@@ -104,8 +104,20 @@ std::vector<PeerResult> run_trainers(const config::TrainConfig& config, int n,
     });
   }
   for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  // The first rank's error is rethrown and every rank's printed, as a rank
+  // that failed early leaves the others waiting for its messages, and the first may be their
+  // time-out.
+  std::vector<std::exception_ptr> failed;
+  for (int rank = 0; rank < n; ++rank) {
+    if (!errors[rank]) continue;
+    failed.push_back(errors[rank]);
+    try {
+      std::rethrow_exception(errors[rank]);
+    } catch (const std::exception& e) {
+      MESSAGE("rank " << rank << " failed: " << std::string(e.what()));
+    }
+  }
+  if (!failed.empty()) std::rethrow_exception(failed.front());
   return results;
 }
 
