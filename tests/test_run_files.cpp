@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -86,6 +87,39 @@ TEST_CASE("the ranks of a run share the run id its first claim wrote") {
   sgp::testing::TempDir fresh;
   const std::string a = claim_run_directory(fresh.path(), {});
   CHECK(claim_run_directory(fresh.path(), {RunStart::overwrite, {}}) != a);
+}
+
+TEST_CASE("ranks that claim a fresh directory at once all adopt one run id") {
+  // The ranks of one host (and in-process peers) claim the same directory at the same moment; a
+  // rank that saw no run.json and then found one must read it, not call it unreadable.
+  for (int attempt = 0; attempt < 500; ++attempt) {
+    sgp::testing::TempDir dir;
+    std::vector<std::string> ids(8);
+    std::vector<std::string> errors(8);
+    std::vector<std::thread> ranks;
+    for (int rank = 0; rank < 8; ++rank) {
+      ranks.emplace_back([&, rank] {
+        try {
+          ids[rank] = claim_run_directory(dir.path(), {RunStart::fresh, {rank}});
+        } catch (const std::exception& e) {
+          errors[rank] = e.what();
+        }
+      });
+    }
+    for (auto& rank : ranks) rank.join();
+    for (int rank = 0; rank < 8; ++rank) {
+      INFO("attempt ", attempt, " rank ", rank);
+      REQUIRE(errors[rank] == "");
+      REQUIRE(ids[rank] == ids[0]);
+    }
+  }
+  // A damaged marker is still refused, naming the file.
+  sgp::testing::TempDir damaged;
+  std::ofstream(damaged / "run.json") << "{\"run_";
+  CHECK(contains(input_error_of([&] {
+                   claim_run_directory(damaged.path(), {RunStart::fresh, {0}});
+                 }),
+                 "run.json\": not the JSON of a run marker"));
 }
 
 TEST_CASE("a run is finished when every rank wrote its summary") {

@@ -4,6 +4,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <random>
 
 #include <fmt/format.h>
@@ -66,19 +67,25 @@ std::string marker_text(const std::string& run_id) {
   return nlohmann::json{{"run_id", run_id}}.dump(2) + "\n";
 }
 
+// The marker is opened once: checking for it after a failed read raced with another rank of the
+// same directory creating it between the two steps, and called its complete file unreadable.
 std::optional<std::string> read_run_id(const std::filesystem::path& dir) {
   const auto path = dir / kRunMarkerFile;
-  const auto j = read_json_file(path);
-  if (!j) {
-    if (std::filesystem::exists(path)) {
-      throw InputError(fmt::format("{}: not the JSON of a run marker", path));
-    }
-    return std::nullopt;
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) return std::nullopt;
+    throw IoError(fmt::format("{}: cannot be read ({})", path, std::strerror(errno)));
   }
-  if (!j->is_object() || !(*j)["run_id"].is_string() || (*j)["run_id"].get<std::string>().empty()) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    throw InputError(fmt::format("{}: not the JSON of a run marker", path));
+  }
+  if (!j.is_object() || !j["run_id"].is_string() || j["run_id"].get<std::string>().empty()) {
     throw InputError(fmt::format("{}: expected {{\"run_id\": \"<hex>\"}}", path));
   }
-  return (*j)["run_id"].get<std::string>();
+  return j["run_id"].get<std::string>();
 }
 
 // The run id in run.json, or a new one written there unless another process wrote one first.
