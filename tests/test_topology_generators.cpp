@@ -307,3 +307,21 @@ TEST_CASE("hosts file: one host a line, comments and blank lines skipped") {
   CHECK_THROWS_WITH_AS(read_hosts_file(dir / "missing"), doctest::Contains("cannot open"),
                        InputError);
 }
+
+TEST_CASE("free local endpoints are distinct loopback ports below the ephemeral range") {
+  // Ports in the ephemeral range can be taken by any process's outgoing connection before the
+  // peers bind them (this failed a CI launch test with "address already in use").
+  int first_ephemeral = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> first_ephemeral;
+  const auto endpoints = free_local_endpoints(16);
+  REQUIRE(endpoints.size() == 16u);
+  std::set<int> ports;
+  for (const auto& endpoint : endpoints) {
+    REQUIRE(endpoint.starts_with("tcp://127.0.0.1:"));
+    const int port = std::stoi(endpoint.substr(std::string("tcp://127.0.0.1:").size()));
+    CHECK(port >= 10000);
+    CHECK(port < first_ephemeral);
+    ports.insert(port);
+  }
+  CHECK(ports.size() == 16u);
+}

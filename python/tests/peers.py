@@ -4,6 +4,7 @@ free loopback ports, and run N ranks as real processes of this interpreter."""
 import importlib
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -26,13 +27,32 @@ def require(*modules):
 
 
 def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
+    """`count` distinct free loopback ports, drawn from 10000 up to the kernel's ephemeral range
+    (whose ports any outgoing connection may take before a peer binds them), as sgp's own
+    free_local_endpoints does; each stays bound until all are known."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            highest = int(f.read().split()[0]) - 1
+    except (OSError, ValueError, IndexError):
+        highest = 32767
+    sockets = []
+    try:
+        for _ in range(100 * count):
+            if len(sockets) == count:
+                break
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", random.randint(10000, highest)))
+            except OSError:
+                s.close()
+                continue
+            sockets.append(s)
+        if len(sockets) < count:
+            raise OSError(f"no {count} free ports between 10000 and {highest} on 127.0.0.1")
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def one_peer_exponential(directory, peers=4):

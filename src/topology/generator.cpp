@@ -308,23 +308,56 @@ std::string topology_kinds_help() {
   return text;
 }
 
+namespace {
+
+// The first port of the kernel's ephemeral range, where every outgoing connection takes its local
+// port: a port picked there can be taken by another process's connection before a peer binds it.
+int first_ephemeral_port() {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int first = 0;
+  if (range >> first && first > 1024) return first;
+  return 32768;  // Linux's default
+}
+
+// A socket bound to 127.0.0.1:port (0: the OS picks), or -1 when the port is taken.
+int bind_loopback(int port, int& bound_port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  bound_port = ntohs(addr.sin_port);
+  return fd;
+}
+
+}  // namespace
+
 std::vector<std::string> free_local_endpoints(int num_peers) {
+  constexpr int kLowest = 10000;
+  const int highest = first_ephemeral_port() - 1;
+  std::mt19937 pick(std::random_device{}());
+  std::uniform_int_distribution<int> port_in(kLowest, std::max(kLowest, highest));
   std::vector<int> fds;
   std::vector<std::string> endpoints;
   for (int i = 0; i < num_peers; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      if (fd >= 0) ::close(fd);
+    int fd = -1, port = 0;
+    for (int attempt = 0; attempt < 64 && fd < 0 && highest > kLowest; ++attempt) {
+      fd = bind_loopback(port_in(pick), port);
+    }
+    if (fd < 0) fd = bind_loopback(0, port);  // the OS's pick, as a last resort
+    if (fd < 0) {
       for (int open : fds) ::close(open);
       throw IoError("cannot find a free TCP port on 127.0.0.1");
     }
     fds.push_back(fd);
-    endpoints.push_back(fmt::format("tcp://127.0.0.1:{}", ntohs(addr.sin_port)));
+    endpoints.push_back(fmt::format("tcp://127.0.0.1:{}", port));
   }
   for (int fd : fds) ::close(fd);
   return endpoints;

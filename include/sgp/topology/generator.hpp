@@ -115,10 +115,11 @@ std::vector<std::string> place_endpoints(int num_peers, const std::vector<std::s
 // lower ranks on that host (sgp launch --base-port). InputError as above.
 std::vector<std::string> readdress_ports(const std::vector<std::string>& endpoints, int base_port);
 
-// `num_peers` endpoints tcp://127.0.0.1:PORT on distinct TCP ports that are free now, chosen by
-// the OS (all held open until all are known, then released for the peers to bind): for runs and
-// tests on this host that must not collide with fixed ports. Throws IoError when the OS gives
-// none.
+// `num_peers` endpoints tcp://127.0.0.1:PORT on distinct TCP ports that are free now (all held
+// open until all are known, then released for the peers to bind): for runs and tests on this host
+// that must not collide with fixed ports. The ports are drawn at random from 10000 up to the
+// kernel's ephemeral range, where other processes' outgoing connections would not take them
+// before the peers bind; the OS's pick is the fallback. Throws IoError when no port is free.
 std::vector<std::string> free_local_endpoints(int num_peers);
 
 // A hosts file: one host name or address per line; blank lines and '#' comments are skipped.
