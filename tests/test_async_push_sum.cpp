@@ -42,14 +42,18 @@ gossip::PushSumConfig async_config(bool running_sums, std::chrono::milliseconds 
 }
 
 // Peer `rank`'s life: `rounds` rounds paced 1 ms apart, then finish(). `before_round` may change
-// the caller's x (which holds z: an SGD step), finish early, or crash (no finish, nothing said).
+// the caller's x (which holds z: an SGD step), finish early, or crash (no finish, nothing said);
+// an EngineHook may also call the engine (as a trainer does between rounds).
 enum class Next { mix, finish, crash };
 using RoundHook = std::function<Next(int rank, int round, std::vector<float>& x)>;
+using EngineHook =
+    std::function<Next(int rank, int round, std::vector<float>& x, gossip::AsyncPushSum& engine)>;
 
-std::vector<AsyncResult> run_async(const topology::Schedule& s,
-                                   const std::vector<transport::Transport*>& transports,
-                                   std::size_t dim, int rounds, const gossip::PushSumConfig& cfg,
-                                   RoundHook before_round = {}) {
+std::vector<AsyncResult> run_async_engines(const topology::Schedule& s,
+                                           const std::vector<transport::Transport*>& transports,
+                                           std::size_t dim, int rounds,
+                                           const gossip::PushSumConfig& cfg,
+                                           const EngineHook& before_round) {
   const int n = s.num_peers();
   std::vector<AsyncResult> out(n);
   std::vector<std::thread> threads;
@@ -60,7 +64,7 @@ std::vector<AsyncResult> run_async(const topology::Schedule& s,
         auto x = testing::initial_vector(rank, n, dim);
         gossip::AsyncPushSum engine(backend, s, *transports[rank], x.data(), dim, cfg);
         for (int k = 0; k < rounds; ++k) {
-          const auto next = before_round ? before_round(rank, k, x) : Next::mix;
+          const auto next = before_round(rank, k, x, engine);
           if (next == Next::crash) return;
           if (next == Next::finish) break;
           engine.idle(1ms);
@@ -83,6 +87,65 @@ std::vector<AsyncResult> run_async(const topology::Schedule& s,
   }
   for (auto& t : threads) t.join();
   return out;
+}
+
+std::vector<AsyncResult> run_async(const topology::Schedule& s,
+                                   const std::vector<transport::Transport*>& transports,
+                                   std::size_t dim, int rounds, const gossip::PushSumConfig& cfg,
+                                   RoundHook before_round = {}) {
+  return run_async_engines(
+      s, transports, dim, rounds, cfg,
+      [&before_round](int rank, int round, std::vector<float>& x, gossip::AsyncPushSum&) {
+        return before_round ? before_round(rank, round, x) : Next::mix;
+      });
+}
+
+// A process killed at some point after arm(k): its k-th send from then on is its last; after
+// that it sends and receives nothing, says nothing, and its engine runs on alone.
+class DiesLater final : public transport::Transport {
+ public:
+  explicit DiesLater(transport::Transport& inner) : inner_(inner) {}
+  void arm(int sends) { left_ = sends; }
+  int rank() const override { return inner_.rank(); }
+  void send(int dest, std::span<const std::byte> header, std::span<const std::byte> payload,
+            transport::ReleaseFn on_release) override {
+    if (left_ == 0) {
+      on_release();
+      return;
+    }
+    if (left_ > 0) --left_;
+    inner_.send(dest, header, payload, std::move(on_release));
+  }
+  std::optional<transport::Message> receive(std::chrono::milliseconds timeout) override {
+    if (left_ != 0) return inner_.receive(timeout);
+    std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(50)));
+    return std::nullopt;
+  }
+  void wake() override { inner_.wake(); }
+  void discard_pending(int dest) override { inner_.discard_pending(dest); }
+
+ private:
+  transport::Transport& inner_;
+  int left_ = -1;  // -1: not armed (one thread: the peer's own)
+};
+
+// The median w over the second half of the rounds of every rank but `except`.
+double median_weight_in_second_half(const std::vector<AsyncResult>& out, int except) {
+  std::vector<double> w;
+  for (int r = 0; r < static_cast<int>(out.size()); ++r) {
+    if (r == except) continue;
+    const auto& weights = out[r].weights;
+    w.insert(w.end(), weights.begin() + static_cast<std::ptrdiff_t>(weights.size() / 2),
+             weights.end());
+  }
+  std::ranges::nth_element(w, w.begin() + static_cast<std::ptrdiff_t>(w.size() / 2));
+  return w[w.size() / 2];
+}
+
+bool excluded(const AsyncResult& result, int rank) {
+  for (const auto& e : result.events)
+    if (e.what == "excluded" && e.rank == rank) return true;
+  return false;
 }
 
 double max_relative_distance(const std::vector<float>& z, const std::vector<double>& mean) {
@@ -190,27 +253,19 @@ TEST_CASE("a slow peer's in-neighbours push to it at its pace: the mass does not
     return Next::mix;
   };
   const auto out = run_async(s, peers.plain(), dim, rounds, async_config(true), straggle);
-  std::vector<double> fast_weights;  // over the second half of each fast peer's rounds
   for (int r = 0; r < n; ++r) {
     CAPTURE(r);
     REQUIRE(out[r].error.empty());
     CHECK(max_relative_distance(out[r].z, mean) < 1e-6);
-    if (r == slow) continue;
-    fast_weights.insert(fast_weights.end(), out[r].weights.begin() + rounds / 2,
-                        out[r].weights.end());
   }
-  const auto median = [](std::vector<double> v) {
-    std::ranges::nth_element(v, v.begin() + v.size() / 2);
-    return v[v.size() / 2];
-  };
-  const std::vector<double> slow_weights(out[slow].weights.begin() + rounds / 2,
-                                         out[slow].weights.end());
-  MESSAGE("median w over the second half of the rounds: fast peers "
-          << median(fast_weights) << ", slow peer " << median(slow_weights));
+  const double fast = median_weight_in_second_half(out, slow);
+  const double slow_w = median_weight_in_second_half({out[slow]}, -1);
+  MESSAGE("median w over the second half of the rounds: fast peers " << fast << ", slow peer "
+                                                                     << slow_w);
   // (Pushing at full weight: fast 0.28 to 0.29, slow 1.76 to 1.82; at its pace 0.56 to 0.58 and
   // 0.61 to 0.64, in two runs each.)
-  CHECK(median(fast_weights) > 0.4);
-  CHECK(median(slow_weights) < 1.2);
+  CHECK(fast > 0.4);
+  CHECK(slow_w < 1.2);
 }
 
 // Until the dead peer is excluded, pushes to it drain the survivors' mass; after the exclusion
@@ -229,14 +284,121 @@ TEST_CASE("a dead peer is excluded by every survivor, who all finish in agreemen
     if (r == 2) continue;
     CAPTURE(r);
     REQUIRE(out[r].error.empty());
-    bool excluded_2 = false;
-    for (const auto& e : out[r].events) excluded_2 |= e.what == "excluded" && e.rank == 2;
-    CHECK(excluded_2);
+    CHECK(excluded(out[r], 2));
     REQUIRE(out[r].z.size() == dim);
     // w restarted at 1 after the exclusion: no survivor is left with a vanishing share.
     CHECK(out[r].weight > 0.1);
     CHECK(max_relative_distance(out[r].z, as_double(out[0].z)) < 1e-6);
   }
+}
+
+// A peer that said it is done mixes on in finish() until all are done. Killed there (in CI: the
+// fastest of 4 processes, 330 iterations ahead of the others), it took the survivors' mass with
+// it: they held 2e-3 of their mass, saw their z no longer move, stopped as settled and ended
+// 2e-2 apart, while nobody excluded it (a done peer was no longer watched). Now it stays watched,
+// and settling waits while mixing is stalled: a peer that holds its mass or has a quiet
+// in-neighbour mixes on until the dead one is excluded.
+TEST_CASE("a peer that dies after saying it is done is excluded, and the others agree") {
+  const int n = 4, victim = 2;
+  const std::size_t dim = 16;
+  const auto s = testing::make_schedule(testing::Graph::exponential, n);
+  // Dead long before the others finish: they hold what mass they have left (w < 1e-3). A slow
+  // victim is pushed to at its pace's share: the others lose less to it, still hold 1e-2 of their
+  // mass when they finish, and their quiet in-neighbour keeps them settling.
+  int rounds = 400, sends = 50;  // its done notices and about 45 rounds of finish()
+  std::chrono::milliseconds victim_round{0};
+  SUBCASE("a fast victim") {}
+  SUBCASE("a slow victim") {
+    rounds = 200;
+    sends = 6;
+    victim_round = 10ms;
+  }
+  CAPTURE(rounds);
+  Peers peers(n);
+  auto transports = peers.plain();
+  DiesLater dying(*transports[victim]);
+  transports[victim] = &dying;
+  auto finish_early = [&](int rank, int round, std::vector<float>&) {
+    if (rank != victim) return Next::mix;
+    std::this_thread::sleep_for(victim_round);
+    if (round < 10) return Next::mix;
+    dying.arm(sends);
+    return Next::finish;
+  };
+  // A 3 s time-out: the survivors train and settle long before the detector's deadline (1.5 s).
+  const auto out = run_async(s, transports, dim, rounds, async_config(true, 3000ms), finish_early);
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
+    CAPTURE(r);
+    REQUIRE(out[r].error.empty());
+    // Its out-neighbours (ranks 3 and 0) watch it; rank 1 may agree and leave before they tell it.
+    if (r != 1) CHECK(excluded(out[r], victim));
+    CHECK(out[r].weight > 0.1);
+    CHECK(max_relative_distance(out[r].z, as_double(out[0].z)) < 1e-6);
+  }
+}
+
+// A slow peer that finished mixes on at about its own pace: pushed to at full weight, it took in
+// many pushes for each of its own and gathered the faster peers' mass (what a done peer that
+// dies takes with it).
+TEST_CASE("a slow peer that is done is still pushed to at its pace") {
+  const int n = 8, slow = 3, rounds = 300;
+  const std::size_t dim = 16;
+  const auto s = testing::make_schedule(testing::Graph::exponential, n);
+  Peers peers(n);
+  const auto slow_and_done_early = [](int rank, int round, std::vector<float>&) {
+    if (rank != slow) return Next::mix;
+    std::this_thread::sleep_for(10ms);
+    return round == 10 ? Next::finish : Next::mix;
+  };
+  const auto out =
+      run_async(s, peers.plain(), dim, rounds, async_config(true), slow_and_done_early);
+  const auto mean = testing::exact_mean(n, dim);
+  for (int r = 0; r < n; ++r) {
+    CAPTURE(r);
+    REQUIRE(out[r].error.empty());
+    CHECK(max_relative_distance(out[r].z, mean) < 1e-6);
+  }
+  const double fast = median_weight_in_second_half(out, slow);
+  MESSAGE("the fast peers' median w while the slow one is done: " << fast);
+  CHECK(fast > 0.5);
+}
+
+// Every peer evaluates the test set at the same iteration, and on a busy host that took up to
+// 2.5 s (12 peers on 2 cores): all were silent past the failure detectors' floor at once, and
+// live peers excluded each other. A peer that calls stay_heard() meanwhile stays in the group.
+TEST_CASE("peers that pause together to evaluate stay in the group when they call stay_heard()") {
+  const int n = 4;
+  const std::size_t dim = 16;
+  const auto s = testing::make_schedule(testing::Graph::exponential, n);
+  const auto run = [&](bool stay_heard) {
+    Peers peers(n);
+    auto pause = [stay_heard](int rank, int round, std::vector<float>&,
+                              gossip::AsyncPushSum& engine) {
+      // Rank 1 alone is silent without stay_heard(): the others are heard as usual.
+      if (round != 30 || (!stay_heard && rank != 1)) return Next::mix;
+      for (auto until = std::chrono::steady_clock::now() + 600ms;
+           std::chrono::steady_clock::now() < until;) {
+        std::this_thread::sleep_for(10ms);  // an evaluation's chunk
+        if (stay_heard) engine.stay_heard();
+      }
+      return Next::mix;
+    };
+    // The detector's floor and cap: 300 ms, half the pause.
+    return run_async_engines(s, peers.plain(), dim, 60, async_config(true, 300ms), pause);
+  };
+  const auto heard = run(true);
+  const auto mean = testing::exact_mean(n, dim);
+  for (int r = 0; r < n; ++r) {
+    CAPTURE(r);
+    REQUIRE(heard[r].error.empty());
+    for (int other = 0; other < n; ++other) CHECK_FALSE(excluded(heard[r], other));
+    CHECK(max_relative_distance(heard[r].z, mean) < 1e-6);
+  }
+  const auto silent = run(false);
+  bool excluded_1 = false;
+  for (int r = 0; r < n; ++r) excluded_1 |= r != 1 && excluded(silent[r], 1);
+  CHECK(excluded_1);
 }
 
 // Rank 3 dies before it sends anything. Rank 0, whose first in-neighbour it is, waits a whole

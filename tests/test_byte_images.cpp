@@ -91,7 +91,9 @@ model::Evaluation evaluate_float32(compute::Backend& backend, const model::Model
 
 }  // namespace
 
-TEST_CASE("the evaluator's accuracy and loss equal those of the whole float32 test set") {
+TEST_CASE(
+    "the evaluator's accuracy and loss equal those of the whole float32 test set; it calls back "
+    "after each chunk") {
   compute::CpuBackend backend(1);
   const auto set = random_set(2300, 2);  // chunks of 1000, 1000 and 300
   const auto spec = model::parse_model_spec("mlp:7");
@@ -103,8 +105,10 @@ TEST_CASE("the evaluator's accuracy and loss equal those of the whole float32 te
   for (auto& p : params) p = normal(rng);
 
   const auto expected = evaluate_float32(backend, spec, set, params.data());
-  const auto result = evaluator.evaluate(params.data());
+  int chunks = 0;  // a peer's engine stays heard between chunks (Mixer::stay_heard)
+  const auto result = evaluator.evaluate(params.data(), [&chunks] { ++chunks; });
   CHECK(result.accuracy == expected.accuracy);
   CHECK(result.loss == expected.loss);
   CHECK(result.accuracy > 0.0);
+  CHECK(chunks == 3);
 }

@@ -46,6 +46,16 @@ std::vector<int> FailureDetector::overdue(Clock::time_point now) const {
   return out;
 }
 
+bool FailureDetector::any_quiet(Clock::time_point now, std::chrono::milliseconds at_least) const {
+  for (const Peer& p : peers_) {
+    if (!p.watched) continue;
+    const double usual = p.heard_once ? p.mean_gap + 4.0 * p.deviation : 0.0;
+    const double silent = std::chrono::duration<double>(now - p.last).count();
+    if (silent > std::max(usual, std::chrono::duration<double>(at_least).count())) return true;
+  }
+  return false;
+}
+
 bool FailureDetector::waiting_for_first_message(const std::vector<int>& ranks) const {
   return std::any_of(ranks.begin(), ranks.end(),
                      [this](int r) { return peers_[r].watched && !peers_[r].heard_once; });

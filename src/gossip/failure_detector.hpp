@@ -25,6 +25,10 @@ class FailureDetector {
   // The watched ranks silent for longer than their deadline.
   std::vector<int> overdue(Clock::time_point now) const;
   std::chrono::milliseconds deadline(int rank) const;
+  // Whether some watched peer has been silent for longer than its usual gap (mean + 4
+  // deviations, unfloored) and longer than `at_least`, or has not been heard from for that long
+  // since it was first watched: not yet overdue, but maybe dead (finish(): do not stop mixing).
+  bool any_quiet(Clock::time_point now, std::chrono::milliseconds at_least) const;
 
  private:
   struct Peer {

@@ -16,7 +16,7 @@ Evaluator::Evaluator(compute::Backend& backend, const model::ModelSpec& model,
       chunk_(backend, host_chunk_.size()),
       labels_(backend, std::span<const std::int32_t>(set.labels)) {}
 
-Evaluation Evaluator::evaluate(const float* params) {
+Evaluation Evaluator::evaluate(const float* params, const std::function<void()>& between_chunks) {
   const auto n = static_cast<int>(labels_.size());
   std::int64_t correct = 0;
   double loss = 0.0;
@@ -30,6 +30,7 @@ Evaluation Evaluator::evaluate(const float* params) {
     const int classes = network_.num_classes();
     correct += backend_.count_correct(logits, labels, rows, classes);
     loss += rows * backend_.softmax_cross_entropy(logits, labels, rows, classes, nullptr);
+    if (between_chunks) between_chunks();
   }
   return {static_cast<double>(correct) / n, loss / n};
 }

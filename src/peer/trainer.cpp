@@ -374,7 +374,10 @@ void Trainer::add_training_fields(nlohmann::json& record, double lr, bool last, 
 void Trainer::add_evaluation(nlohmann::json& record, std::int64_t of, bool last, Tally& t) {
   State& s = *state_;
   const float* z = s.debiased();
-  t.last_eval = s.evaluator.evaluate(z);
+  gossip::Mixer* engine = s.engine.get();
+  t.last_eval = s.evaluator.evaluate(z, [engine] {
+    if (engine) engine->stay_heard();
+  });
   t.evaluated = true;
   record["test_accuracy"] = t.last_eval.accuracy;
   record["test_loss"] = t.last_eval.loss;

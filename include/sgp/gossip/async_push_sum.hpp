@@ -83,6 +83,8 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   void mix();
   // Handles what arrives during `duration` (waiting without spinning): pacing between rounds.
   void idle(std::chrono::milliseconds duration) override;
+  // The unchanged totals to every live out-neighbour, at most once per keep-alive period.
+  void stay_heard() override;
   void finish() override;
   void restore(std::int64_t round, double weight) override;
   void debias(float* z) override;
@@ -194,6 +196,7 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   std::map<int, std::uint32_t> sender_generation_;  // the newest generation seen per sender
   std::int64_t round_ = 0;
   std::optional<Clock::time_point> last_mix_;
+  std::optional<Clock::time_point> kept_alive_;     // stay_heard()'s last sends
   std::optional<Clock::time_point> holding_since_;  // first of the rounds held in a row
   double mix_interval_s_ = 0.0;                     // smoothed time between this peer's rounds
   double busy_interval_s_ = 0.0;  // ... less the waits for in-neighbours that keep pace

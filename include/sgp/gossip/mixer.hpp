@@ -115,6 +115,10 @@ class Mixer {
   // during `duration` where nobody waits (asgp, whose rounds this paces); an engine whose step()
   // waits for its neighbours returns at once.
   virtual void idle(std::chrono::milliseconds duration) { (void)duration; }
+  // Called now and then during a long pause of the caller's loop that reads z (a test-set
+  // evaluation): an engine whose neighbours take a silent peer for dead lets them hear from it,
+  // moving no mass and taking nothing in (asgp); the others do nothing.
+  virtual void stay_heard() {}
 };
 
 // The engine for config.mode: AsyncPushSum for async, RingAllReduce for allreduce (over the

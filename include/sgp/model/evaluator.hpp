@@ -2,6 +2,7 @@
 // Test accuracy of a flat parameter buffer: the test set is evaluated in large chunks with a
 // forward-only network of the same model, each chunk's pixels normalised and uploaded as it
 // comes (a peer holds the set as bytes, not a float32 copy of it).
+#include <functional>
 #include <vector>
 
 #include "sgp/compute/backend.hpp"
@@ -23,7 +24,9 @@ class Evaluator {
  public:
   // `set` must outlive the evaluator.
   Evaluator(compute::Backend& backend, const model::ModelSpec& model, const data::Dataset& set);
-  Evaluation evaluate(const float* params);
+  // `between_chunks`, when given, runs after each chunk (a peer's engine keeps its neighbours
+  // hearing from it during a long evaluation: Mixer::stay_heard).
+  Evaluation evaluate(const float* params, const std::function<void()>& between_chunks = {});
 
  private:
   static constexpr int kChunk = 1000;
