@@ -318,23 +318,34 @@ TEST_CASE("a peer that dies after saying it is done is excluded, and the others 
   auto transports = peers.plain();
   DiesLater dying(*transports[victim]);
   transports[victim] = &dying;
-  auto finish_early = [&](int rank, int round, std::vector<float>&) {
-    if (rank != victim) return Next::mix;
+  auto finish_early = [&](int rank, int round, std::vector<float>& x) {
+    if (rank != victim) {  // the survivors train up to the end: their z differ when they stall
+      x[round % dim] += static_cast<float>(rank + 1);
+      return Next::mix;
+    }
     std::this_thread::sleep_for(victim_round);
     if (round < 10) return Next::mix;
     dying.arm(sends);
     return Next::finish;
   };
-  // A 3 s time-out: the survivors train and settle long before the detector's deadline (1.5 s).
-  const auto out = run_async(s, transports, dim, rounds, async_config(true, 3000ms), finish_early);
+  // A 5 s time-out: the survivors train and settle long before the detector's deadline (2.5 s),
+  // and stall for more rounds than settling's cap (500): stalled rounds must not count.
+  const auto out = run_async(s, transports, dim, rounds, async_config(true, 5000ms), finish_early);
   for (int r = 0; r < n; ++r) {
     if (r == victim) continue;
     CAPTURE(r);
     REQUIRE(out[r].error.empty());
-    // Its out-neighbours (ranks 3 and 0) watch it; rank 1 may agree and leave before they tell it.
-    if (r != 1) CHECK(excluded(out[r], victim));
-    CHECK(out[r].weight > 0.1);
-    CHECK(max_relative_distance(out[r].z, as_double(out[0].z)) < 1e-6);
+    // Its out-neighbours (ranks 3 and 0) watch it. Rank 1 does not: it may settle and leave
+    // before they tell it. Who excluded it restarted from z with w = 1.
+    if (excluded(out[r], victim)) {
+      CHECK(out[r].weight > 0.1);
+    } else {
+      CHECK(r == 1);
+    }
+    // They trained up to the end, so they agree to settling's precision (z moving by less than
+    // 1e-5 a round: 1e-6 to 6e-6 apart, element by element), not to the last bits. Stopping at
+    // settling's cap right after the exclusion left them 4e-2 to 0.16 apart.
+    CHECK(max_relative_distance(out[r].z, as_double(out[0].z)) < 1e-4);
   }
 }
 

@@ -143,8 +143,12 @@ TEST_CASE("asgp: a peer killed with SIGKILL is excluded and the other three fini
     CAPTURE(rank);
     const auto peer = read_json(run / ("peer-" + std::to_string(rank) + "-summary.json"));
     CHECK(peer["iterations"] == 400);
-    CHECK(peer["excluded_peers"] == json::array({2}));
-    CHECK(peer["excluded_at_round"][0].get<int>() >= 60);  // each had logged iteration 60
+    // Rank 2's out-neighbours (3 and 0) watch it and exclude it. Rank 1 learns it from them, or
+    // not at all when it has settled and left first (rank 2 killed far ahead of the others).
+    if (rank != 1 || peer.contains("excluded_peers")) {
+      CHECK(peer["excluded_peers"] == json::array({2}));
+      CHECK(peer["excluded_at_round"][0].get<int>() >= 60);  // each had logged iteration 60
+    }
     // Peers of one host: the payloads went through shared memory (the local fast path, on by
     // default), and the death was detected there as over TCP.
     CHECK(peer["shm_bytes"].get<std::uint64_t>() > 0);

@@ -28,7 +28,7 @@ using std::chrono::milliseconds;
 // between them that moved it more, and at least kFinalRounds rounds, at most kMaxFinalRounds
 // unless mixing is stalled (settle()), or --timeout-ms.
 constexpr int kFinalRounds = 5, kMaxFinalRounds = 500, kSettledRounds = 3;
-constexpr double kSettled = 1e-4;
+constexpr double kSettled = 1e-5;
 // finish(): how many --timeout-ms to wait for news (a peer done or excluded) before finishing
 // anyway. A live peer still training is not news: a 4x straggler took 28 s longer than the
 // others, who gave up after one time-out (10 s), stopped mixing with it and ended 1e-2 apart.
@@ -1055,7 +1055,7 @@ void AsyncPushSum::settle(milliseconds pace) {
   auto deadline = Clock::now() + config_.timeout;
   // Quiet: silent for longer than its usual gap and longer than a few of our rounds.
   const auto quiet_after = std::max(milliseconds(100), 8 * pace);
-  int calm = 0;
+  int calm = 0, mixed = 0;  // rounds calm in a row; rounds not stalled
   for (int k = 0; Clock::now() < deadline; ++k) {
     // The last one still mixing: nobody is left to agree with (a peer started 0.5 s after the
     // others mixed alone for 500 rounds, 9 s).
@@ -1065,22 +1065,25 @@ void AsyncPushSum::settle(milliseconds pace) {
     const auto changes = events_.size();
     idle(pace);
     mix();
-    if (events_.size() != changes) {
+    if (events_.size() != changes) {  // a new group: agree anew
       deadline = Clock::now() + config_.timeout;
-      calm = 0;
+      calm = mixed = 0;
     }
     // A round that heard nothing is neutral: over a repaired schedule an edge may come once a
     // period, and counting such rounds as unsettled kept the last two peers mixing for the
-    // whole time-out although their z had stopped moving.
+    // whole time-out although their z had stopped moving. Stalled rounds count for nothing, not
+    // even towards the cap: a survivor that had held its mass for 1017 rounds until the dead
+    // peer's exclusion stopped at the first round after it, 5e-3 away from the others.
+    const bool stalled = w_ < kHoldMassBelow || detector_->any_quiet(Clock::now(), quiet_after);
     if (relative_change(before, {z_, n_}) >= kSettled) {
       calm = 0;
-    } else if (metrics_.messages_received > received) {
+    } else if (!stalled && metrics_.messages_received > received) {
       ++calm;
     }
-    const bool stalled = w_ < kHoldMassBelow || detector_->any_quiet(Clock::now(), quiet_after);
     if (stalled) continue;
-    if (k + 1 >= kFinalRounds && calm >= kSettledRounds) return;
-    if (k + 1 >= kMaxFinalRounds) return;
+    ++mixed;
+    if (mixed >= kFinalRounds && calm >= kSettledRounds) return;
+    if (mixed >= kMaxFinalRounds) return;
   }
 }
 
