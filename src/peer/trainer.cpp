@@ -356,6 +356,9 @@ void Trainer::add_training_fields(nlohmann::json& record, double lr, bool last, 
     record["bytes_sent"] = m.bytes_sent - t.before.bytes_sent;
     record["bytes_received"] = m.bytes_received - t.before.bytes_received;
     record["wait_s"] = wait;
+    if (config::info(s.config.algo).mode == gossip::Mode::async) {  // of wait_s, keeping step
+      record["partner_wait_s"] = m.partner_wait_seconds - t.before.partner_wait_seconds;
+    }
     record["communication_s"] = t.comm_seconds - wait;
     // communication_s, split: staging copies, checksums and sends (overlap: queuing only), and
     // checking, uploading and adding what arrived.
