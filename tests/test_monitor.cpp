@@ -1,7 +1,8 @@
 // The consensus monitor (sgp/monitor/consensus_monitor.hpp): the exact consensus error, damaged
 // and stale snapshots, bounded memory, resumed runs, settings that do not match the peers', a
-// program's consensus-only monitor, and mass drift.
+// program's consensus-only monitor, mass drift, and the wait of a run's last snapshot.
 #include <array>
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <span>
@@ -13,6 +14,8 @@
 
 #include "sgp/gossip/snapshot_publisher.hpp"
 #include "sgp/monitor/consensus_monitor.hpp"
+#include "sgp/topology/generator.hpp"
+#include "sgp/transport/snapshot_channel.hpp"
 #include "support/skip.hpp"
 #include "support/temp_dir.hpp"
 #include "support/text.hpp"
@@ -174,4 +177,26 @@ TEST_CASE("the monitor flags mass drift where mass is conserved, and takes asgp'
   CHECK(monitor::mass_model_of(sgp::config::Algorithm::local) == monitor::MassModel::conserved);
   CHECK(monitor::mass_model_of(sgp::config::Algorithm::asgp) == monitor::MassModel::in_flight);
   CHECK(monitor::mass_model_of(sgp::config::Algorithm::osgp) == monitor::MassModel::in_flight);
+}
+
+// A run of a few milliseconds (a local run of 3 iterations) ended before its connection to the
+// monitor did, and its final snapshot was dropped: the run had no final evaluation. A last
+// snapshot waits for that connection; the others never wait.
+TEST_CASE("a run's last snapshot waits for the monitor's connection; the others never wait") {
+  using namespace std::chrono_literals;
+  const std::vector<float> z{1.0f, 2.0f, 3.0f};
+  {
+    transport::SnapshotReceiver receiver("tcp://127.0.0.1:*");
+    gossip::SnapshotPublisher publisher(receiver.endpoint(), 1);
+    REQUIRE(publisher.publish(3, z, 1.0, true));  // at once after connecting
+    const auto received = receiver.receive(5000ms);
+    REQUIRE(received);
+    CHECK(received->frame(1).size() == z.size() * sizeof(float));
+    CHECK(publisher.dropped() == 0);
+  }
+  // Nobody at the endpoint: an ordinary snapshot is dropped, and so is a last one after its wait.
+  gossip::SnapshotPublisher nobody(topology::free_local_endpoints(1).at(0), 0);
+  CHECK_FALSE(nobody.publish(1, z));
+  CHECK_FALSE(nobody.publish(2, z, 1.0, true));
+  CHECK(nobody.dropped() == 2);
 }

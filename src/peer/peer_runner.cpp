@@ -253,9 +253,9 @@ run::PeerSummary run_peer(const config::TrainConfig& config, int rank, bool writ
     publisher = std::make_unique<gossip::SnapshotPublisher>(
         config.monitor, rank, gossip::snapshot_curve(schedule, rank, secure),
         gossip::snapshot_plain(rank, secure));
-    comm.snapshot = [&publisher](std::int64_t iteration, bool, const std::vector<float>& z,
+    comm.snapshot = [&publisher](std::int64_t iteration, bool last, const std::vector<float>& z,
                                  double w) {
-      if (!publisher->publish(iteration, z, w)) {
+      if (!publisher->publish(iteration, z, w, last)) {
         spdlog::debug("monitor not reachable: snapshot of iteration {} dropped", iteration);
       }
     };

@@ -35,8 +35,10 @@ class SnapshotPublisher {
                     const std::optional<transport::CurveClient>& curve = std::nullopt,
                     const std::optional<transport::PlainClient>& plain = std::nullopt);
   ~SnapshotPublisher();
-  // Never blocks; returns whether the snapshot was queued.
-  bool publish(std::int64_t iteration, std::span<const float> z, double weight = 1.0);
+  // Returns whether the snapshot was queued. Never blocks, except that a `last` snapshot waits
+  // up to 2 s for a monitor not connected yet (transport::SnapshotSender::try_send).
+  bool publish(std::int64_t iteration, std::span<const float> z, double weight = 1.0,
+               bool last = false);
   std::uint64_t dropped() const;
 
  private:

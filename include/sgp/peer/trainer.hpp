@@ -37,7 +37,7 @@ struct Communication {
   const topology::Schedule* schedule = nullptr;  // the mixing schedule (see mixing_schedule)
   transport::Transport* transport = nullptr;
   // Called at evaluation points with this peer's de-biased parameters (host copy), e.g. to hand
-  // them to the consensus monitor. Must not block.
+  // them to the consensus monitor. Must not block, except briefly for the `final` one.
   // w: the push-sum weight (mass accounting in the monitor).
   std::function<void(std::int64_t iteration, bool final, const std::vector<float>& z, double w)>
       snapshot;
