@@ -49,8 +49,7 @@ SnapshotSender::SnapshotSender(const std::string& endpoint, const std::optional<
 
 SnapshotSender::~SnapshotSender() = default;
 
-bool SnapshotSender::try_send(std::span<const std::byte> header,
-                              std::span<const std::byte> payload,
+bool SnapshotSender::try_send(std::span<const std::byte> header, std::span<const std::byte> payload,
                               std::chrono::milliseconds for_monitor) {
   try {
     if (for_monitor.count() > 0) {  // with ZMQ_IMMEDIATE, writable = a monitor is connected
