@@ -2,8 +2,11 @@
 mean: sgp (sync) with --gossip-every 2, and asgp with 20 % of the gossip messages dropped.
 
 Values are small integers and the topology is the one-peer exponential graph of 4 peers, so
-after 2 rounds of sync push-sum every float32 sum is exact; asgp mixes in double and ends
-within float32's rounding of the mean, which for these values is the mean itself."""
+after 2 rounds of sync push-sum every float32 sum is exact. asgp mixes in double, but while
+peers train their totals travel as float32 deltas, and z moves by a few units in its last place
+for as long as they do (it never stops moving: a loop waiting for that ran into its 20 s cap
+every time). close() mixes on, with float64 totals only, until every rank is done and z has
+settled, and ends within float32's rounding of the mean, which for these values is the mean."""
 
 import argparse
 import json
@@ -26,25 +29,13 @@ def exact_mean(np):
     return sum(initial(np, r).astype(np.float64) for r in range(PEERS)) / PEERS
 
 
-def mix_until_settled(np, gossip, z, args):
-    """Steps (a round each) for `args.seconds` after every rank is up, and then until z has stayed
-    the same through 50 rounds that received something (at most 20 s): a peer whose neighbours
-    are descheduled does not count as settled."""
+def mix_for(gossip, z, args):
+    """Steps (a round each) for `args.seconds` after every rank is up; close() then mixes on
+    until every rank is done and z has settled."""
     peers.barrier(args.barrier, args.rank, PEERS)
-    start = time.monotonic()
-    mixed, settled, before = [], 0, z.copy()
-    received = gossip.metrics()["messages_received"]
-    while time.monotonic() - start < 20:
+    start, mixed = time.monotonic(), []
+    while time.monotonic() - start < args.seconds:
         mixed.append(gossip.step(z))
-        now_received = gossip.metrics()["messages_received"]
-        if not np.array_equal(z, before):
-            settled = 0
-        elif now_received > received:
-            settled += 1
-        received = now_received
-        before[:] = z
-        if time.monotonic() - start > args.seconds and settled >= 50:
-            break
         time.sleep(0.002)
     return mixed
 
@@ -55,8 +46,8 @@ def worker(args):
     settings = json.loads(args.settings)
     z = initial(np, args.rank)
     with sgp.Gossip(args.topology, args.rank, NUMEL, settings) as gossip:
-        if args.seconds:  # asgp: mix for a while (as training would) and until z settles
-            mixed = mix_until_settled(np, gossip, z, args)
+        if args.seconds:  # asgp: mix for a while, as training would
+            mixed = mix_for(gossip, z, args)
         else:
             mixed = [gossip.step(z) for _ in range(args.steps)]
         gossip.close(z)

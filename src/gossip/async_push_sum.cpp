@@ -23,12 +23,16 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// finish(): after every live peer is done, mix until this peer's z has settled: it moved by
-// less than kSettled (relative) in kSettledRounds rounds that applied something, with no round
-// between them that moved it more, and at least kFinalRounds rounds, at most kMaxFinalRounds
-// unless mixing is stalled (settle()), or --timeout-ms.
+// finish(): after every live peer is done, mix until this peer's ratio z + r has settled: it
+// moved by less than kSettled (relative) in kSettledRounds rounds that applied something, with
+// no round between them that moved it more, and at least kFinalRounds rounds, at most
+// kMaxFinalRounds unless mixing is stalled (settle()), or --timeout-ms.
+// kSettled is far below float32's precision: the float32 deltas of the peers' last totals left
+// z a few units in its last place apart, a norm-relative 1e-7, which z moving by less than 1e-5
+// could not see (4 Python ranks under 20% drops ended 1 unit apart in 2 of 45 runs). Once all
+// are done, totals travel in float64 and z + r keeps 2^-48: it settles to float64 rounding.
 constexpr int kFinalRounds = 5, kMaxFinalRounds = 500, kSettledRounds = 3;
-constexpr double kSettled = 1e-5;
+constexpr double kSettled = 1e-9;
 // finish(): how many --timeout-ms to wait for news (a peer done or excluded) before finishing
 // anyway. A live peer still training is not news: a 4x straggler took 28 s longer than the
 // others, who gave up after one time-out (10 s), stopped mixing with it and ended 1e-2 apart.
@@ -38,13 +42,20 @@ constexpr milliseconds kJoinRetry{200};             // between join requests
 constexpr milliseconds kFlushLimit{2000};           // longest wait for sends at the end
 constexpr milliseconds kMinPace{2}, kMaxPace{200};  // gossip-only rounds while finishing
 
-// ||after - before|| / ||after||, in double.
-double relative_change(std::span<const float> before, std::span<const float> after) {
+// The ratio a peer holds, z + r, in float64 (HeldMass).
+void held_ratio(const float* z, std::span<const float> residual, std::vector<double>& out) {
+  out.resize(residual.size());
+  for (std::size_t k = 0; k < out.size(); ++k)
+    out[k] = static_cast<double>(z[k]) + static_cast<double>(residual[k]);
+}
+
+// ||after - before|| / ||after||.
+double relative_change(std::span<const double> before, std::span<const double> after) {
   double moved = 0.0, size = 0.0;
   for (std::size_t k = 0; k < after.size(); ++k) {
-    const double d = static_cast<double>(after[k]) - static_cast<double>(before[k]);
+    const double d = after[k] - before[k];
     moved += d * d;
-    size += static_cast<double>(after[k]) * static_cast<double>(after[k]);
+    size += after[k] * after[k];
   }
   return size > 0.0 ? std::sqrt(moved / size) : std::sqrt(moved);
 }
@@ -1055,12 +1066,14 @@ void AsyncPushSum::settle(milliseconds pace) {
   auto deadline = Clock::now() + config_.timeout;
   // Quiet: silent for longer than its usual gap and longer than a few of our rounds.
   const auto quiet_after = std::max(milliseconds(100), 8 * pace);
-  int calm = 0, mixed = 0;  // rounds calm in a row; rounds not stalled
+  int calm = 0, mixed = 0;            // rounds calm in a row; rounds not stalled
+  std::vector<double> before, after;  // z + r as the last round left it, and as this one does
+  held_ratio(z_, residual_, after);
   for (int k = 0; Clock::now() < deadline; ++k) {
     // The last one still mixing: nobody is left to agree with (a peer started 0.5 s after the
     // others mixed alone for 500 rounds, 9 s).
     if (k > 0 && live_others() == 0) return;
-    const std::vector<float> before(z_, z_ + n_);  // z as the last round left it
+    std::swap(before, after);
     const auto received = metrics_.messages_received;
     const auto changes = events_.size();
     idle(pace);
@@ -1075,7 +1088,8 @@ void AsyncPushSum::settle(milliseconds pace) {
     // even towards the cap: a survivor that had held its mass for 1017 rounds until the dead
     // peer's exclusion stopped at the first round after it, 5e-3 away from the others.
     const bool stalled = w_ < kHoldMassBelow || detector_->any_quiet(Clock::now(), quiet_after);
-    if (relative_change(before, {z_, n_}) >= kSettled) {
+    held_ratio(z_, residual_, after);
+    if (relative_change(before, after) >= kSettled) {
       calm = 0;
     } else if (!stalled && metrics_.messages_received > received) {
       ++calm;
