@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -29,6 +30,7 @@
 
 #include "bench_median.hpp"
 #include "sgp/compute/cpu_backend.hpp"
+#include "sgp/error.hpp"
 #include "sgp/gossip/async_push_sum.hpp"
 #include "sgp/gossip/running_sums.hpp"
 #include "sgp/gossip/wire_format.hpp"
@@ -181,16 +183,27 @@ void bench_engine(const topology::Schedule& s, std::size_t n, int rounds, double
 }  // namespace
 
 int main(int argc, char** argv) {
+  constexpr const char* kUsage = "usage: bench_asgp [topology] [rounds>=2] [floats>=1]\n";
   const std::string kind = argc > 1 ? argv[1] : "exponential";
+  if (kind == "-h" || kind == "--help") {
+    std::printf("%s", kUsage);
+    return 0;
+  }
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 48;
   const std::size_t n = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 669706;
   if (rounds < 2 || n == 0) {
-    std::fprintf(stderr, "usage: bench_asgp [topology] [rounds>=2] [floats>=1]\n");
+    std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
   topology::GeneratorOptions options;
   options.num_peers = kPeers;
-  const auto schedule = topology::generate_topology(topology::parse_topology_kind(kind), options);
+  std::optional<topology::Schedule> schedule;
+  try {
+    schedule.emplace(topology::generate_topology(topology::parse_topology_kind(kind), options));
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "bench_asgp: %s\n%s", e.what(), kUsage);
+    return 2;
+  }
   std::vector<float> a(n, 1.0f), b(n, 2.0f);
   const double copy_seconds = time_median(kReps, [&](int r) {
     std::memcpy(b.data(), a.data(), n * sizeof(float));
@@ -200,6 +213,6 @@ int main(int argc, char** argv) {
               kind.c_str(), n, static_cast<double>(n * sizeof(float)) / 1e6);
   print_pass("memcpy of n floats (the floor)", copy_seconds, copy_seconds);
   bench_passes(n, copy_seconds);
-  bench_engine(schedule, n, rounds, copy_seconds);
+  bench_engine(*schedule, n, rounds, copy_seconds);
   return 0;
 }
