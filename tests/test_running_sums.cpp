@@ -141,36 +141,37 @@ TEST_CASE("a delta without its base, or on another window's base, is refused and
     b->chunks_on_wire.store(0);
     return s;
   };
-  const Sent base16 = send(16), delta17 = send(17), delta18 = send(18);
-  const Sent base32 = send(32), delta33 = send(33);
-  CHECK(base16.dtype == kDtypeFloat64Total);
-  CHECK(delta17.dtype == kDtypeFloat32Delta);
-  CHECK(base32.dtype == kDtypeFloat64Total);
+  constexpr std::int64_t W = kDeltaWindowRounds;  // windows 1 and 2: rounds W.. and 2W..
+  const Sent base1 = send(W), delta1a = send(W + 1), delta1b = send(W + 2);
+  const Sent base2 = send(2 * W), delta2 = send(2 * W + 1);
+  CHECK(base1.dtype == kDtypeFloat64Total);
+  CHECK(delta1a.dtype == kDtypeFloat32Delta);
+  CHECK(base2.dtype == kDtypeFloat64Total);
   // No base yet, then a base of the window before: both refused, nothing applied.
-  CHECK(in.apply(true, chunk_of(delta17), received, w) == Applied::no_base);
-  CHECK(in.apply(true, chunk_of(base16), received, w) == Applied::yes);
-  CHECK(in.apply(true, chunk_of(delta33), received, w) == Applied::no_base);
+  CHECK(in.apply(true, chunk_of(delta1a), received, w) == Applied::no_base);
+  CHECK(in.apply(true, chunk_of(base1), received, w) == Applied::yes);
+  CHECK(in.apply(true, chunk_of(delta2), received, w) == Applied::no_base);
   CHECK(received[0] == 0.5);
   CHECK(w == 0.5);
-  CHECK(in.apply(true, chunk_of(delta18), received, w) == Applied::yes);
-  CHECK(in.apply(true, chunk_of(delta17), received, w) == Applied::repeat);  // overtaken
+  CHECK(in.apply(true, chunk_of(delta1b), received, w) == Applied::yes);
+  CHECK(in.apply(true, chunk_of(delta1a), received, w) == Applied::repeat);  // overtaken
   CHECK(received[0] == 1.5);
   CHECK(w == 1.5);
   // A total asked for mid-window (a finished peer's) ends the window's deltas: the next send
   // of that window is a total again, so no delta ever rests on a base the receiver may miss.
-  const Sent exact34 = send(34, true), after = send(35);
-  CHECK(exact34.dtype == kDtypeFloat64Total);
+  const Sent exact = send(2 * W + 2, true), after = send(2 * W + 3);
+  CHECK(exact.dtype == kDtypeFloat64Total);
   CHECK(after.dtype == kDtypeFloat64Total);
   // A hostile sequence far ahead finds no base in its window; one far behind is a repeat.
-  Sent hostile = delta18;
-  hostile.sequence = 1000;
+  Sent hostile = delta1b;
+  hostile.sequence = 1000 * W;
   CHECK(in.apply(true, chunk_of(hostile), received, w) == Applied::no_base);
   hostile.sequence = -5;
   CHECK(in.apply(true, chunk_of(hostile), received, w) == Applied::repeat);
   CHECK(received[0] == 1.5);
   CHECK(delta_window(-1) == -1);
-  CHECK(delta_window(15) == 0);
-  CHECK(delta_window(16) == 1);
+  CHECK(delta_window(W - 1) == 0);
+  CHECK(delta_window(W) == 1);
 }
 
 // A base goes on the wire as the edge's own base vector, not a copy; the next base may change it
