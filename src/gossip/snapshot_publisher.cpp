@@ -1,6 +1,5 @@
 #include "sgp/gossip/snapshot_publisher.hpp"
 
-#include <chrono>
 #include <span>
 
 #include "sgp/transport/snapshot_channel.hpp"
@@ -28,10 +27,7 @@ SnapshotPublisher::~SnapshotPublisher() = default;
 
 bool SnapshotPublisher::publish(std::int64_t iteration, std::span<const float> z, double weight,
                                 bool last) {
-  // As long as the socket's linger: what an exiting peer gives its snapshot already.
-  constexpr std::chrono::milliseconds kLastSnapshotWait(2000);
-  return sender_->try_send(snapshot_header(rank_, iteration, z, weight), std::as_bytes(z),
-                           last ? kLastSnapshotWait : std::chrono::milliseconds(0));
+  return sender_->try_send(snapshot_header(rank_, iteration, z, weight), std::as_bytes(z), last);
 }
 
 std::uint64_t SnapshotPublisher::dropped() const { return sender_->dropped(); }

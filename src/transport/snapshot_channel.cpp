@@ -50,11 +50,11 @@ SnapshotSender::SnapshotSender(const std::string& endpoint, const std::optional<
 SnapshotSender::~SnapshotSender() = default;
 
 bool SnapshotSender::try_send(std::span<const std::byte> header, std::span<const std::byte> payload,
-                              std::chrono::milliseconds for_monitor) {
+                              bool wait_for_monitor) {
   try {
-    if (for_monitor.count() > 0) {  // with ZMQ_IMMEDIATE, writable = a monitor is connected
+    if (wait_for_monitor) {  // with ZMQ_IMMEDIATE, writable = a monitor is connected
       zmq::pollitem_t item{socket_->socket.handle(), 0, ZMQ_POLLOUT, 0};
-      zmq::poll(&item, 1, for_monitor);
+      zmq::poll(&item, 1, std::chrono::milliseconds(kSnapshotLingerMs));
     }
     zmq::message_t head(header.data(), header.size());
     zmq::message_t body(payload.data(), payload.size());

@@ -29,11 +29,12 @@ class SnapshotSender {
   SnapshotSender(const SnapshotSender&) = delete;
   SnapshotSender& operator=(const SnapshotSender&) = delete;
 
-  // Queues [header, payload]; false when it was dropped instead. Waits up to `for_monitor` for
-  // a monitor that is not connected yet (none: never blocks). A run's last snapshot waits: a
-  // run of a few milliseconds would otherwise end before its connection does, and lose it.
+  // Queues [header, payload]; false when it was dropped instead. Never blocks, unless
+  // `wait_for_monitor`: then it waits for a monitor not connected yet, as long as the socket
+  // lingers at exit (2 s). A run's last snapshot waits: a run of a few milliseconds would
+  // otherwise end before its connection does, and lose it.
   bool try_send(std::span<const std::byte> header, std::span<const std::byte> payload,
-                std::chrono::milliseconds for_monitor = std::chrono::milliseconds(0));
+                bool wait_for_monitor = false);
   std::uint64_t dropped() const { return dropped_; }
 
  private:
