@@ -219,6 +219,49 @@ TEST_CASE("all_finite: NaN and infinities refused in float32 payloads and float6
   }
 }
 
+// The check runs as a vector loop (vector_clones.hpp) with a scalar tail: a bad value is found at
+// every place of a payload longer than any vector, at any alignment, in every width, and the
+// largest finite values, denormals and signed zeros pass.
+TEST_CASE("all_finite: every place, alignment and dtype of a long payload") {
+  struct Width {
+    std::uint16_t dtype;
+    std::size_t bytes;
+    std::uint64_t infinity, largest_finite, nan, denormal;
+  };
+  const Width widths[] = {
+      {kDtypeFloat64Total, 8, 0x7ff0000000000000u, 0x7fefffffffffffffu, 0x7ff0000000000001u, 1},
+      {kDtypeFloat32, 4, 0x7f800000u, 0x7f7fffffu, 0x7fc00000u, 1},
+      {kDtypeFloat32Delta, 4, 0x7f800000u, 0x7f7fffffu, 0x7f800001u, 1},
+      {kDtypeFloat16, 2, 0x7c00u, 0x7bffu, 0x7e00u, 1},
+      {kDtypeBfloat16, 2, 0x7f80u, 0x7f7fu, 0x7fc1u, 1},
+  };
+  constexpr std::size_t kCount = 131;  // over two 64-byte vectors of any width, and a tail
+  for (const auto& width : widths) {
+    const std::uint64_t sign = std::uint64_t{1} << (8 * width.bytes - 1);
+    const std::uint64_t fine[] = {width.largest_finite, width.largest_finite | sign, width.denormal,
+                                  sign, 0};
+    for (std::size_t misalign : {0, 1, 3}) {
+      std::vector<std::byte> storage(misalign + kCount * width.bytes);
+      const std::span<std::byte> payload(storage.data() + misalign, kCount * width.bytes);
+      const auto put = [&](std::size_t k, std::uint64_t bits) {
+        std::memcpy(payload.data() + k * width.bytes, &bits, width.bytes);  // little-endian
+      };
+      for (std::size_t k = 0; k < kCount; ++k) put(k, fine[k % std::size(fine)]);
+      CAPTURE(width.dtype);
+      CAPTURE(misalign);
+      CHECK(all_finite(payload, width.dtype));
+      for (std::size_t bad_at = 0; bad_at < kCount; ++bad_at) {
+        for (std::uint64_t bad : {width.infinity, width.infinity | sign, width.nan}) {
+          put(bad_at, bad);
+          CAPTURE(bad_at);
+          CHECK_FALSE(all_finite(payload, width.dtype));
+        }
+        put(bad_at, fine[bad_at % std::size(fine)]);
+      }
+    }
+  }
+}
+
 namespace {
 
 // A control notice as the transport delivers it: the 40-byte header frame and a payload frame.

@@ -4,14 +4,14 @@
 #include <cmath>
 
 #include "sgp/error.hpp"
+#include "sgp/vector_clones.hpp"
 
 namespace sgp::gossip {
 namespace {
 
-// asgp's hot loops (a round's receive and push) are also compiled for AVX-512 and AVX2 and chosen
-// when the program loads: with baseline x86-64's two doubles per vector, taking a delta into z
-// (the float32 and float64 conversions of take_mass) cost 4 memcpy of the vector.
-#define SGP_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+// asgp's hot loops (a round's receive and push) are vector clones: with baseline x86-64's two
+// doubles per vector, taking a delta into z (the float32 and float64 conversions of take_mass)
+// cost 4 memcpy of the vector.
 
 SGP_VECTOR_CLONES void take_deltas(const float* __restrict next, float* __restrict applied,
                                    float* __restrict z, float* __restrict r, std::size_t count,
@@ -46,8 +46,6 @@ SGP_VECTOR_CLONES void add_ratio(double coefficient, const float* __restrict z,
     if (delta) delta[k] = static_cast<float>(added[k]);
   }
 }
-
-#undef SGP_VECTOR_CLONES
 
 }  // namespace
 
