@@ -412,6 +412,49 @@ TEST_CASE("peers that pause together to evaluate stay in the group when they cal
   CHECK(excluded_1);
 }
 
+// A peer that pauses (an evaluation) while the others mix on: with begin_pause() its
+// in-neighbours keep their shares until end_pause(); without, they push them into its queue
+// every round and their own mass drains away (the fast peers' steps then count for nothing).
+TEST_CASE("a peer's in-neighbours keep their pushes while it pauses, and all still agree") {
+  const int n = 4, paused = 1, rounds = 200;
+  const std::size_t dim = 16;
+  const auto s = testing::make_schedule(testing::Graph::exponential, n);
+  const auto run = [&](bool tell) {
+    Peers peers(n);
+    auto pause = [tell](int rank, int round, std::vector<float>&, gossip::AsyncPushSum& engine) {
+      if (rank != paused || round != 20) return Next::mix;
+      if (tell) engine.begin_pause();
+      for (auto until = std::chrono::steady_clock::now() + 400ms;
+           std::chrono::steady_clock::now() < until;) {
+        std::this_thread::sleep_for(10ms);  // an evaluation's chunk
+        engine.stay_heard();
+      }
+      if (tell) engine.end_pause();
+      return Next::mix;
+    };
+    return run_async_engines(s, peers.plain(), dim, rounds, async_config(true), pause);
+  };
+  // The others' weights at their round 100, about 100 ms into the pause.
+  const auto others_weight = [](const std::vector<AsyncResult>& out) {
+    double sum = 0.0;
+    for (int r = 0; r < n; ++r)
+      if (r != paused) sum += out[r].weights.at(100);
+    return sum;
+  };
+  const auto told = run(true);
+  const auto mean = testing::exact_mean(n, dim);
+  for (int r = 0; r < n; ++r) {
+    CAPTURE(r);
+    REQUIRE(told[r].error.empty());
+    CHECK(max_relative_distance(told[r].z, mean) < 1e-6);
+  }
+  const auto untold = run(false);
+  MESSAGE("the others' w at their round 100: " << others_weight(told) << " with the pause told, "
+                                               << others_weight(untold) << " without");
+  CHECK(others_weight(told) > 2.0);
+  CHECK(others_weight(untold) < 0.5);
+}
+
 // Rank 3 dies before it sends anything. Rank 0, whose first in-neighbour it is, waits a whole
 // time-out in its first round; rank 2 hears from rank 0 only from round 1 on (rank 0 pushes to
 // 0 + 2 in phase 1) and watches it with the same time-out. Rank 0 must keep rank 2's detector
@@ -568,6 +611,18 @@ TEST_CASE("a peer waits for an in-neighbour that keeps pace, and not for one tha
     const auto hundred_rounds = run(100.0, slow);  // enough to keep step with it
     MESSAGE("--partner-wait 100: rank 0 waited in " << hundred_rounds.partner_waits << " rounds");
     CHECK(hundred_rounds.partner_waits >= rounds / 2);
+  }
+  SUBCASE("a peer behind but not three times as slow is waited for once it is rounds behind") {
+    // Rank 1's rounds take a little longer than rank 0's, and it has a hiccup: it falls 20
+    // rounds behind at once. Without the lead's bound rank 0 waited in 8 rounds of 80.
+    const auto behind = [](int rank, int round, std::vector<float>&) {
+      if (rank == 1 && round == 10) std::this_thread::sleep_for(40ms);
+      std::this_thread::sleep_for(rank == 0 ? 1ms : 1500us);
+      return Next::mix;
+    };
+    const auto waited = run(1.0, behind);
+    MESSAGE("--partner-wait 1: rank 0 waited in " << waited.partner_waits << " rounds");
+    CHECK(waited.partner_waits >= rounds / 4);  // 70 to 72 alone, 26 beside the suite
   }
 }
 

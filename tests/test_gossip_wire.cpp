@@ -291,10 +291,23 @@ TEST_CASE("control notices: a pace notice round-trips; unknown kinds and stray p
   const auto with_payload = gossip::decode_control(
       control_frames(gossip::encode_control(pace), std::vector<std::byte>(8)), 4, 1);
   CHECK(std::get<RejectCause>(with_payload) == RejectCause::bad_size);
-  // Kind 12 does not exist (the header checksum is recomputed, so only the kind is wrong).
+  // Kind 13 does not exist (the header checksum is recomputed, so only the kind is wrong).
   auto unknown = pace;
-  unknown.kind = static_cast<gossip::ControlKind>(12);
+  unknown.kind = static_cast<gossip::ControlKind>(13);
   const auto refused =
       gossip::decode_control(control_frames(gossip::encode_control(unknown)), 4, 1);
   CHECK(std::get<RejectCause>(refused) == RejectCause::bad_dtype);
+}
+
+TEST_CASE("control notices: a pause notice round-trips, and only about its own sender") {
+  const gossip::ControlMessage pause{gossip::ControlKind::pause, 2, 2, 0, 600};
+  const auto decoded = gossip::decode_control(control_frames(gossip::encode_control(pause)), 4, 1);
+  REQUIRE(std::holds_alternative<gossip::DecodedControl>(decoded));
+  CHECK(std::get<gossip::DecodedControl>(decoded).control.kind == gossip::ControlKind::pause);
+  CHECK(std::get<gossip::DecodedControl>(decoded).control.round == 600);  // milliseconds
+  auto for_another = pause;  // rank 2 may not say that rank 3 pauses
+  for_another.subject = 3;
+  const auto refused =
+      gossip::decode_control(control_frames(gossip::encode_control(for_another)), 4, 1);
+  CHECK(std::get<RejectCause>(refused) == RejectCause::not_entitled);
 }

@@ -152,12 +152,16 @@ bool AsyncPushSum::step(std::int64_t iteration) {
 void AsyncPushSum::mix() {
   const auto start = Clock::now();
   if (last_mix_) {  // the pace of this peer's rounds, for the gossip-only rounds of finish()
-    const double gap = std::chrono::duration<double>(start - *last_mix_).count();
+    // A pause (an evaluation) is not its pace: with it, a peer looked 8 times slower after each
+    // evaluation, and was pushed an eighth of its share for the next 20 rounds.
+    const double gap =
+        std::max(0.0, std::chrono::duration<double>(start - *last_mix_).count() - paused_s_);
     mix_interval_s_ = metrics_.rounds < 2 ? gap : 0.9 * mix_interval_s_ + 0.1 * gap;
     const double busy = std::max(0.0, gap - round_wait_s_);
     busy_interval_s_ = metrics_.rounds < 2 ? busy : 0.9 * busy_interval_s_ + 0.1 * busy;
   }
   round_wait_s_ = 0.0;
+  paused_s_ = 0.0;
   last_mix_ = start;
   announce_pace();
   const double taking = thread_cpu_seconds();
@@ -251,6 +255,8 @@ void AsyncPushSum::keep_step_with_in_neighbours() {
   const auto waiting = [&] {
     for (int j : mixing_.in_neighbors(rank_, pushed))
       if (keeps_pace_but_not_here(j, pushed)) return true;
+    for (int j : mixing_.all_in_neighbors(rank_))
+      if (behind_but_not_slow(j)) return true;
     return false;
   };
   const auto start = Clock::now();
@@ -271,10 +277,47 @@ void AsyncPushSum::keep_step_with_in_neighbours() {
   metrics_.wait_seconds += waited;
 }
 
+// The newest round in-neighbour j sent, and its pace as seen here (seconds per round between its
+// messages).
+void AsyncPushSum::note_round_from(int j, std::int64_t round) {
+  const auto now = Clock::now();
+  const auto last = last_round_from_.find(j);
+  if (last != last_round_from_.end() && round > last->second) {
+    const double seconds =
+        std::chrono::duration<double>(now - heard_round_at_[j]).count() / (round - last->second);
+    // A hiccup (one long gap) moves it by at most 60%: a peer slow for good is still seen as
+    // such within a few messages.
+    const auto pace = pace_from_.find(j);
+    pace_from_[j] = pace == pace_from_.end()
+                        ? seconds
+                        : 0.8 * pace->second + 0.2 * std::min(seconds, 4.0 * pace->second);
+  }
+  if (last == last_round_from_.end() || round > last->second) {
+    last_round_from_[j] = round;
+    heard_round_at_[j] = now;
+  }
+}
+
+// Whether in-neighbour j is more than kMaxLead rounds behind this peer (beyond what its edge's
+// period explains) and not three times as slow: a peer that fell behind on a host shared with
+// others (the ones ahead never wait, the ones behind wait for each other, so the CPU went to the
+// ones ahead and the gap grew: 2 of 8 W1 peers ended 90 rounds ahead, 1.8 s before the others). One
+// that is slower by itself, a straggler (issue 38's is 4 times as slow), is not waited for.
+bool AsyncPushSum::behind_but_not_slow(int j) const {
+  constexpr std::int64_t kMaxLead = 3;
+  constexpr double kSlower = 3.0;
+  if (!membership_.live(j) || done_[j] || paused(j)) return false;
+  const auto heard = last_round_from_.find(j);
+  const auto pace = pace_from_.find(j);
+  if (heard == last_round_from_.end() || pace == pace_from_.end()) return false;
+  return round_ - 1 - heard->second > kMaxLead + mixing_.period() &&
+         pace->second < kSlower * busy_interval_s_;
+}
+
 // Whether in-neighbour j has not delivered its push of `round` here although it delivered the one
 // before (the latest round before `round` in which j pushes to this peer).
 bool AsyncPushSum::keeps_pace_but_not_here(int j, std::int64_t round) const {
-  if (!membership_.live(j) || done_[j]) return false;
+  if (!membership_.live(j) || done_[j] || paused(j)) return false;
   const auto heard = last_round_from_.find(j);
   if (heard == last_round_from_.end() || heard->second >= round) return false;
   const std::int64_t oldest = std::max<std::int64_t>(0, round - mixing_.period());
@@ -291,6 +334,7 @@ bool AsyncPushSum::keeps_pace_but_not_here(int j, std::int64_t round) const {
 void AsyncPushSum::stay_heard() {
   if (left_) return;
   const auto now = Clock::now();
+  if (pausing_ && now - pause_told_ >= keep_alive_every()) tell_pause();
   for (const auto& last : {last_mix_, kept_alive_})
     if (last && now - *last < keep_alive_every()) return;
   kept_alive_ = now;
@@ -341,6 +385,11 @@ void AsyncPushSum::push_round() {
   double keep = mixing_.self_weight(rank_, round_);
   const HeldMass mass = held();
   for (const auto& e : edges) {
+    if (paused(e.peer)) {  // it does not mix now: its share stays here, for when it does
+      keep += e.weight;
+      keep_paused_watching(e.peer);
+      continue;
+    }
     const double factor = pace_share(e.peer);
     auto& edge = out_edge(e.peer);
     if (config_.running_sums) {
@@ -383,12 +432,19 @@ void AsyncPushSum::announce_pace() {
   }
   const double change = announced_interval_s_ > 0.0 ? mix_interval_s_ / announced_interval_s_ : 0.0;
   if (change > 2.0 / 3.0 && change < 1.5) return;
+  tell_pace();
+}
+
+void AsyncPushSum::tell_pace() {
   announced_interval_s_ = mix_interval_s_;
   announced_at_round_ = round_;
   const auto micros = static_cast<std::int64_t>(std::llround(mix_interval_s_ * 1e6));
+  tell_pushers({ControlKind::pace, rank_, rank_, 0, std::max<std::int64_t>(micros, 1)});
+}
+
+void AsyncPushSum::tell_pushers(const ControlMessage& message) {
   for (int r : mixing_.all_in_neighbors(rank_))
-    if (membership_.live(r))
-      tell(r, {ControlKind::pace, rank_, rank_, 0, std::max<std::int64_t>(micros, 1)});
+    if (membership_.live(r)) tell(r, message);
 }
 
 // Keeps all of (x, w) this round but still sends the unchanged totals: they tell the
@@ -428,6 +484,7 @@ void AsyncPushSum::send(int dest, std::uint64_t epoch, const std::shared_ptr<Sen
     return;
   }
   const double start = thread_cpu_seconds();
+  last_send_to_[dest] = Clock::now();
   WireHeader h;
   h.dtype = buffer->dtype;
   h.sender = rank_;
@@ -597,8 +654,7 @@ void AsyncPushSum::handle_data(DecodedMessage m) {
     edge = std::make_unique<InEdge>(n_, chunking_.chunks(), h.epoch);
   }
   detector_->heard(s, Clock::now());
-  auto& last = last_round_from_[s];
-  last = std::max(last, h.round);
+  note_round_from(s, h.round);
   const InEdge::Chunk chunk{h.dtype, h.chunk, h.round, h.offset, payload, h.weight};
   switch (edge->apply_to_z(config_.running_sums, chunk, held())) {
     case Applied::yes:
@@ -642,8 +698,12 @@ void AsyncPushSum::handle_control(const DecodedControl& d) {
     case ControlKind::join_request:
       on_join_request(c);
       return;
-    case ControlKind::pace:
+    case ControlKind::pace:  // also the end of a pause
       pace_of_[c.sender] = static_cast<double>(c.round) * 1e-6;
+      paused_until_.erase(c.sender);
+      return;
+    case ControlKind::pause:  // at most one time-out: a pause longer than that is a failure
+      paused_until_[c.sender] = Clock::now() + std::min(config_.timeout, milliseconds(c.round));
       return;
     case ControlKind::leave:
       on_leave(d);

@@ -28,6 +28,7 @@ bool entitled_by_kind(const ControlMessage& m, int self) {
     case ControlKind::resume_offer:
     case ControlKind::progress:
     case ControlKind::budget_spent:
+    case ControlKind::pause:
       return m.sender == m.subject;
     case ControlKind::done_ack:
     case ControlKind::fin_ok:
@@ -73,7 +74,7 @@ std::variant<DecodedControl, RejectCause> decode_control(const transport::Messag
     return RejectCause::header_checksum;
   }
   const auto kind = get<std::uint16_t>(head, 6);
-  if (kind < 1 || kind > static_cast<std::uint16_t>(ControlKind::budget_spent)) {
+  if (kind < 1 || kind > static_cast<std::uint16_t>(ControlKind::pause)) {
     return RejectCause::bad_dtype;
   }
   ControlMessage m;

@@ -378,9 +378,12 @@ void Trainer::add_evaluation(nlohmann::json& record, std::int64_t of, bool last,
   State& s = *state_;
   const float* z = s.debiased();
   gossip::Mixer* engine = s.engine.get();
+  // (A throw leaves the pause unended: the peer is going down, and its notice lapses by itself.)
+  if (engine) engine->begin_pause();
   t.last_eval = s.evaluator.evaluate(z, [engine] {
     if (engine) engine->stay_heard();
   });
+  if (engine) engine->end_pause();
   t.evaluated = true;
   record["test_accuracy"] = t.last_eval.accuracy;
   record["test_loss"] = t.last_eval.loss;

@@ -83,8 +83,13 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   void mix();
   // Handles what arrives during `duration` (waiting without spinning): pacing between rounds.
   void idle(std::chrono::milliseconds duration) override;
-  // The unchanged totals to every live out-neighbour, at most once per keep-alive period.
+  // The unchanged totals to every live out-neighbour, at most once per keep-alive period (and
+  // the pause notice renewed, in a pause).
   void stay_heard() override;
+  // Tells the peers that push to this one that it pauses (they keep their pushes), then that it
+  // mixes again at its pace (async_pause.cpp).
+  void begin_pause() override;
+  void end_pause() override;
   void finish() override;
   void restore(std::int64_t round, double weight) override;
   void debias(float* z) override;
@@ -124,12 +129,19 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   void await_in_neighbours();
   void keep_step_with_in_neighbours();
   bool keeps_pace_but_not_here(int j, std::int64_t round) const;
+  void note_round_from(int j, std::int64_t round);
+  bool behind_but_not_slow(int j) const;
   void take_caller_changes();
   void give_to_caller();
   HeldMass held();
   void push_round();
   double pace_share(int dest) const;
   void announce_pace();
+  void tell_pace();
+  void tell_pause();
+  bool paused(int dest) const;
+  void keep_paused_watching(int dest);
+  void tell_pushers(const ControlMessage& message);
   void hold_round();
   void send_total(int dest, OutEdge& edge);
   void send(int dest, std::uint64_t epoch, const std::shared_ptr<SendBuffer>& buffer,
@@ -201,11 +213,19 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   double mix_interval_s_ = 0.0;                     // smoothed time between this peer's rounds
   double busy_interval_s_ = 0.0;  // ... less the waits for in-neighbours that keep pace
   double round_wait_s_ = 0.0;     // the last round's waits for in-neighbours
-  std::map<int, std::int64_t> last_round_from_;  // the newest round each in-neighbour sent
-  double announced_interval_s_ = 0.0;            // the pace we last told our pushers
+  std::map<int, std::int64_t> last_round_from_;      // the newest round each in-neighbour sent
+  std::map<int, Clock::time_point> heard_round_at_;  // ... when it came
+  std::map<int, double> pace_from_;    // seconds per round of each in-neighbour, as seen here
+  double announced_interval_s_ = 0.0;  // the pace we last told our pushers
   std::int64_t announced_at_round_ = 0;
   std::map<int, double> pace_of_;  // seconds per round each out-neighbour said it mixes at
-  Clock::time_point last_news_;    // finish(): when a peer last said it was done, or was excluded
+  // Pauses (async_pause.cpp): this peer's, and the out-neighbours that said they pause, until when.
+  bool pausing_ = false;
+  Clock::time_point pause_began_, pause_told_;
+  double paused_s_ = 0.0;  // pausing since the last round: not part of its pace
+  std::map<int, Clock::time_point> paused_until_;
+  std::map<int, Clock::time_point> last_send_to_;
+  Clock::time_point last_news_;  // finish(): when a peer last said it was done, or was excluded
 
   Membership membership_;
   std::unique_ptr<FailureDetector> detector_;

@@ -44,6 +44,9 @@ enum class ControlKind : std::uint16_t {
                       // incarnation) has trained on so far, a count that only grows
   budget_spent = 11,  // asgp --work budget, to everyone: the sender knows of `round` samples,
                       // at least the budget: stop training
+  pause = 12,         // asgp, to the peers that push to the sender: it does not mix for a while
+                      // (a test-set evaluation): push nothing to it for `round` milliseconds or
+                      // until its next pace notice (it renews the notice while the pause lasts)
 };
 
 struct ControlMessage {
@@ -61,10 +64,10 @@ bool is_control_header(std::span<const std::byte> header);
 // The message, or why it was refused (an unknown kind is bad_dtype; sender and subject must be
 // ranks 0..num_peers-1, the sender not `self`; sender_mismatch when the transport authenticated
 // another rank than `sender`; not_entitled for a done, join_request, leave, pace, resume offer,
-// progress or budget_spent about another rank than its sender, or a done_ack or fin_ok addressed to
-// another rank than `self`; bad_size for a payload on any kind but a leave, a resume offer and an
-// admission addressed to `self`). Who may exclude or admit depends on the receiver's view of the
-// group: AsyncPushSum decides. `payload` points into `message`.
+// progress, budget_spent or pause about another rank than its sender, or a done_ack or fin_ok
+// addressed to another rank than `self`; bad_size for a payload on any kind but a leave, a resume
+// offer and an admission addressed to `self`). Who may exclude or admit depends on the receiver's
+// view of the group: AsyncPushSum decides. `payload` points into `message`.
 struct DecodedControl {
   ControlMessage control;
   std::span<const std::byte> payload;

@@ -119,6 +119,11 @@ class Mixer {
   // evaluation): an engine whose neighbours take a silent peer for dead lets them hear from it,
   // moving no mass and taking nothing in (asgp); the others do nothing.
   virtual void stay_heard() {}
+  // Around such a pause (stay_heard() is called between them): an engine whose neighbours push to
+  // it while it does not mix asks them to keep their pushes meanwhile (asgp); the others do
+  // nothing. end_pause() after begin_pause() only.
+  virtual void begin_pause() {}
+  virtual void end_pause() {}
 };
 
 // The engine for config.mode: AsyncPushSum for async, RingAllReduce for allreduce (over the
