@@ -424,7 +424,7 @@ TEST_CASE("a peer's in-neighbours keep their pushes while it pauses, and all sti
     auto pause = [tell](int rank, int round, std::vector<float>&, gossip::AsyncPushSum& engine) {
       if (rank != paused || round != 20) return Next::mix;
       if (tell) engine.begin_pause();
-      for (auto until = std::chrono::steady_clock::now() + 400ms;
+      for (auto until = std::chrono::steady_clock::now() + 1000ms;
            std::chrono::steady_clock::now() < until;) {
         std::this_thread::sleep_for(10ms);  // an evaluation's chunk
         engine.stay_heard();
@@ -434,11 +434,12 @@ TEST_CASE("a peer's in-neighbours keep their pushes while it pauses, and all sti
     };
     return run_async_engines(s, peers.plain(), dim, rounds, async_config(true), pause);
   };
-  // The others' weights at their round 100, about 100 ms into the pause.
+  // The others' weights at their round 60: 40 rounds of about 1 ms into the pause (3 ms each
+  // beside the whole suite would still be inside it).
   const auto others_weight = [](const std::vector<AsyncResult>& out) {
     double sum = 0.0;
     for (int r = 0; r < n; ++r)
-      if (r != paused) sum += out[r].weights.at(100);
+      if (r != paused) sum += out[r].weights.at(60);
     return sum;
   };
   const auto told = run(true);
@@ -449,9 +450,9 @@ TEST_CASE("a peer's in-neighbours keep their pushes while it pauses, and all sti
     CHECK(max_relative_distance(told[r].z, mean) < 1e-6);
   }
   const auto untold = run(false);
-  MESSAGE("the others' w at their round 100: " << others_weight(told) << " with the pause told, "
-                                               << others_weight(untold) << " without");
-  CHECK(others_weight(told) > 2.0);
+  MESSAGE("the others' w at their round 60: " << others_weight(told) << " with the pause told, "
+                                              << others_weight(untold) << " without");
+  CHECK(others_weight(told) > 1.0);  // 2.5 to 3.9 beside busy loops, 0.002 to 0.003 untold
   CHECK(others_weight(untold) < 0.5);
 }
 
