@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
 
 #include "sgp/data/dataset.hpp"
+#include "sgp/data/idx_cache.hpp"
 #include "sgp/data/idx_file.hpp"
 #include "sgp/error.hpp"
 #include "support/input_error.hpp"
@@ -55,6 +59,30 @@ void check_error(Fn fn, std::vector<std::string> parts) {
   for (const auto& part : parts) CHECK_MESSAGE(sgp::testing::contains(message, part), message);
 }
 
+std::vector<std::uint8_t> file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// SGP_CACHE_DIR set for a scope (the suite's own is restored after).
+class CacheDirFor {
+ public:
+  explicit CacheDirFor(const std::string& dir) {
+    if (const char* old = std::getenv("SGP_CACHE_DIR")) old_ = old;
+    ::setenv("SGP_CACHE_DIR", dir.c_str(), 1);
+  }
+  ~CacheDirFor() {
+    if (old_) {
+      ::setenv("SGP_CACHE_DIR", old_->c_str(), 1);
+    } else {
+      ::unsetenv("SGP_CACHE_DIR");
+    }
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
 }  // namespace
 
 TEST_CASE("IDX reader reads plain and gzip files") {
@@ -67,6 +95,68 @@ TEST_CASE("IDX reader reads plain and gzip files") {
     const auto array = read_idx_u8(dir / name, 3);
     CHECK(array.dims == std::vector<std::uint32_t>{2, 2, 3});
     CHECK(array.values == values);
+  }
+}
+
+TEST_CASE("a gzip IDX file is read from its decompressed copy once one was made") {
+  sgp::testing::TempDir data, cache;
+  const CacheDirFor cache_dir(cache.path().string());
+  const std::vector<std::uint8_t> values = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const auto bytes = idx_bytes({2, 2, 3}, values);
+  const auto source = data / "images.gz";
+  write_gz(source, bytes);
+  CHECK_FALSE(sgp::data::cached_copy(source));
+  CHECK(read_idx_u8(source, 3).values == values);
+  const auto copy = sgp::data::cached_copy(source);
+  REQUIRE(copy);
+  CHECK(file_bytes(*copy) == bytes);  // the decompressed file itself
+  // Read from the copy: a byte changed there is what the next read returns.
+  auto changed = bytes;
+  changed.back() = 99;
+  write_plain(*copy, changed);
+  CHECK(read_idx_u8(source, 3).values.back() == 99);
+  // A source rewritten at the same size is not read from the old copy.
+  auto rewritten = values;
+  rewritten.front() = 42;
+  write_gz(source, idx_bytes({2, 2, 3}, rewritten));
+  CHECK(read_idx_u8(source, 3).values == rewritten);
+  // A shard's read writes the whole file's copy, whichever items it keeps.
+  const auto shard_source = data / "shard.gz";
+  write_gz(shard_source, bytes);
+  const auto second = sgp::data::read_idx_u8_items(shard_source, 3, {false, true});
+  CHECK(second.values == std::vector<std::uint8_t>(values.begin() + 6, values.end()));
+  REQUIRE(sgp::data::cached_copy(shard_source));
+  CHECK(file_bytes(*sgp::data::cached_copy(shard_source)) == bytes);
+  CHECK(sgp::data::read_idx_u8_items(shard_source, 3, {false, true}).values == second.values);
+}
+
+TEST_CASE("a broken source leaves no copy, and a cache that cannot be written is no error") {
+  sgp::testing::TempDir data, cache;
+  const auto good = idx_bytes({3, 2, 2}, std::vector<std::uint8_t>(12, 7));
+  write_gz(data / "good.gz", good);
+  SUBCASE("truncated: refused as before, nothing left in the cache") {
+    const CacheDirFor cache_dir(cache.path().string());
+    auto bytes = good;
+    bytes.resize(bytes.size() - 5);
+    write_gz(data / "short.gz", bytes);
+    check_error([&] { read_idx_u8(data / "short.gz", 3); }, {"short.gz", "truncated", "12"});
+    check_error(
+        [&] {
+          sgp::data::read_idx_u8_items(data / "short.gz", 3, {true, true, true});
+        },
+        {"short.gz", "truncated"});
+    const auto dir = cache / "idx";
+    CHECK((!std::filesystem::exists(dir) || std::filesystem::is_empty(dir)));
+  }
+  SUBCASE("the cache is a path under a file: the source is read") {
+    const CacheDirFor cache_dir((data / "good.gz" / "cache").string());
+    CHECK(read_idx_u8(data / "good.gz", 3).values.size() == 12);
+    CHECK_FALSE(sgp::data::cached_copy(data / "good.gz"));
+  }
+  SUBCASE("SGP_CACHE_DIR=off: no cache") {
+    const CacheDirFor cache_dir("off");
+    CHECK_FALSE(sgp::data::cache_dir());
+    CHECK(read_idx_u8(data / "good.gz", 3).values.size() == 12);
   }
 }
 

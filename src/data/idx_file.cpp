@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <fmt/std.h>
 
+#include "sgp/data/idx_cache.hpp"
 #include "sgp/error.hpp"
 
 namespace sgp::data {
@@ -118,6 +119,15 @@ class Reader {
   GzFile file_;
 };
 
+// The header bytes of an unsigned-byte IDX file of these dimensions.
+std::vector<std::uint8_t> header_bytes(const std::vector<std::uint32_t>& dims) {
+  std::vector<std::uint8_t> bytes{0, 0, kUnsignedByteType, static_cast<std::uint8_t>(dims.size())};
+  for (std::uint32_t d : dims)
+    for (int shift = 24; shift >= 0; shift -= 8)
+      bytes.push_back(static_cast<std::uint8_t>(d >> shift));
+  return bytes;
+}
+
 // Reads and checks the header of an unsigned-byte IDX file: its dimensions, and that the file can
 // hold the values they declare (their number is returned).
 std::uint64_t read_header(Reader& reader, const std::filesystem::path& path,
@@ -167,17 +177,30 @@ void check_at_end(Reader& reader, const std::filesystem::path& path, std::uint64
 
 }  // namespace
 
-IdxArray read_idx_u8(const std::filesystem::path& path, std::uint32_t expected_ndims) {
+// A gzip file is read from its decompressed copy in the cache where there is one (idx_cache.hpp);
+// otherwise the copy is written as the file is read, and kept once all of it passed the checks.
+IdxArray read_idx_u8(const std::filesystem::path& source, std::uint32_t expected_ndims) {
+  const auto copy = cached_copy(source);
+  const auto& path = copy ? *copy : source;
   Reader reader(path);
   IdxArray array;
   const std::uint64_t elements = read_header(reader, path, expected_ndims, array.dims);
   reader.append_exactly(array.values, elements, fmt::format("the data ({} values)", elements));
   check_at_end(reader, path, elements);
+  if (!copy) {
+    CacheWriter writer(source);
+    const auto header = header_bytes(array.dims);
+    writer.write(header.data(), header.size());
+    writer.write(array.values.data(), array.values.size());
+    writer.commit();
+  }
   return array;
 }
 
-IdxArray read_idx_u8_items(const std::filesystem::path& path, std::uint32_t expected_ndims,
+IdxArray read_idx_u8_items(const std::filesystem::path& source, std::uint32_t expected_ndims,
                            const std::vector<bool>& keep) {
+  const auto copy = cached_copy(source);
+  const auto& path = copy ? *copy : source;
   Reader reader(path);
   IdxArray array;
   const std::uint64_t elements = read_header(reader, path, expected_ndims, array.dims);
@@ -185,13 +208,19 @@ IdxArray read_idx_u8_items(const std::filesystem::path& path, std::uint32_t expe
     throw InputError(
         fmt::format("{}: {} items, expected {} (one per label)", path, array.dims[0], keep.size()));
   }
+  // Without a copy, every item is written to a new one as it is read (whichever are kept).
+  CacheWriter writer(copy ? std::filesystem::path() : source);
+  const auto header = header_bytes(array.dims);
+  writer.write(header.data(), header.size());
   const std::size_t item_size = keep.empty() ? 0 : elements / keep.size();
   std::vector<std::uint8_t> item(item_size);
   for (std::size_t i = 0; i < keep.size(); ++i) {
     reader.read_exactly(item.data(), item_size, fmt::format("item {} of {}", i, keep.size()));
+    writer.write(item.data(), item.size());
     if (keep[i]) array.values.insert(array.values.end(), item.begin(), item.end());
   }
   check_at_end(reader, path, elements);
+  writer.commit();
   return array;
 }
 

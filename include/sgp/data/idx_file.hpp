@@ -12,7 +12,8 @@ struct IdxArray {
   std::vector<std::uint8_t> values;  // only unsigned-byte IDX files (type 0x08) are supported
 };
 
-// Reads an unsigned-byte IDX file with `expected_ndims` dimensions. Throws InputError naming the
+// Reads an unsigned-byte IDX file with `expected_ndims` dimensions (a gzip file from its
+// decompressed copy in the cache, idx_cache.hpp, where there is one). Throws InputError naming the
 // file and the problem: missing, unreadable, not gzip/IDX, wrong magic, wrong number of
 // dimensions, truncated data, or trailing bytes.
 IdxArray read_idx_u8(const std::filesystem::path& path, std::uint32_t expected_ndims);
