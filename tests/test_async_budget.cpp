@@ -152,7 +152,7 @@ TEST_CASE("under a budget every peer waits until all are ready, or one time-out"
     std::vector<std::unique_ptr<transport::InProcTransport>> transports;
     for (int r = 0; r < 3; ++r)
       transports.push_back(std::make_unique<transport::InProcTransport>(network, r));
-    std::vector<std::chrono::steady_clock::time_point> ready(3), returned(3);
+    std::vector<std::chrono::steady_clock::time_point> constructed(3), ready(3), returned(3);
     std::vector<std::size_t> excluded(3, 0);
     std::vector<std::thread> peers;
     for (int r = 0; r < (third_starts ? 3 : 2); ++r) {
@@ -160,6 +160,7 @@ TEST_CASE("under a budget every peer waits until all are ready, or one time-out"
         compute::CpuBackend backend(1);
         auto x = testing::initial_vector(r, 3, kDim);
         gossip::AsyncPushSum engine(backend, schedule, *transports[r], x.data(), kDim, config);
+        constructed[r] = std::chrono::steady_clock::now();
         if (r == 2) std::this_thread::sleep_for(300ms);
         ready[r] = std::chrono::steady_clock::now();
         engine.await_all_started();
@@ -174,7 +175,10 @@ TEST_CASE("under a budget every peer waits until all are ready, or one time-out"
         CHECK(returned[r] >= ready[2]);
         CHECK(excluded[r] == 0);
       } else {
-        CHECK(returned[r] - ready[r] >= config.timeout);
+        // The silent rank is excluded a time-out after the engine began watching it (its
+        // constructor), which may be a little before it said it was ready (594.9 ms after that,
+        // once, beside a CI build).
+        CHECK(returned[r] - constructed[r] >= config.timeout);
       }
     }
   }
