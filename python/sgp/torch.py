@@ -29,6 +29,7 @@ What it does:
 - CPU tensors go through the CPU backend; CUDA tensors only where sgp was built with CUDA (the
   native module refuses them otherwise, saying so).
 """
+import contextlib
 import copy
 import os
 import time
@@ -171,6 +172,23 @@ class GossipDataParallel(torch.nn.Module):
                 self.records.training(self.lr, self.weight, self.metrics())
         self._last_step_end = time.perf_counter()
         return mixed
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Around a long pause of the training loop, such as an evaluation::
+
+            with model.paused():
+                accuracy, loss = evaluate(model)
+
+        With asgp the ranks that push to this one keep their pushes meanwhile (otherwise they
+        push into a rank that does not mix, and their own steps count for little until it takes
+        them in); call ``self.engine.stay_heard()`` now and then in a pause longer than half of
+        --timeout-ms. Other algorithms wait for each other anyway: nothing to do."""
+        self.engine.pause()
+        try:
+            yield self
+        finally:
+            self.engine.resume()
 
     def evaluated(self, accuracy, loss):
         """Report this rank's test accuracy (fraction in [0, 1]) and loss at an evaluation

@@ -246,6 +246,21 @@ bool GossipSession::publish(const float* z, const BufferPlace& place, std::int64
   return queued;
 }
 
+void GossipSession::pause() {
+  const auto lock = one_caller(busy_, "pause");
+  if (state_->engine && !failed_) state_->engine->begin_pause();
+}
+
+void GossipSession::resume() {
+  const auto lock = one_caller(busy_, "resume");
+  if (state_->engine && !failed_) state_->engine->end_pause();
+}
+
+void GossipSession::stay_heard() {
+  const auto lock = one_caller(busy_, "stay_heard");
+  if (state_->engine && !failed_) state_->engine->stay_heard();
+}
+
 void GossipSession::finish(float* z, const std::optional<BufferPlace>& place) {
   const auto lock = one_caller(busy_, "close");
   if (finished_) return;

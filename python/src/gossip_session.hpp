@@ -63,6 +63,15 @@ class GossipSession {
   // Hands z of `iteration` to the run's consensus monitor (best effort, never blocks); nothing
   // without a monitor. Returns whether it was queued.
   bool publish(const float* z, const BufferPlace& place, std::int64_t iteration);
+  // Around a long pause of the training loop (an evaluation): asgp tells the peers that push to
+  // this one that it pauses (they keep their pushes) and, at resume, that it mixes again; without
+  // it they push into a peer that does not mix, and their own steps count for little meanwhile
+  // (docs/asynchronous.md). stay_heard() during a pause longer than half --timeout-ms keeps their
+  // failure detectors hearing from this one. The other algorithms do nothing; so does a call
+  // before the first step or after close.
+  void pause();
+  void resume();
+  void stay_heard();
   // Ends the gossip: sync modes apply what is still in flight; asgp says it is done and mixes
   // until every live peer is (its done/leave protocol). With `z`, writes the final z there.
   // Then closes the transport (the endpoint is free again); the accessors report the final

@@ -173,6 +173,9 @@ PYBIND11_MODULE(_native, m) {
       .def("step", &sp::step, py::arg("buffer"))
       .def("publish", &sp::publish, py::arg("buffer"), py::arg("iteration"))
       .def("metrics", &sp::metrics_of)
+      .def("pause", &GossipSession::pause, py::call_guard<py::gil_scoped_release>())
+      .def("resume", &GossipSession::resume, py::call_guard<py::gil_scoped_release>())
+      .def("stay_heard", &GossipSession::stay_heard, py::call_guard<py::gil_scoped_release>())
       .def("close", &sp::close, py::arg("buffer") = py::none())
       .def("__enter__", [](GossipSession& s) -> GossipSession& { return s; })
       // Leaving a `with` block normally finishes the gossip; leaving it by an exception does not

@@ -6,7 +6,14 @@ after 2 rounds of sync push-sum every float32 sum is exact. asgp mixes in double
 peers train their totals travel as float32 deltas, and z moves by a few units in its last place
 for as long as they do (it never stops moving: a loop waiting for that ran into its 20 s cap
 every time). close() mixes on, with float64 totals only, until every rank is done and z has
-settled, and ends within float32's rounding of the mean, which for these values is the mean."""
+settled, and ends within float32's rounding of the mean, which for these values is the mean.
+
+Again with one asgp rank pausing for 0.4 s (Gossip.pause / resume, as around an evaluation) while
+the others mix on: they agree to 1e-9, not 1e-12. Settling stops once z + r moves by less than
+1e-9 of its norm a round; after the pause the ranks' rounds are out of step, the one-peer
+exponential graph no longer averages exactly once a period, and the last disagreement decays
+only geometrically: 1e-12 to 6e-10 on elements whose mean is 0 (where float32 cannot round it
+away), in 4 of 4 runs above 1e-12 (with a plain 0.4 s sleep instead of the pause, 1 of 3)."""
 
 import argparse
 import json
@@ -36,6 +43,12 @@ def mix_for(gossip, z, args):
     start, mixed = time.monotonic(), []
     while time.monotonic() - start < args.seconds:
         mixed.append(gossip.step(z))
+        if args.pause and args.rank == 1 and len(mixed) == 50:  # an evaluation's pause
+            gossip.pause()
+            time.sleep(0.2)
+            gossip.stay_heard()
+            time.sleep(0.2)
+            gossip.resume()
         time.sleep(0.002)
     return mixed
 
@@ -57,12 +70,12 @@ def worker(args):
                           "iteration": gossip.iteration, "algo": gossip.algo}))
 
 
-def check(np, results, name):
+def check(np, results, name, tolerance=1e-12):
     assert all(rc == 0 and res for rc, res, _ in results), f"{name}:\n" + peers.report(results)
     mean = exact_mean(np)
     for rank, (_, res, _) in enumerate(results):
         error = float(np.max(np.abs(np.array(res["z"]) - mean)))
-        assert error <= 1e-12, f"{name}: rank {rank} is {error} from the exact mean"
+        assert error <= tolerance, f"{name}: rank {rank} is {error} from the exact mean"
         assert res["bytes_sent"] > 0, f"{name}: rank {rank} sent nothing"
     print(f"{name}: 4 ranks at the exact mean; rounds {[r['rounds'] for _, r, _ in results]}")
 
@@ -91,6 +104,13 @@ def main():
         check(np, asgp, "asgp, 20% dropped")
         assert all(res["algo"] == "asgp" for _, res, _ in asgp)
 
+        topology = peers.one_peer_exponential(tmp, PEERS)
+        os.makedirs(tmp + "/paused")
+        paused = peers.run_ranks(__file__, PEERS, [
+            "--topology", topology, "--seconds", "1", "--barrier", tmp + "/paused", "--pause",
+            "--settings", json.dumps(settings)], timeout=60)
+        check(np, paused, "asgp, 20% dropped, rank 1 paused for 0.4 s", tolerance=1e-9)
+
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
@@ -100,6 +120,7 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=0)
     parser.add_argument("--seconds", type=float, default=0.0)
     parser.add_argument("--barrier")
+    parser.add_argument("--pause", action="store_true")
     arguments = parser.parse_args()
     if arguments.rank is None:
         main()

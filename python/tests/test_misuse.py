@@ -118,6 +118,16 @@ class Misuse(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"Gossip.publish\(buffer\): .*holds 9"):
             self.gossip.publish(np.zeros(NUMEL + 1, dtype=np.float32), 1)
 
+    def test_pause_before_the_first_step_and_after_close(self):
+        g = sgp.Gossip(self.topology, 1, NUMEL, {"timeout_ms": 1000})
+        g.pause()  # no engine yet: nothing to tell
+        g.stay_heard()
+        g.resume()
+        g.close()
+        g.pause()  # closed: nothing either
+        g.resume()
+        self.assertTrue(g.closed)
+
     def test_two_threads(self):
         # Rank 1 waits in step() for rank 0, which never steps; meanwhile a second thread's call
         # is refused instead of racing it.

@@ -36,7 +36,8 @@ def main():
         optimizer.step()
         model.gossip(loss, lr=0.5)
         if (it + 1) % 3 == 0:
-            model.evaluated(*evaluate(model))
+            with model.paused():
+                model.evaluated(*evaluate(model))
     model.finish(evaluate)
 
 
