@@ -37,8 +37,10 @@ std::optional<std::uint64_t> file_hash(const std::filesystem::path& path) {
   return XXH3_64bits_digest(state.get());
 }
 
-// Where the copy of `source` lives: its name and the hash of its bytes, so that a file rewritten
-// in place (within the file system's timestamp tick, at the same size) is never read stale.
+}  // namespace
+
+// Named by the hash of the bytes, so that a file rewritten in place (within the file system's
+// timestamp tick, at the same size) is never read stale.
 std::optional<std::filesystem::path> copy_path(const std::filesystem::path& source) {
   if (source.extension() != ".gz") return std::nullopt;
   const auto dir = cache_dir();
@@ -47,8 +49,6 @@ std::optional<std::filesystem::path> copy_path(const std::filesystem::path& sour
   if (!hash) return std::nullopt;
   return *dir / "idx" / fmt::format("{}-{:016x}", source.stem().string(), *hash);
 }
-
-}  // namespace
 
 std::optional<std::filesystem::path> cache_dir() {
   if (const auto dir = env_path("SGP_CACHE_DIR")) {
@@ -67,8 +67,7 @@ std::optional<std::filesystem::path> cached_copy(const std::filesystem::path& so
   return copy;
 }
 
-CacheWriter::CacheWriter(const std::filesystem::path& source) {
-  const auto copy = copy_path(source);
+CacheWriter::CacheWriter(const std::optional<std::filesystem::path>& copy) {
   if (!copy) return;
   std::error_code ec;
   std::filesystem::create_directories(copy->parent_path(), ec);

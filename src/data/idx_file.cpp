@@ -6,6 +6,7 @@
 #include <array>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,21 @@ class Reader {
   GzFile file_;
 };
 
+// Where to read `source` from: its decompressed copy in the cache where there is one
+// (idx_cache.hpp), else the source itself, and then where to write the copy (its bytes are
+// hashed once for both).
+struct ReadPlan {
+  std::filesystem::path read;
+  std::optional<std::filesystem::path> new_copy;
+};
+
+ReadPlan plan_read(const std::filesystem::path& source) {
+  auto copy = copy_path(source);
+  std::error_code ec;
+  if (copy && std::filesystem::is_regular_file(*copy, ec)) return {*copy, std::nullopt};
+  return {source, std::move(copy)};
+}
+
 // The header bytes of an unsigned-byte IDX file of these dimensions.
 std::vector<std::uint8_t> header_bytes(const std::vector<std::uint32_t>& dims) {
   std::vector<std::uint8_t> bytes{0, 0, kUnsignedByteType, static_cast<std::uint8_t>(dims.size())};
@@ -180,27 +196,25 @@ void check_at_end(Reader& reader, const std::filesystem::path& path, std::uint64
 // A gzip file is read from its decompressed copy in the cache where there is one (idx_cache.hpp);
 // otherwise the copy is written as the file is read, and kept once all of it passed the checks.
 IdxArray read_idx_u8(const std::filesystem::path& source, std::uint32_t expected_ndims) {
-  const auto copy = cached_copy(source);
-  const auto& path = copy ? *copy : source;
+  const auto plan = plan_read(source);
+  const auto& path = plan.read;
   Reader reader(path);
   IdxArray array;
   const std::uint64_t elements = read_header(reader, path, expected_ndims, array.dims);
   reader.append_exactly(array.values, elements, fmt::format("the data ({} values)", elements));
   check_at_end(reader, path, elements);
-  if (!copy) {
-    CacheWriter writer(source);
-    const auto header = header_bytes(array.dims);
-    writer.write(header.data(), header.size());
-    writer.write(array.values.data(), array.values.size());
-    writer.commit();
-  }
+  CacheWriter writer(plan.new_copy);
+  const auto header = header_bytes(array.dims);
+  writer.write(header.data(), header.size());
+  writer.write(array.values.data(), array.values.size());
+  writer.commit();
   return array;
 }
 
 IdxArray read_idx_u8_items(const std::filesystem::path& source, std::uint32_t expected_ndims,
                            const std::vector<bool>& keep) {
-  const auto copy = cached_copy(source);
-  const auto& path = copy ? *copy : source;
+  const auto plan = plan_read(source);
+  const auto& path = plan.read;
   Reader reader(path);
   IdxArray array;
   const std::uint64_t elements = read_header(reader, path, expected_ndims, array.dims);
@@ -209,7 +223,7 @@ IdxArray read_idx_u8_items(const std::filesystem::path& source, std::uint32_t ex
         fmt::format("{}: {} items, expected {} (one per label)", path, array.dims[0], keep.size()));
   }
   // Without a copy, every item is written to a new one as it is read (whichever are kept).
-  CacheWriter writer(copy ? std::filesystem::path() : source);
+  CacheWriter writer(plan.new_copy);
   const auto header = header_bytes(array.dims);
   writer.write(header.data(), header.size());
   const std::size_t item_size = keep.empty() ? 0 : elements / keep.size();

@@ -17,15 +17,20 @@ namespace sgp::data {
 // is set or SGP_CACHE_DIR is "off".
 std::optional<std::filesystem::path> cache_dir();
 
+// Where the decompressed copy of gzip file `source` belongs, whether or not it is there yet (its
+// name and the hash of its bytes: the file is read); nullopt for a file that is not gzip, or
+// without a cache.
+std::optional<std::filesystem::path> copy_path(const std::filesystem::path& source);
+
 // The cached copy of gzip file `source`, if there is one.
 std::optional<std::filesystem::path> cached_copy(const std::filesystem::path& source);
 
-// Writes the copy of `source` while it is read: write() its decompressed bytes in order, then
-// commit() once all were read and checked. Does nothing when `source` is not a gzip file or there
-// is no cache to write to; destroyed without commit() (an error), it leaves nothing behind.
+// Writes a copy (at `copy`, a copy_path()) while its source is read: write() the decompressed
+// bytes in order, then commit() once all were read and checked. Does nothing for nullopt or when
+// the cache cannot be written to; destroyed without commit() (an error), it leaves nothing behind.
 class CacheWriter {
  public:
-  explicit CacheWriter(const std::filesystem::path& source);
+  explicit CacheWriter(const std::optional<std::filesystem::path>& copy);
   CacheWriter(const CacheWriter&) = delete;
   CacheWriter& operator=(const CacheWriter&) = delete;
   ~CacheWriter();
