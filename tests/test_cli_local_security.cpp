@@ -114,10 +114,12 @@ class Forger {
   void send_snapshots(std::vector<zmq::socket_t>& sockets) {
     const std::vector<float> zeros(kParameters, 0.0f);
     const auto z = std::as_bytes(std::span<const float>(zeros));
+    // The off-schedule one first: forged snapshots of every rank complete the run's last record,
+    // and the monitor stops there.
     for (auto& s : sockets) {
+      send(s, sgp::gossip::snapshot_header(0, kOffSchedule, zeros), z);
       for (int rank = 0; rank < kPeers; ++rank)
         send(s, sgp::gossip::snapshot_header(rank, kIterations, zeros), z);
-      send(s, sgp::gossip::snapshot_header(0, kOffSchedule, zeros), z);
     }
   }
 

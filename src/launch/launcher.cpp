@@ -112,12 +112,12 @@ class LocalMonitor {
                const std::filesystem::path& run_dir, const std::string& bind, bool consensus_only,
                const std::optional<transport::PlainServer>& plain)
       : monitor_(c, schedule, config::security(c), run_dir, bind, consensus_only, plain) {
-    if (!consensus_only) monitor_.accept_run_evaluations();
+    if (!consensus_only) until_iteration_ = monitor_.accept_run_evaluations().total;
   }
   std::string endpoint() const { return monitor_.endpoint(); }
   // Its thread, like the ZAP handler's, inherits the mask of launch_peers' HeldSignals.
   void start() {
-    thread_ = std::thread([this] { monitor_.serve(stop_); });
+    thread_ = std::thread([this] { monitor_.serve(stop_, until_iteration_); });
   }
   run::MonitorSummary stop() {
     stop_.store(true);
@@ -131,6 +131,9 @@ class LocalMonitor {
 
  private:
   monitor::RunMonitor monitor_;
+  // The last evaluation point: its record done, the monitor stops without draining (the drain
+  // waits for a second of silence, which every run's end took before).
+  std::int64_t until_iteration_ = 0;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
