@@ -292,6 +292,9 @@ TEST_CASE("a dead peer is excluded by every survivor, who all finish in agreemen
     CHECK(out[r].weight > 0.1);
     CHECK(max_relative_distance(out[r].z, as_double(out[0].z)) < 1e-6);
   }
+  // What the survivors pushed to it before the exclusion was dropped when they finished: a
+  // transport would otherwise hold each one's exit for its linger, trying to deliver it.
+  CHECK(peers.network.pending(2) == 0);
 }
 
 // A peer that said it is done mixes on in finish() until all are done. Killed there (in CI: the

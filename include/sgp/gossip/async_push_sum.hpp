@@ -188,6 +188,9 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   void reject(RejectCause cause, const std::string& detail);
   void settle(std::chrono::milliseconds pace);
   void wait_for_sends(Clock::time_point deadline);
+  // Drops what is still queued for ranks that left or were excluded: nobody will read it, and
+  // the transport would hold the exit for its linger waiting to deliver it.
+  void let_go_of_departed();
 
   compute::Backend& backend_;
   topology::Schedule schedule_;  // as given
