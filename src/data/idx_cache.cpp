@@ -37,10 +37,9 @@ std::optional<std::uint64_t> file_hash(const std::filesystem::path& path) {
   return XXH3_64bits_digest(state.get());
 }
 
-}  // namespace
-
-// Named by the hash of the bytes, so that a file rewritten in place (within the file system's
-// timestamp tick, at the same size) is never read stale.
+// Where the copy of `source` belongs: its name and the hash of its bytes, so that a file
+// rewritten in place (within the file system's timestamp tick, at the same size) is never read
+// stale.
 std::optional<std::filesystem::path> copy_path(const std::filesystem::path& source) {
   if (source.extension() != ".gz") return std::nullopt;
   const auto dir = cache_dir();
@@ -49,6 +48,8 @@ std::optional<std::filesystem::path> copy_path(const std::filesystem::path& sour
   if (!hash) return std::nullopt;
   return *dir / "idx" / fmt::format("{}-{:016x}", source.stem().string(), *hash);
 }
+
+}  // namespace
 
 std::optional<std::filesystem::path> cache_dir() {
   if (const auto dir = env_path("SGP_CACHE_DIR")) {
@@ -60,11 +61,17 @@ std::optional<std::filesystem::path> cache_dir() {
   return std::nullopt;
 }
 
-std::optional<std::filesystem::path> cached_copy(const std::filesystem::path& source) {
-  const auto copy = copy_path(source);
+ReadPlan plan_read(const std::filesystem::path& source) {
+  auto copy = copy_path(source);
   std::error_code ec;
-  if (!copy || !std::filesystem::is_regular_file(*copy, ec)) return std::nullopt;
-  return copy;
+  if (copy && std::filesystem::is_regular_file(*copy, ec)) return {*copy, std::nullopt};
+  return {source, std::move(copy)};
+}
+
+std::optional<std::filesystem::path> cached_copy(const std::filesystem::path& source) {
+  auto plan = plan_read(source);
+  if (plan.read == source) return std::nullopt;
+  return std::move(plan.read);
 }
 
 CacheWriter::CacheWriter(const std::optional<std::filesystem::path>& copy) {

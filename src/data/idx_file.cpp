@@ -6,7 +6,6 @@
 #include <array>
 #include <fstream>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,21 +118,6 @@ class Reader {
   std::filesystem::path path_;
   GzFile file_;
 };
-
-// Where to read `source` from: its decompressed copy in the cache where there is one
-// (idx_cache.hpp), else the source itself, and then where to write the copy (its bytes are
-// hashed once for both).
-struct ReadPlan {
-  std::filesystem::path read;
-  std::optional<std::filesystem::path> new_copy;
-};
-
-ReadPlan plan_read(const std::filesystem::path& source) {
-  auto copy = copy_path(source);
-  std::error_code ec;
-  if (copy && std::filesystem::is_regular_file(*copy, ec)) return {*copy, std::nullopt};
-  return {source, std::move(copy)};
-}
 
 // The header bytes of an unsigned-byte IDX file of these dimensions.
 std::vector<std::uint8_t> header_bytes(const std::vector<std::uint32_t>& dims) {

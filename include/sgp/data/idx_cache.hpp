@@ -17,17 +17,22 @@ namespace sgp::data {
 // is set or SGP_CACHE_DIR is "off".
 std::optional<std::filesystem::path> cache_dir();
 
-// Where the decompressed copy of gzip file `source` belongs, whether or not it is there yet (its
-// name and the hash of its bytes: the file is read); nullopt for a file that is not gzip, or
-// without a cache.
-std::optional<std::filesystem::path> copy_path(const std::filesystem::path& source);
+// Where to read `source` from: its decompressed copy in the cache where there is one, else the
+// source itself, and then where to write that copy (nullopt: a copy was read, the source is not
+// gzip, or there is no cache). The source's bytes are hashed once for both.
+struct ReadPlan {
+  std::filesystem::path read;
+  std::optional<std::filesystem::path> new_copy;
+};
+ReadPlan plan_read(const std::filesystem::path& source);
 
 // The cached copy of gzip file `source`, if there is one.
 std::optional<std::filesystem::path> cached_copy(const std::filesystem::path& source);
 
-// Writes a copy (at `copy`, a copy_path()) while its source is read: write() the decompressed
-// bytes in order, then commit() once all were read and checked. Does nothing for nullopt or when
-// the cache cannot be written to; destroyed without commit() (an error), it leaves nothing behind.
+// Writes a copy (at `copy`, a ReadPlan's new_copy) while its source is read: write() the
+// decompressed bytes in order, then commit() once all were read and checked. Does nothing for
+// nullopt or when the cache cannot be written to; destroyed without commit() (an error), it leaves
+// nothing behind.
 class CacheWriter {
  public:
   explicit CacheWriter(const std::optional<std::filesystem::path>& copy);
