@@ -68,7 +68,7 @@ TEST_CASE("asgp peers over ZeroMQ train without waiting for each other and end i
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology =
-      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+      sgp::testing::write_launch_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const auto r = sgp::testing::run_sgp(asgp_run(topology, run, 300, 20000));
   INFO(r.output);
@@ -98,7 +98,7 @@ TEST_CASE("agt peers over ZeroMQ train with gradient tracking and write a summar
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology =
-      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+      sgp::testing::write_launch_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const auto agt_run = [&](const std::filesystem::path& run_dir) {
     std::string command = asgp_run(topology, run_dir, 100, 20000);
@@ -122,7 +122,7 @@ TEST_CASE("asgp: a peer killed with SIGKILL is excluded and the other three fini
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology =
-      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+      sgp::testing::write_launch_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const auto log = dir / "launch.log";
   const pid_t launcher = sgp::testing::start_sgp(asgp_run(topology, run, 400, 5000), log);
@@ -164,7 +164,7 @@ TEST_CASE("asgp: a killed peer restarted with --join finishes with the others, i
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology =
-      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+      sgp::testing::write_launch_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   // Long enough (3000 iterations, ~1 s of training alone) for the new process to start while
   // the others still train: a joiner that finds every peer gone fails ("no live peer admitted
@@ -220,7 +220,7 @@ TEST_CASE("asgp: a peer sent SIGTERM with --leave-on-term hands its mass on and 
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology =
-      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+      sgp::testing::write_launch_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const auto log = dir / "launch.log";
   const pid_t launcher =
@@ -249,7 +249,7 @@ TEST_CASE("asgp: a straggler (--straggler RANK:8) is slow alone, the others do n
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology =
-      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+      sgp::testing::write_launch_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const auto r = sgp::testing::run_sgp(asgp_run(topology, run, 120, 20000) + " --straggler 3:8");
   INFO(r.output);
@@ -291,7 +291,7 @@ TEST_CASE("asgp --work budget: the fast peers take more of the samples than a st
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology =
-      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+      sgp::testing::write_launch_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const auto r =
       sgp::testing::run_sgp(asgp_run(topology, run, 450, 20000) + " --work budget --straggler 3:8");

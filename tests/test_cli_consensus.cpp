@@ -25,10 +25,10 @@ using sgp::testing::run_sgp;
 
 namespace {
 
-std::filesystem::path write_topology(const sgp::testing::TempDir& dir, int n,
-                                     const std::string& bad_endpoint_for_last = "") {
-  return sgp::testing::write_local_topology(dir / "topology.dot", "one-peer-exponential", n,
-                                            bad_endpoint_for_last);
+// For `sgp consensus --local`, which picks the ports (the tests that start peers by hand write
+// free ports with write_local_topology).
+std::filesystem::path write_topology(const sgp::testing::TempDir& dir, int n) {
+  return sgp::testing::write_launch_topology(dir / "topology.dot", "one-peer-exponential", n);
 }
 
 }  // namespace
@@ -164,7 +164,7 @@ TEST_CASE("sgp consensus --local: 6 processes on Base-2 reach the exact mean aft
   for (const char* kind : {"base", "one-peer-exponential"}) {
     CAPTURE(kind);
     sgp::testing::TempDir dir;
-    const auto topology = sgp::testing::write_local_topology(dir / "topology.dot", kind, 6);
+    const auto topology = sgp::testing::write_launch_topology(dir / "topology.dot", kind, 6);
     const auto run = dir / "run";
     const auto r = run_sgp("consensus --local --topology " + topology.string() +
                            " --rounds 4 --dim 1000 --timeout-ms 20000 --run-dir " + run.string());
@@ -220,7 +220,8 @@ TEST_CASE("sgp consensus --algo asgp: processes started apart reach the exact me
 TEST_CASE("sgp consensus --local: a peer that cannot start is named with its own error") {
   sgp::testing::TempDir dir;
   // 192.0.2.1 (TEST-NET-1) is no address of this host: rank 3 cannot bind.
-  const auto topology = write_topology(dir, 4, "tcp://192.0.2.1:5600");
+  const auto topology = sgp::testing::write_local_topology(
+      dir / "topology.dot", "one-peer-exponential", 4, "tcp://192.0.2.1:5600");
   const auto r = run_sgp("consensus --local --insecure --topology " + topology.string() +
                          " --rounds 5 --timeout-ms 3000 --run-dir " + (dir / "run").string());
   CHECK(r.exit_code == 3);
@@ -230,7 +231,8 @@ TEST_CASE("sgp consensus --local: a peer that cannot start is named with its own
 
 TEST_CASE("sgp consensus --rank: the others fail naming the peer that never started") {
   sgp::testing::TempDir dir;
-  const auto topology = write_topology(dir, 4);
+  const auto topology =
+      sgp::testing::write_local_topology(dir / "topology.dot", "one-peer-exponential", 4);
   // Only rank 0 runs; rank 3 pushes to it in round 0 and never comes.
   const auto r = run_sgp("consensus --rank 0 --topology " + topology.string() +
                          " --rounds 3 --timeout-ms 500 --run-dir " + (dir / "run").string());
@@ -318,7 +320,7 @@ TEST_CASE("two runs started in the same second get their own default run directo
   const auto sgp = std::filesystem::absolute(sgp::testing::sgp_binary()).string();
   std::vector<pid_t> runs;
   for (int i = 0; i < 2; ++i) {
-    const auto topology = sgp::testing::write_local_topology(
+    const auto topology = sgp::testing::write_launch_topology(
         dir / ("t" + std::to_string(i) + ".dot"), "one-peer-exponential", 4);
     runs.push_back(sgp::testing::start_command(
         "cd " + dir.path().string() + " && exec " + sgp + " " + short_consensus(topology),

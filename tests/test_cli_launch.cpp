@@ -66,13 +66,25 @@ void check_through_shared_memory(const std::filesystem::path& run, const json& s
   }
 }
 
+// The topology's port 0: the launch picked a port per rank, wrote it into the topology the peers
+// read, and each peer listens on its own.
+void check_picked_ports(const std::filesystem::path& run, const sgp::topology::Schedule& mixed) {
+  const auto picked = sgp::topology::read_dot_file(run / "topology-readdressed.dot");
+  CHECK(mixed.endpoints() == picked.endpoints());
+  for (int r = 0; r < picked.num_peers(); ++r) {
+    CHECK(picked.endpoint(r) != "tcp://127.0.0.1:0");
+    CHECK(contains(slurp(run / ("peer-" + std::to_string(r) + ".log")),
+                   "bound " + picked.endpoint(r) + ";"));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is conserved") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology =
-      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+      sgp::testing::write_launch_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const auto r = run_sgp(short_run(topology, run, 100));
   INFO(r.output);
@@ -88,7 +100,7 @@ TEST_CASE("4 SGP peers over ZeroMQ: loss falls, consensus is reported, mass is c
   CHECK(mixed.num_peers() == 4);
   CHECK(mixed.period() == 2);
   CHECK(mixed.self_weight(3, 1) == 0.5);
-  CHECK(mixed.endpoint(2) == sgp::topology::read_dot_file(topology).endpoint(2));
+  check_picked_ports(run, mixed);
   CHECK(summary["sum_of_weights"].get<double>() == doctest::Approx(4.0).epsilon(1e-12));
   REQUIRE(summary.contains("final_consensus_error"));
   // Two rounds of this graph average 4 peers exactly: ~1e-14 (local-only peers: ~1e-2).
@@ -152,7 +164,7 @@ TEST_CASE("allreduce over ZeroMQ: every peer ends each round with the same model
   // 3 peers: W1's 669706 parameters split into segments of 223235, 223235 and 223236. The ring
   // of the file is not what allreduce uses (it takes ranks 0 -> 1 -> 2 -> 0 from the endpoints),
   // so a star, which has no edge 1 -> 2, must work as well.
-  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "star", 3);
+  const auto topology = sgp::testing::write_launch_topology(dir / "t.dot", "star", 3);
   const auto run = dir / "run";
   const auto r = run_sgp(short_run(topology, run, 30) + " --algo allreduce");
   INFO(r.output);
@@ -180,7 +192,7 @@ TEST_CASE("--global-average-every 1 over ZeroMQ ends with allreduce's models, bi
   sgp::testing::TempDir dir;
   // A directed ring 0 -> 1 -> 2 -> 0 besides the ring allreduce's links: the star has no edge
   // 1 -> 2, so the exact rounds need the links the transport adds for them.
-  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "star", 3);
+  const auto topology = sgp::testing::write_launch_topology(dir / "t.dot", "star", 3);
   const auto allreduce = run_sgp(short_run(topology, dir / "allreduce", 20) + " --algo allreduce");
   INFO(allreduce.output);
   REQUIRE(allreduce.exit_code == 0);
@@ -199,7 +211,7 @@ TEST_CASE("--global-average-every 1 over ZeroMQ ends with allreduce's models, bi
 TEST_CASE("--compress fp16 over ZeroMQ: half the payload bytes, mass conserved, loss falls") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
-  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 3);
+  const auto topology = sgp::testing::write_launch_topology(dir / "t.dot", "ring", 3);
   const auto run = dir / "run";
   const auto r = run_sgp(short_run(topology, run, 30) + " --compress fp16");
   INFO(r.output);
@@ -219,7 +231,7 @@ TEST_CASE("a sign-flipping insider is named in summary.json and the launch does 
   sgp::testing::TempDir dir;
   // Ranks 0 and 1 hear rank 3 and one honest in-neighbour each, in the same (only) phase of the
   // static exponential graph: NeighbourWatch compares neighbours within a phase.
-  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "exponential", 4);
+  const auto topology = sgp::testing::write_launch_topology(dir / "t.dot", "exponential", 4);
   const auto run = dir / "run";
   const auto r = run_sgp(short_run(topology, run, 20) + " --sign-flip-rank 3");
   INFO(r.output);
@@ -376,7 +388,7 @@ TEST_CASE("SGP on a star against local-only peers on the same shards: consensus,
   sgp::testing::TempDir dir;
   // The star's hub keeps 1/4 and each leaf 1/2: the weights are not doubly stochastic, so the
   // individual w move (hub 1.6, leaves 0.8) while their sum must stay 4.
-  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "star", 4);
+  const auto topology = sgp::testing::write_launch_topology(dir / "t.dot", "star", 4);
   const std::string common =
       "launch --device cpu --epochs 0.5 --eval-every 0.5 --log-level warn "
       "--topology " +
@@ -423,7 +435,7 @@ TEST_CASE("an interrupted run resumes from its newest complete checkpoint and fi
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology =
-      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+      sgp::testing::write_launch_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const std::string args = short_run(topology, run, 160) + " --checkpoint-every 20";
   const pid_t launcher = start_sgp(args, dir / "first.log");
@@ -504,7 +516,7 @@ TEST_CASE("ogt over ZeroMQ: 4 processes train and checkpoint; --compress is refu
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology =
-      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+      sgp::testing::write_launch_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const auto r = run_sgp(short_run(topology, run, 10) + " --algo ogt --checkpoint-every 5");
   INFO(r.output);
@@ -527,7 +539,7 @@ TEST_CASE("ogt over ZeroMQ: 4 processes train and checkpoint; --compress is refu
 TEST_CASE("a finished run: --resume says so and changes nothing; a new run there is refused") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
-  const auto topology = sgp::testing::write_local_topology(dir / "t.dot", "ring", 2);
+  const auto topology = sgp::testing::write_launch_topology(dir / "t.dot", "ring", 2);
   const auto run = dir / "run";
   const std::string args = short_run(topology, run, 20) + " --checkpoint-every 10";
   const auto first = run_sgp(args);
@@ -554,7 +566,7 @@ TEST_CASE("a peer killed mid-run is reported by rank and signal, and the others 
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;
   const auto topology =
-      sgp::testing::write_local_topology(dir / "t.dot", "one-peer-exponential", 4);
+      sgp::testing::write_launch_topology(dir / "t.dot", "one-peer-exponential", 4);
   const auto run = dir / "run";
   const auto log = dir / "launch.log";
   const pid_t launcher = start_sgp(short_run(topology, run, 100000, 5000), log);
@@ -609,6 +621,22 @@ TEST_CASE("bad peer input: a rank the topology or the environment contradicts ge
                                              " peer " + base);
     CHECK(r.exit_code == 2);
     CHECK(contains(r.output, "$RANK: 'two' is not a rank"));
+  }
+}
+
+TEST_CASE("bad peer input: port 0 is for sgp launch to pick, for the ranks it starts") {
+  sgp::testing::TempDir dir;
+  const auto free =
+      sgp::testing::write_launch_topology(dir / "free.dot", "one-peer-exponential", 4);
+  const std::string settings =
+      " --device cpu --topology " + free.string() + " --run-dir " + (dir / "free").string();
+  const auto by_hand = run_sgp("peer --rank 1" + settings);
+  CHECK(by_hand.exit_code == 2);
+  CHECK(contains(by_hand.output, "rank 1's endpoint tcp://127.0.0.1:0 has no port number"));
+  for (const char* some : {"launch --ranks 0,1", "launch --prepare-only"}) {
+    const auto r = run_sgp(some + settings);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "has no port number, and rank"));
   }
 }
 

@@ -181,6 +181,13 @@ TEST_CASE("bad files: syntax, nodes and endpoints are reported with their place"
        "node 1: endpoint tcp://a:1 is already node 0's"},
   });
   CHECK(contains(error_of("digraph { 0 -> 1; 1 -> 0 }", kNeedEndpoints), "node 0: no endpoint"));
+  // Port 0 (or *) is not an address a peer has yet: every node may have it (sgp launch picks).
+  const Schedule free = parse_dot(
+      "digraph { 0 [endpoint=\"tcp://127.0.0.1:0\"]; 1 [endpoint=\"tcp://127.0.0.1:0\"]; "
+      "2 [endpoint=\"tcp://127.0.0.1:*\"]; 3 [endpoint=\"tcp://127.0.0.1:*\"]; 0 -> 1; 1 -> 2; "
+      "2 -> 3; 3 -> 0 }",
+      "free.dot", kNeedEndpoints);
+  CHECK(free.endpoint(1) == "tcp://127.0.0.1:0");
 }
 
 TEST_CASE("bad files: weights, self weights and phases are reported with what was expected") {

@@ -261,6 +261,11 @@ TEST_CASE("a repeated host gets the next port: one host per rank places ranks ex
                                  "tcp://a:7003", "tcp://b:7001"});
   CHECK_THROWS_WITH_AS(place_endpoints(3, {"a", "a", "a"}, 65534),
                        doctest::Contains("65534..65536"), InputError);
+  // Base port 0: port 0 for every rank, for sgp launch to pick.
+  CHECK(place_endpoints(3, {"a", "a", "b"}, 0) ==
+        std::vector<std::string>{"tcp://a:0", "tcp://a:0", "tcp://b:0"});
+  CHECK(readdress_ports({"tcp://a:7000", "tcp://b:7000"}, 0) ==
+        std::vector<std::string>{"tcp://a:0", "tcp://b:0"});
 }
 
 TEST_CASE("block placement: consecutive ranks per host, as Slurm places tasks") {

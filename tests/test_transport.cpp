@@ -2,6 +2,8 @@
 // "nothing yet" on time-out or wake(), and ZeroMQ binds OS-chosen ports on 127.0.0.1.
 #include <doctest/doctest.h>
 
+#include <stdlib.h>
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -11,6 +13,7 @@
 
 #include "sgp/error.hpp"
 #include "sgp/transport/curve.hpp"
+#include "sgp/transport/handed_listener.hpp"
 #include "sgp/transport/inproc_transport.hpp"
 #include "sgp/transport/zmq_transport.hpp"
 #include "support/byte_patterns.hpp"
@@ -128,6 +131,27 @@ TEST_CASE(
   ZmqTransport sender(0, "tcp://127.0.0.1:*", kLimits, {.local_ipc = false});
   sender.connect(1, local_ipc_endpoint(receiver.endpoint()));
   check_round_trip(sender, receiver, 1 << 16);
+}
+
+TEST_CASE("ZeroMQ transport: a handed listening socket is taken over, once, for its own port") {
+  const Listener held = listen_on_free_port("127.0.0.1", "test");
+  REQUIRE(held.port > 0);
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(held.port);
+  CHECK_FALSE(take_handed_listener(endpoint).has_value());  // no $SGP_LISTEN_FD
+  REQUIRE(::setenv(kHandedListenerVariable, std::to_string(held.fd).c_str(), 1) == 0);
+  // A variable naming a socket at another port (inherited from elsewhere) is not taken.
+  CHECK_FALSE(take_handed_listener("tcp://127.0.0.1:" + std::to_string(held.port + 1)));
+  const auto taken = take_handed_listener(endpoint);
+  REQUIRE(taken == held.fd);
+  CHECK_FALSE(take_handed_listener(endpoint).has_value());  // once per process
+  ::unsetenv(kHandedListenerVariable);
+  // The port is held: binding it is refused; taking the socket over works.
+  CHECK_THROWS_AS(ZmqTransport(1, endpoint, kLimits, {.local_ipc = false}), IoError);
+  ZmqTransport receiver(1, endpoint, kLimits, {.local_ipc = false, .listen_fd = *taken});
+  CHECK(receiver.endpoint() == endpoint);
+  ZmqTransport sender(0, "tcp://127.0.0.1:*", kLimits, {.local_ipc = false});
+  sender.connect(1, endpoint);
+  check_round_trip(sender, receiver, 1 << 10);
 }
 
 TEST_CASE("ZeroMQ transport: a bad endpoint is an IoError naming it") {

@@ -55,13 +55,14 @@ def free_ports(count):
             s.close()
 
 
-def one_peer_exponential(directory, peers=4):
+def one_peer_exponential(directory, peers=4, launch=False):
     """The one-peer exponential graph over `peers` (a power of two) loopback ranks: in phase k
     rank i pushes half of its mass to i + 2^k, so after log2(peers) rounds every rank holds the
-    exact mean of dyadic values."""
+    exact mean of dyadic values. With `launch`, every port is 0: `sgp launch` picks them and
+    holds each until its rank listens, so that no other test can take one first."""
     period = peers.bit_length() - 1
     lines = ["digraph topology {", f"  period = {period};"]
-    for rank, port in enumerate(free_ports(peers)):
+    for rank, port in enumerate([0] * peers if launch else free_ports(peers)):
         lines.append(f'  {rank} [endpoint="tcp://127.0.0.1:{port}"];')
     for phase in range(period):
         for rank in range(peers):

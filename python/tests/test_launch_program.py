@@ -72,7 +72,7 @@ def main():
     sgp_exe, source = sys.argv[1], sys.argv[2]
     program = os.path.join(source, "python", "tests", "tiny_program.py")
     with tempfile.TemporaryDirectory() as tmp:
-        topology = peers.one_peer_exponential(tmp, PEERS)
+        topology = peers.one_peer_exponential(tmp, PEERS, launch=True)
         run = os.path.join(tmp, "run")
         launch = subprocess.run(
             [sgp_exe, "launch", "--topology", topology, "--insecure", "--run-dir", run,

@@ -39,8 +39,10 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("--base-port", options->base_port,
                   "re-address the topology's ports: each rank keeps its host and listens on this "
                   "port plus the number of lower ranks there (written to "
-                  "<run-dir>/topology-readdressed.dot, which the peers read)")
-      ->check(CLI::Range(1, 65535));
+                  "<run-dir>/topology-readdressed.dot, which the peers read); 0: each rank this "
+                  "launch starts gets a free port, held for it until it listens (as for a "
+                  "topology endpoint with port 0)")
+      ->check(CLI::Range(0, 65535));
   add_program_option(*cmd, options->command);
   auto prepare_only = std::make_shared<bool>(false);
   cmd->add_flag("--prepare-only", *prepare_only,

@@ -55,7 +55,10 @@ void add_placement_flags(CLI::App& cmd, std::vector<std::string>& hosts, std::st
   cmd.add_option("--hosts", hosts_file,
                  "file with one host per line ('#' comments), instead of --host")
       ->excludes(host);
-  cmd.add_option("--base-port", base_port, "first port on each host")->capture_default_str();
+  cmd.add_option("--base-port", base_port,
+                 "first port on each host (0: port 0 for every rank, for `sgp launch` to pick "
+                 "free ports)")
+      ->capture_default_str();
   cmd.add_option_function<std::string>(
          "--placement",
          [&placement](const std::string& name) { placement = topology::parse_placement(name); },

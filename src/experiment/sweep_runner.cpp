@@ -85,7 +85,8 @@ std::optional<std::string> run_point(const SweepSpec& spec, PlannedPoint& plan, 
   dir.write_json("sweep-point.json", point_record(*plan.point));
   if (!plan.point->simulate.is_null()) return run_simulate_point(plan, index, prefix);
   topology::Schedule schedule = *plan.schedule;
-  schedule.set_endpoints(topology::free_local_endpoints(schedule.num_peers()));
+  // Port 0: the point's `sgp launch` picks each rank's port and holds it until the rank listens.
+  schedule.set_endpoints(std::vector<std::string>(schedule.num_peers(), "tcp://127.0.0.1:0"));
   const auto topology_file = plan.dir / "topology.dot";
   topology::write_dot_file(schedule, topology_file,
                            fmt::format("sweep {}, point {}", spec.name, name));

@@ -45,6 +45,23 @@ void check_plain_endpoints(const std::vector<std::string>& endpoints, const Secu
                *open);
 }
 
+// Every peer must know where the others listen: a tcp endpoint without a port number (0 or *) is
+// for `sgp launch`, which picks a free port for each rank it starts and gives the peers the
+// topology with that port.
+void check_port_numbers(const topology::Schedule& schedule, int rank, const std::vector<int>& out) {
+  std::vector<int> ranks = {rank};
+  ranks.insert(ranks.end(), out.begin(), out.end());
+  for (int r : ranks) {
+    const auto e = Endpoint::parse(schedule.endpoint(r), fmt::format("rank {}'s endpoint", r));
+    if (e.scheme != "tcp" || e.has_port_number()) continue;
+    throw InputError(fmt::format(
+        "rank {}'s endpoint {} has no port number: port {} is for `sgp launch`, which picks a "
+        "free port for each rank it starts; a peer started by hand needs the ports, e.g. from "
+        "the topology that launch wrote to its run directory",
+        r, e.text(), e.port));
+  }
+}
+
 transport::CurveKeyPair own_keys(const topology::Schedule& schedule, int rank,
                                  const Security& security) {
   auto keys = transport::read_curve_keypair(security.keys_dir, fmt::format("peer-{}", rank));
@@ -141,6 +158,7 @@ std::unique_ptr<transport::ZmqTransport> open_zmq_transport(const topology::Sche
     options.linger = std::min(options.linger, std::chrono::milliseconds(1000));
   const auto out =
       ranks_or_all(schedule, rank, mode, schedule.all_out_neighbors(rank), 1, ring_too);
+  check_port_numbers(schedule, rank, out);
   if (schedule.has_public_keys()) {
     transport::ZmqCurve curve{own_keys(schedule, rank, security), {}, {}};
     for (int sender :

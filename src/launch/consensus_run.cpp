@@ -10,6 +10,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <numeric>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +23,7 @@
 #include "sgp/gossip/mixer.hpp"
 #include "sgp/launch/child_credentials.hpp"
 #include "sgp/launch/local_processes.hpp"
+#include "sgp/launch/picked_ports.hpp"
 #include "sgp/log.hpp"
 #include "sgp/named_values.hpp"
 #include "sgp/peer/peer_runner.hpp"
@@ -211,11 +213,21 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
                m.bytes_received, m.wait_seconds, run.path().string());
 }
 
-void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& schedule) {
+void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& given) {
+  topology::Schedule schedule = given;
   const int n = schedule.num_peers();
+  std::vector<int> every_rank(static_cast<std::size_t>(n));
+  std::iota(every_rank.begin(), every_rank.end(), 0);
+  PickedPorts picked(schedule, every_rank);  // for endpoints with port 0
   const std::filesystem::path dir = run_dir_of(o);
   run::RunDirectory run(dir, -1);
   run.claim({run::run_start_of(o.shared), {}, false});
+  std::string topology_file = o.topology;
+  if (picked.any()) {
+    topology_file = (dir / "topology-readdressed.dot").string();
+    run::write_file_atomically(
+        topology_file, topology::to_dot(schedule, o.topology + " with free ports this run picked"));
+  }
   ConsensusOptions child = o;
   child.shared.overwrite = false;  // done here
   child.shared.run_dir = dir.string();
@@ -232,7 +244,7 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> args = {"consensus",
                                      "--topology",
-                                     o.topology,
+                                     topology_file,
                                      "--rank",
                                      std::to_string(r),
                                      "--rounds",
@@ -245,9 +257,11 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& sc
     args.insert(args.end(), flags.begin(), flags.end());
     if (credentials) std::ranges::copy(credentials->arguments(r), std::back_inserter(args));
     children.push_back(ChildSpec{r, std::move(args), dir / run::peer_output_file(r)});
+    picked.hand_to(children.back());
   }
   spdlog::info("starting {} peers on this host; logs in {}/peer-<rank>.log", n, dir.string());
   LocalProcesses processes(std::move(children));
+  picked.release();
   const auto failure = processes.wait();
   if (processes.interrupted()) {
     throw IoError(fmt::format("interrupted by {}; every peer was stopped",

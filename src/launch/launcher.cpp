@@ -30,6 +30,7 @@
 #include "sgp/launch/emulated_hosts.hpp"
 #include "sgp/launch/local_processes.hpp"
 #include "sgp/launch/periodic_task.hpp"
+#include "sgp/launch/picked_ports.hpp"
 #include "sgp/launch/program_ranks.hpp"
 #include "sgp/launch/refused_run.hpp"
 #include "sgp/launch/run_summary.hpp"
@@ -234,15 +235,17 @@ void readdress_ports(topology::Schedule& schedule, std::optional<int> base_port)
     schedule.set_endpoints(topology::readdress_ports(schedule.endpoints(), *base_port));
 }
 
-// ... and, once the run directory is claimed, written there for the peers to read:
-// <run-dir>/topology-readdressed.dot becomes the run's --topology (config.json says so).
+// ... and, once the run directory is claimed, written there for the peers to read (with the ports
+// this launch picked, if it did): <run-dir>/topology-readdressed.dot becomes the run's --topology
+// (config.json says so).
 void write_readdressed(config::TrainConfig& c, const topology::Schedule& schedule,
-                       std::optional<int> base_port, const std::filesystem::path& run_dir) {
-  if (!base_port) return;
+                       std::optional<int> base_port, bool picked,
+                       const std::filesystem::path& run_dir) {
+  if (!base_port && !picked) return;
   const auto file = run_dir / "topology-readdressed.dot";
-  run::write_file_atomically(
-      file, topology::to_dot(schedule, fmt::format("{} with its ports numbered from {}", c.topology,
-                                                   *base_port)));
+  const std::string how = picked ? "with free ports this launch picked for its ranks"
+                                 : fmt::format("with its ports numbered from {}", *base_port);
+  run::write_file_atomically(file, topology::to_dot(schedule, c.topology + " " + how));
   c.topology = file.string();
 }
 
@@ -315,12 +318,13 @@ std::filesystem::path prepare_run(config::TrainConfig config, std::optional<int>
   config::validate(config);
   auto schedule = peer::load_topology(config);
   readdress_ports(schedule, base_port);
+  PickedPorts none(schedule, {});  // InputError for port 0: nobody here starts the peers
   const auto mixing = check_before_start(config, schedule);
   const int n = schedule.num_peers();
   if (config.run_dir.empty()) config.run_dir = run::create_default_run_dir("launch").string();
   run::RunDirectory run(config.run_dir, -1);
   run.claim({run::run_start_of(config), {}});  // the whole run, as a launcher of every rank
-  write_readdressed(config, schedule, base_port, run.path());
+  write_readdressed(config, schedule, base_port, false, run.path());
   write_run_files(run, config, n, mixing);
   spdlog::info("wrote {} for {} peers", run.path() / run::kRunConfigFile, n);
   return run.path();
@@ -379,6 +383,9 @@ run::RunSummary launch_held(LaunchOptions o) {
   readdress_ports(schedule, o.base_port);
   const int n = schedule.num_peers();
   const std::vector<int> local = ranks_to_start(o, schedule);
+  const config::LinkRate link_rate = config::parse_link_rate(c.link_rate);
+  // Emulated hosts have their own addresses and ports.
+  PickedPorts picked(schedule, link_rate.emulated ? std::vector<int>{} : local);
   const auto mixing = check_before_start(c, schedule, o.command.empty());
   const std::filesystem::path program =
       o.command.empty() ? std::filesystem::path() : find_program(o.command.front());
@@ -398,9 +405,8 @@ run::RunSummary launch_held(LaunchOptions o) {
   run.claim({run::run_start_of(c), scope});
   // Declared before everything that writes: it runs after their clean-up.
   RefusedRunCleanup refused(run.path(), scope, run::run_start_of(c) == run::RunStart::fresh);
-  write_readdressed(c, schedule, o.base_port, run.path());
+  write_readdressed(c, schedule, o.base_port, picked.any(), run.path());
 
-  const config::LinkRate link_rate = config::parse_link_rate(c.link_rate);
   std::unique_ptr<Emulation> emulation;
   if (link_rate.emulated && !o.command.empty())
     throw InputError("--link-rate: emulated hosts run sgp's own peers only, not -- COMMAND");
@@ -430,11 +436,13 @@ run::RunSummary launch_held(LaunchOptions o) {
       o.command.empty()
           ? peer_children(run.path(), local, monitor_endpoint, emulation.get(), credentials.get())
           : program_children(o, run.path(), local, n, monitor_endpoint, credentials.get());
+  for (ChildSpec& child : children) picked.hand_to(child);
   spdlog::info("starting ranks {} of {} ({}{}), results in {}", fmt::join(local, ","), n,
                name_of(c.algo), o.command.empty() ? "" : ", " + o.command.front(), run.path());
   LocalProcesses processes(children, !program.empty() ? program
                                      : emulation      ? std::filesystem::path(ip_program())
                                                       : self_executable());
+  picked.release();
   if (monitor) monitor->start();
   const bool go_on = goes_on_after_failure(c);
   const auto failures = wait_for_peers(processes, run.path(), local, go_on);

@@ -266,6 +266,7 @@ void LocalProcesses::start(ChildSpec spec, const std::filesystem::path& executab
     if (getppid() != parent) _exit(126);  // the launcher died already
     dup2(ends[1], STDOUT_FILENO);
     dup2(ends[1], STDERR_FILENO);
+    if (spec.inherited_fd >= 0) fcntl(spec.inherited_fd, F_SETFD, 0);
     pthread_sigmask(SIG_SETMASK, &child_mask_, nullptr);
     execve(argv[0], argv.data(), envp.data());
     _exit(127);

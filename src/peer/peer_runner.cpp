@@ -41,6 +41,7 @@
 #include "sgp/topology/generator.hpp"
 #include "sgp/topology/schedule.hpp"
 #include "sgp/transport/faulty_transport.hpp"
+#include "sgp/transport/handed_listener.hpp"
 #include "sgp/transport/zmq_transport.hpp"
 
 namespace sgp::peer {
@@ -150,6 +151,7 @@ PeerTransport open_peer_transport(const config::TrainConfig& config,
   transport::ZmqOptions zmq;
   zmq.send_timeout = std::chrono::milliseconds(config.timeout_ms);
   zmq.local_ipc = config.local_ipc;
+  zmq.listen_fd = transport::take_handed_listener(mixing.endpoint(rank)).value_or(-1);
   PeerTransport out;
   // gt mixes [x; y]: twice the parameters per round.
   const std::size_t mixed = optim::state_layout(config, parameters).mixed;

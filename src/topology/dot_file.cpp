@@ -440,12 +440,13 @@ Ranks read_ranks(const DotGraph& g, Problems& problems) {
 }
 
 // A per-node text attribute (endpoint, public_key): all nodes or none (all when `required`),
-// each value valid and distinct. Returns the values by rank, or empty when no node has one.
-template <typename Valid>
+// each value valid and distinct (unless `may_repeat` it). Returns the values by rank, or empty
+// when no node has one.
+template <typename Valid, typename MayRepeat>
 std::vector<std::string> read_node_attribute(const DotGraph& g, const Ranks& ranks,
                                              std::string DotNode::*field, const char* name,
                                              const char* example, bool required, Valid valid,
-                                             Problems& problems) {
+                                             MayRepeat may_repeat, Problems& problems) {
   const int n = static_cast<int>(ranks.rank_of.size());
   std::vector<std::string> values(n);
   int with_value = 0;
@@ -459,6 +460,7 @@ std::vector<std::string> read_node_attribute(const DotGraph& g, const Ranks& ran
                      with_value > 0 ? " (other nodes have one)" : "");
     } else if (const std::string why = valid(value); !why.empty()) {
       problems.add("node {}: {} '{}' {}", g[v].id, name, value, why);
+    } else if (may_repeat(value)) {
     } else if (auto [it, fresh] = owner.emplace(value, g[v].id); !fresh) {
       problems.add("node {}: {} {} is already node {}'s; two peers cannot share one", g[v].id, name,
                    value, it->second);
@@ -479,6 +481,11 @@ std::vector<std::string> read_endpoints(const DotGraph& g, const Ranks& ranks,
         return why.empty() ? why
                            : fmt::format("is not a ZeroMQ address like tcp://host:port ({})", why);
       },
+      // Port 0 (or *): each rank gets a port of its own when it starts (sgp launch picks them).
+      [](const std::string& e) {
+        const auto parsed = Endpoint::parse(e);
+        return parsed && parsed->scheme == "tcp" && !parsed->has_port_number();
+      },
       problems);
 }
 
@@ -490,7 +497,8 @@ std::vector<std::string> read_public_keys(const DotGraph& g, const Ranks& ranks,
                                           Problems& problems) {
   auto keys = read_node_attribute(
       g, ranks, &DotNode::public_key, "public_key", "public_key=\"<40 Z85 characters>\"", false,
-      [](const std::string& k) { return is_z85_key(k) ? "" : kKeyProblem; }, problems);
+      [](const std::string& k) { return is_z85_key(k) ? "" : kKeyProblem; },
+      [](const std::string&) { return false; }, problems);
   const std::string& monitor = g[boost::graph_bundle].monitor_public_key;
   if (!monitor.empty()) {
     if (!is_z85_key(monitor)) {

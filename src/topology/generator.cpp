@@ -391,16 +391,18 @@ void check_host(const std::string& h) {
     throw InputError(fmt::format("host '{}' is not a host name or IPv4 address", h));
 }
 
-// tcp://HOST:PORT with PORT = base_port + the ranks placed on HOST before.
+// tcp://HOST:PORT with PORT = base_port + the ranks placed on HOST before; base_port 0 gives
+// every rank port 0 (sgp launch picks free ports).
 std::vector<std::string> addressed(const std::vector<std::string>& host_of_rank, int base_port,
                                    std::size_t num_hosts) {
   std::map<std::string, int> ranks_placed;  // per host, so that a repeated host gets new ports
   std::vector<std::string> endpoints;
   for (const std::string& host : host_of_rank) {
-    const int port = base_port + ranks_placed[host]++;
-    if (base_port < 1 || port > 65535)
-      throw InputError(fmt::format("ports {}..{} for {} peers on {} host(s) are outside 1..65535",
-                                   base_port, port, host_of_rank.size(), num_hosts));
+    const int port = base_port == 0 ? 0 : base_port + ranks_placed[host]++;
+    if (base_port < 0 || port > 65535)
+      throw InputError(fmt::format(
+          "ports {}..{} for {} peers on {} host(s) are outside 1..65535 (or 0 for free ports)",
+          base_port, port, host_of_rank.size(), num_hosts));
     endpoints.push_back(fmt::format("tcp://{}:{}", host, port));
   }
   return endpoints;

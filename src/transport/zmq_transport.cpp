@@ -91,7 +91,9 @@ ZmqTransport::ZmqTransport(int rank, const std::string& bind_endpoint, ReceiveLi
     pull.set(zmq::sockopt::zap_domain, "sgp");
   }
   try {
+    pull.set(zmq::sockopt::use_fd, options_.listen_fd);
     pull.bind(bind_endpoint);
+    pull.set(zmq::sockopt::use_fd, -1);  // not for the ipc endpoint beside it
   } catch (const zmq::error_t& e) {
     throw IoError(fmt::format("rank {}: cannot bind the receive socket at '{}': {}", rank,
                               bind_endpoint, e.what()));

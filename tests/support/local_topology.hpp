@@ -1,6 +1,6 @@
 #pragma once
 // Topology files for multi-process tests: a generated topology whose endpoints are free TCP ports
-// on 127.0.0.1 chosen by the OS (never fixed ports).
+// on 127.0.0.1 (never fixed ports), or port 0 for `sgp launch` to pick.
 
 #include <filesystem>
 #include <string>
@@ -24,6 +24,19 @@ inline std::filesystem::path write_local_topology(const std::filesystem::path& p
   auto endpoints = topology::free_local_endpoints(n);
   if (!last_endpoint.empty()) endpoints.back() = last_endpoint;
   schedule.set_endpoints(endpoints);
+  topology::write_dot_file(schedule, path);
+  return path;
+}
+
+// The same with every endpoint tcp://127.0.0.1:0, for tests that start the peers with `sgp
+// launch`: it picks each rank's port and holds it until the peer listens, so that no other test
+// can take it first (a port picked free above can be taken between the pick and the peer's bind).
+inline std::filesystem::path write_launch_topology(const std::filesystem::path& path,
+                                                   const std::string& kind, int n) {
+  topology::GeneratorOptions options;
+  options.num_peers = n;
+  auto schedule = topology::generate_topology(topology::parse_topology_kind(kind), options);
+  schedule.set_endpoints(std::vector<std::string>(n, "tcp://127.0.0.1:0"));
   topology::write_dot_file(schedule, path);
   return path;
 }

@@ -25,6 +25,9 @@ struct ChildSpec {
   std::filesystem::path log_file;
   // NAME=VALUE set in the child's environment over this process's (sgp launch -- COMMAND).
   std::vector<std::string> env = {};
+  // A descriptor the child inherits (its FD_CLOEXEC cleared in the child only), e.g. the socket
+  // its peer listens on (handed_listener.hpp); -1: none. Every other descriptor is closed at exec.
+  int inherited_fd = -1;
 };
 
 struct ChildFailure {

@@ -105,8 +105,9 @@ std::string generator_command_line(TopologyKind kind, const GeneratorOptions& op
 // repeated (a topology file has a finite period).
 inline constexpr int kRandomShiftPeriod = 64;
 
-// tcp://HOST:PORT per rank, placed on `hosts` as above (hosts may repeat). Throws InputError on
-// an empty host list or an empty host name, or a port outside 1..65535.
+// tcp://HOST:PORT per rank, placed on `hosts` as above (hosts may repeat); base_port 0 gives
+// every rank port 0, for `sgp launch` to pick free ports. Throws InputError on an empty host list
+// or an empty host name, or a port outside 1..65535.
 std::vector<std::string> place_endpoints(int num_peers, const std::vector<std::string>& hosts,
                                          int base_port,
                                          Placement placement = Placement::round_robin);

@@ -92,6 +92,9 @@ struct ZmqOptions {
       {};  // none: plain TCP (the caller decides whether that is allowed)
   std::optional<ZmqPlain> plain = {};  // without curve: PLAIN, authenticated but not encrypted
   bool local_ipc = true;               // peers on this host connect over ipc:// (above)
+  // A socket already listening at the bind endpoint's port, which the PULL socket takes over
+  // instead of binding (handed_listener.hpp); -1: bind.
+  int listen_fd = -1;
 };
 
 // The ipc:// endpoint a PULL bound at tcp endpoint `tcp` also listens at ("" when `tcp` is not
