@@ -218,7 +218,8 @@ void run_consensus_local(const ConsensusOptions& o, const topology::Schedule& gi
   const int n = schedule.num_peers();
   std::vector<int> every_rank(static_cast<std::size_t>(n));
   std::iota(every_rank.begin(), every_rank.end(), 0);
-  PickedPorts picked(schedule, every_rank);  // for endpoints with port 0
+  PickedPorts picked;
+  picked.pick(schedule, every_rank);  // for endpoints with port 0
   const std::filesystem::path dir = run_dir_of(o);
   run::RunDirectory run(dir, -1);
   run.claim({run::run_start_of(o.shared), {}, false});

@@ -318,7 +318,7 @@ std::filesystem::path prepare_run(config::TrainConfig config, std::optional<int>
   config::validate(config);
   auto schedule = peer::load_topology(config);
   readdress_ports(schedule, base_port);
-  PickedPorts none(schedule, {});  // InputError for port 0: nobody here starts the peers
+  PickedPorts().pick(schedule, {});  // InputError for port 0: nobody here starts the peers
   const auto mixing = check_before_start(config, schedule);
   const int n = schedule.num_peers();
   if (config.run_dir.empty()) config.run_dir = run::create_default_run_dir("launch").string();
@@ -384,8 +384,8 @@ run::RunSummary launch_held(LaunchOptions o) {
   const int n = schedule.num_peers();
   const std::vector<int> local = ranks_to_start(o, schedule);
   const config::LinkRate link_rate = config::parse_link_rate(c.link_rate);
-  // Emulated hosts have their own addresses and ports.
-  PickedPorts picked(schedule, link_rate.emulated ? std::vector<int>{} : local);
+  PickedPorts picked;
+  if (!link_rate.emulated) picked.pick(schedule, local);  // emulated hosts have their own ports
   const auto mixing = check_before_start(c, schedule, o.command.empty());
   const std::filesystem::path program =
       o.command.empty() ? std::filesystem::path() : find_program(o.command.front());

@@ -24,7 +24,7 @@ std::string with_port(const Endpoint& e, int port) {
 
 }  // namespace
 
-PickedPorts::PickedPorts(topology::Schedule& schedule, const std::vector<int>& local) {
+void PickedPorts::pick(topology::Schedule& schedule, const std::vector<int>& local) {
   std::vector<std::string> endpoints = schedule.endpoints();
   for (int r = 0; r < schedule.num_peers(); ++r) {
     const auto e = Endpoint::parse(endpoints[r], fmt::format("rank {}'s endpoint", r));

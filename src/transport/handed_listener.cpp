@@ -80,8 +80,7 @@ std::optional<int> take_handed_listener(const std::string& endpoint) {
   if (!text || !e || !e->has_port_number()) return std::nullopt;
   const std::string_view digits(text);
   int fd = -1;
-  if (std::from_chars(digits.data(), digits.data() + digits.size(), fd).ec != std::errc{} ||
-      fd < 0)
+  if (std::from_chars(digits.data(), digits.data() + digits.size(), fd).ec != std::errc{} || fd < 0)
     return std::nullopt;
   if (!is_listening(fd) || std::to_string(bound_port(fd)) != e->port) return std::nullopt;
   if (taken.exchange(true)) return std::nullopt;

@@ -14,12 +14,13 @@ namespace sgp::launch {
 
 class PickedPorts {
  public:
+  PickedPorts() = default;  // none picked yet
+  ~PickedPorts();
   // Listens for each rank of `local` whose endpoint in `schedule` is tcp with port 0 or *, and
   // writes the ports into those endpoints. InputError for such an endpoint of a rank that this
   // launch does not start (only the launch that starts a rank can pick its port); IoError when a
   // socket cannot listen.
-  PickedPorts(topology::Schedule& schedule, const std::vector<int>& local);
-  ~PickedPorts();
+  void pick(topology::Schedule& schedule, const std::vector<int>& local);
   PickedPorts(const PickedPorts&) = delete;
   PickedPorts& operator=(const PickedPorts&) = delete;
 
