@@ -207,7 +207,10 @@ TEST_CASE("running sums reach the exact mean under drops, duplicates and reorder
   for (auto& f : with_sums.faulty) dropped += f->counts().dropped;
   CHECK(dropped > 0);
   MESSAGE("plain push-sum under the same faults: max |z - mean| / |mean| = " << plain_worst);
-  CHECK(plain_worst > 1e-4);  // the bias lost and doubled mass leaves
+  // The bias lost and doubled mass leaves: 1e-3 to 1e-2 as a rule, but a drop biases the mean
+  // only while the peers still disagree, and a run whose drops came late ended at 7.2e-5 (CI,
+  // under load). Asked for: 10 times the running sums' bound above.
+  CHECK(plain_worst > 1e-5);
 }
 
 // Peers that start apart: the early ones run ahead of their in-neighbours and their w falls
