@@ -55,14 +55,38 @@ def free_ports(count):
             s.close()
 
 
-def one_peer_exponential(directory, peers=4, launch=False):
+class HeldPorts:
+    """A socket listening on a port the OS picked, per rank, handed to each rank's process as
+    `sgp launch` hands its peers theirs ($SGP_LISTEN_FD, taken over by the native transport):
+    no other process can take a port between the pick and the rank's start (a Python rank takes
+    seconds to import torch)."""
+
+    def __init__(self, count):
+        self.sockets = []
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            s.listen(100)
+            self.sockets.append(s)
+        self.ports = [s.getsockname()[1] for s in self.sockets]
+
+    def close(self):
+        """Closes this process's copies (the ranks hold theirs)."""
+        for s in self.sockets:
+            s.close()
+
+
+def one_peer_exponential(directory, peers=4, launch=False, ports=None):
     """The one-peer exponential graph over `peers` (a power of two) loopback ranks: in phase k
     rank i pushes half of its mass to i + 2^k, so after log2(peers) rounds every rank holds the
     exact mean of dyadic values. With `launch`, every port is 0: `sgp launch` picks them and
-    holds each until its rank listens, so that no other test can take one first."""
+    holds each until its rank listens, so that no other test can take one first. `ports`: the
+    ports of a HeldPorts (else free ports, released before the ranks bind them)."""
     period = peers.bit_length() - 1
     lines = ["digraph topology {", f"  period = {period};"]
-    for rank, port in enumerate([0] * peers if launch else free_ports(peers)):
+    if ports is None:
+        ports = [0] * peers if launch else free_ports(peers)
+    for rank, port in enumerate(ports):
         lines.append(f'  {rank} [endpoint="tcp://127.0.0.1:{port}"];')
     for phase in range(period):
         for rank in range(peers):
@@ -84,15 +108,21 @@ def barrier(directory, rank, peers, timeout=30):
         time.sleep(0.01)
 
 
-def run_ranks(script, peers, arguments, timeout=30):
-    """Runs `script --rank R ARGUMENTS` for each rank at once; returns [(exit code, the JSON of
-    the last stdout line or None, stderr)] by rank."""
-    env = dict(os.environ)
-    processes = [
-        subprocess.Popen([sys.executable, script, "--rank", str(rank), *arguments],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        for rank in range(peers)
-    ]
+def run_ranks(script, peers, arguments, timeout=30, held=None):
+    """Runs `script --rank R ARGUMENTS` for each rank at once, each with its socket of `held`
+    (a HeldPorts) if given; returns [(exit code, the JSON of the last stdout line or None,
+    stderr)] by rank."""
+    processes = []
+    for rank in range(peers):
+        env, fds = dict(os.environ), ()
+        if held:
+            fds = (held.sockets[rank].fileno(),)
+            env["SGP_LISTEN_FD"] = str(fds[0])
+        processes.append(subprocess.Popen(
+            [sys.executable, script, "--rank", str(rank), *arguments], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=env, pass_fds=fds))
+    if held:
+        held.close()
     results = []
     deadline = time.monotonic() + timeout
     for p in processes:

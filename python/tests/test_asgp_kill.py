@@ -47,9 +47,10 @@ def worker(rank, topology, directory):
 def main():
     (np,) = peers.require("numpy")
     with tempfile.TemporaryDirectory() as tmp:
-        topology = peers.one_peer_exponential(tmp, PEERS)
+        held = peers.HeldPorts(PEERS)
+        topology = peers.one_peer_exponential(tmp, PEERS, ports=held.ports)
         results = peers.run_ranks(__file__, PEERS, ["--topology", topology, "--barrier", tmp],
-                                  timeout=60)
+                                  timeout=60, held=held)
     assert results[VICTIM][0] == -signal.SIGKILL, peers.report(results)
     survivors = [res for rank, (rc, res, _) in enumerate(results) if rank != VICTIM]
     assert all(rc == 0 and res for rank, (rc, res, _) in enumerate(results) if rank != VICTIM), \

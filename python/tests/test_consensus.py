@@ -88,28 +88,32 @@ def main():
     # time (asgp started from such an x lost every rank's values to rounding: all ranks at 0).
     os.environ["MALLOC_PERTURB_"] = "153"
     with tempfile.TemporaryDirectory() as tmp:
-        topology = peers.one_peer_exponential(tmp, PEERS)
+        held = peers.HeldPorts(PEERS)
+        topology = peers.one_peer_exponential(tmp, PEERS, ports=held.ports)
         sync = peers.run_ranks(__file__, PEERS, [
             "--topology", topology, "--steps", "8",
-            "--settings", json.dumps({"algo": "sgp", "gossip_every": 2, "timeout_ms": 10000})])
+            "--settings", json.dumps({"algo": "sgp", "gossip_every": 2, "timeout_ms": 10000})],
+            held=held)
         check(np, sync, "sgp, gossip_every 2")
         for _, res, _ in sync:
             assert res["mixed"] == [False, True] * 4, res["mixed"]
             assert res["rounds"] == 4 and res["weight"] == 1.0 and res["iteration"] == 8, res
 
-        topology = peers.one_peer_exponential(tmp, PEERS)
+        held = peers.HeldPorts(PEERS)
+        topology = peers.one_peer_exponential(tmp, PEERS, ports=held.ports)
         settings = {"algo": "asgp", "inject": "drop=0.2,seed=7", "timeout_ms": 5000}
         asgp = peers.run_ranks(__file__, PEERS, [
             "--topology", topology, "--seconds", "1", "--barrier", tmp,
-            "--settings", json.dumps(settings)], timeout=60)
+            "--settings", json.dumps(settings)], timeout=60, held=held)
         check(np, asgp, "asgp, 20% dropped")
         assert all(res["algo"] == "asgp" for _, res, _ in asgp)
 
-        topology = peers.one_peer_exponential(tmp, PEERS)
+        held = peers.HeldPorts(PEERS)
+        topology = peers.one_peer_exponential(tmp, PEERS, ports=held.ports)
         os.makedirs(tmp + "/paused")
         paused = peers.run_ranks(__file__, PEERS, [
             "--topology", topology, "--seconds", "1", "--barrier", tmp + "/paused", "--pause",
-            "--settings", json.dumps(settings)], timeout=60)
+            "--settings", json.dumps(settings)], timeout=60, held=held)
         # Settling's own bound: z + r moving by less than 1e-9 of its norm (1.5e-7 here).
         check(np, paused, "asgp, 20% dropped, rank 1 paused for 0.4 s",
               tolerance=1e-9 * float(np.linalg.norm(exact_mean(np))))
