@@ -146,7 +146,10 @@ TEST_CASE("ZeroMQ transport: a handed listening socket is taken over, once, for 
   CHECK_FALSE(take_handed_listener(endpoint).has_value());  // once per process
   ::unsetenv(kHandedListenerVariable);
   // The port is held: binding it is refused; taking the socket over works.
-  CHECK_THROWS_AS(ZmqTransport(1, endpoint, kLimits, {.local_ipc = false}), IoError);
+  CHECK_THROWS_WITH_AS(ZmqTransport(1, endpoint, kLimits, {.local_ipc = false}),
+                       doctest::Contains("Address already in use (another process holds that "
+                                         "port: give the topology other ports, or port 0"),
+                       IoError);
   ZmqTransport receiver(1, endpoint, kLimits, {.local_ipc = false, .listen_fd = *taken});
   CHECK(receiver.endpoint() == endpoint);
   ZmqTransport sender(0, "tcp://127.0.0.1:*", kLimits, {.local_ipc = false});

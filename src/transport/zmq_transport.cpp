@@ -95,8 +95,12 @@ ZmqTransport::ZmqTransport(int rank, const std::string& bind_endpoint, ReceiveLi
     pull.bind(bind_endpoint);
     pull.set(zmq::sockopt::use_fd, -1);  // not for the ipc endpoint beside it
   } catch (const zmq::error_t& e) {
-    throw IoError(fmt::format("rank {}: cannot bind the receive socket at '{}': {}", rank,
-                              bind_endpoint, e.what()));
+    throw IoError(fmt::format(
+        "rank {}: cannot bind the receive socket at '{}': {}{}", rank, bind_endpoint, e.what(),
+        e.num() == EADDRINUSE ? " (another process holds that port: give the topology other "
+                                "ports, or port 0 for sgp launch to pick free ones, e.g. "
+                                "sgp launch --base-port 0)"
+                              : ""));
   }
   endpoint_ = pull.get(zmq::sockopt::last_endpoint);
   if (const auto bound = tcp_with_port(endpoint_)) bound_host_ = bound->host;
