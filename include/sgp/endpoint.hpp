@@ -46,6 +46,8 @@ struct Endpoint {
   std::string text() const { return scheme + "://" + address; }
   // tcp with a port number (not * or 0): what a peer can connect to.
   bool has_port_number() const { return scheme == "tcp" && port != "*" && port != "0"; }
+  // tcp with port * or 0: no address yet (sgp launch picks the port for the ranks it starts).
+  bool leaves_port_open() const { return scheme == "tcp" && !has_port_number(); }
   // Whether only this host can reach it: ipc, inproc, or a tcp HOST localhost, ::1 or 127.x (a
   // SOURCE interface, judged conservatively, makes it not).
   bool is_loopback() const {

@@ -53,7 +53,7 @@ void check_port_numbers(const topology::Schedule& schedule, int rank, const std:
   ranks.insert(ranks.end(), out.begin(), out.end());
   for (int r : ranks) {
     const auto e = Endpoint::parse(schedule.endpoint(r), fmt::format("rank {}'s endpoint", r));
-    if (e.scheme != "tcp" || e.has_port_number()) continue;
+    if (!e.leaves_port_open()) continue;
     throw InputError(fmt::format(
         "rank {}'s endpoint {} has no port number: port {} is for `sgp launch`, which picks a "
         "free port for each rank it starts; a peer started by hand needs the ports, e.g. from "

@@ -14,9 +14,6 @@
 namespace sgp::launch {
 namespace {
 
-// A tcp endpoint that leaves its port to the system: 0 or *.
-bool wants_port(const Endpoint& e) { return e.scheme == "tcp" && !e.has_port_number(); }
-
 std::string with_port(const Endpoint& e, int port) {
   const std::string host = e.host.find(':') != std::string::npos ? "[" + e.host + "]" : e.host;
   return fmt::format("tcp://{}{}{}:{}", e.source, e.source.empty() ? "" : ";", host, port);
@@ -28,7 +25,7 @@ void PickedPorts::pick(topology::Schedule& schedule, const std::vector<int>& loc
   std::vector<std::string> endpoints = schedule.endpoints();
   for (int r = 0; r < schedule.num_peers(); ++r) {
     const auto e = Endpoint::parse(endpoints[r], fmt::format("rank {}'s endpoint", r));
-    if (!wants_port(e)) continue;
+    if (!e.leaves_port_open()) continue;
     if (std::ranges::find(local, r) == local.end()) {
       release();
       throw InputError(fmt::format(

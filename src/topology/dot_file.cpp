@@ -484,7 +484,7 @@ std::vector<std::string> read_endpoints(const DotGraph& g, const Ranks& ranks,
       // Port 0 (or *): each rank gets a port of its own when it starts (sgp launch picks them).
       [](const std::string& e) {
         const auto parsed = Endpoint::parse(e);
-        return parsed && parsed->scheme == "tcp" && !parsed->has_port_number();
+        return parsed && parsed->leaves_port_open();
       },
       problems);
 }

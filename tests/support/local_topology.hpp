@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -13,19 +14,26 @@
 
 namespace sgp::testing {
 
-// Writes topology `kind` for `n` peers to `path` with free local ports; `last_endpoint`, when
-// given, replaces the last rank's endpoint (e.g. one that cannot be bound).
-inline std::filesystem::path write_local_topology(const std::filesystem::path& path,
-                                                  const std::string& kind, int n,
-                                                  const std::string& last_endpoint = "") {
+// Writes topology `kind` for `n` peers to `path` with these endpoints.
+inline std::filesystem::path write_topology_at(const std::filesystem::path& path,
+                                               const std::string& kind, int n,
+                                               std::vector<std::string> endpoints) {
   topology::GeneratorOptions options;
   options.num_peers = n;
   auto schedule = topology::generate_topology(topology::parse_topology_kind(kind), options);
-  auto endpoints = topology::free_local_endpoints(n);
-  if (!last_endpoint.empty()) endpoints.back() = last_endpoint;
-  schedule.set_endpoints(endpoints);
+  schedule.set_endpoints(std::move(endpoints));
   topology::write_dot_file(schedule, path);
   return path;
+}
+
+// ... with free local ports; `last_endpoint`, when given, replaces the last rank's endpoint (e.g.
+// one that cannot be bound).
+inline std::filesystem::path write_local_topology(const std::filesystem::path& path,
+                                                  const std::string& kind, int n,
+                                                  const std::string& last_endpoint = "") {
+  auto endpoints = topology::free_local_endpoints(n);
+  if (!last_endpoint.empty()) endpoints.back() = last_endpoint;
+  return write_topology_at(path, kind, n, std::move(endpoints));
 }
 
 // The same with every endpoint tcp://127.0.0.1:0, for tests that start the peers with `sgp
@@ -33,12 +41,7 @@ inline std::filesystem::path write_local_topology(const std::filesystem::path& p
 // can take it first (a port picked free above can be taken between the pick and the peer's bind).
 inline std::filesystem::path write_launch_topology(const std::filesystem::path& path,
                                                    const std::string& kind, int n) {
-  topology::GeneratorOptions options;
-  options.num_peers = n;
-  auto schedule = topology::generate_topology(topology::parse_topology_kind(kind), options);
-  schedule.set_endpoints(std::vector<std::string>(n, "tcp://127.0.0.1:0"));
-  topology::write_dot_file(schedule, path);
-  return path;
+  return write_topology_at(path, kind, n, std::vector<std::string>(n, "tcp://127.0.0.1:0"));
 }
 
 }  // namespace sgp::testing
