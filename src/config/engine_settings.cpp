@@ -81,6 +81,7 @@ gossip::PushSumConfig push_sum_config(const TrainConfig& config, int rank,
   gc.gossip_every = config.gossip_every;
   gc.timeout = std::chrono::milliseconds(config.timeout_ms);
   gc.running_sums = config.running_sums;
+  gc.acked_pushes = config.acked_pushes;
   gc.partner_wait = config.partner_wait;
   gc.fail_stop = info(config.algo).tracks_gradient;
   gc.compression = config.compress.format;

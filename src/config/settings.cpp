@@ -369,6 +369,12 @@ void add_fault_rows(std::vector<std::unique_ptr<Setting>>& r) {
             "asgp: each edge carries the running total of the mass pushed on it, so lost, "
             "duplicated or reordered messages cost nothing (--no-running-sums: plain push-sum)",
             S::peers, true, &C::running_sums);
+  add<bool>(r, "acked_pushes", kPeers,
+            "asgp: instead of running sums, each push carries float32 mass and its sender keeps "
+            "it until the receiver acknowledges it (sent again until then): lost, duplicated or "
+            "reordered messages cost nothing either, with no per-edge copy of the model "
+            "(docs/asynchronous.md, \"Acknowledged pushes\")",
+            S::peers, true, &C::acked_pushes);
   add<double>(r, "partner_wait", kPeers,
               "asgp: after its push a peer waits up to this many times its own round time "
               "(waits not counted) for that round's in-neighbours that keep pace, so that calm "

@@ -50,7 +50,7 @@ bool AsyncPushSum::paused(int dest) const {
 void AsyncPushSum::keep_paused_watching(int dest) {
   const auto last = last_send_to_.find(dest);
   if (last != last_send_to_.end() && Clock::now() - last->second < keep_alive_every()) return;
-  send_total(dest, out_edge(dest));
+  remind(dest);
 }
 
 }  // namespace sgp::gossip

@@ -14,6 +14,7 @@
 
 #include "failure_detector.hpp"
 #include "sgp/error.hpp"
+#include "sgp/gossip/acked_pushes.hpp"
 #include "sgp/gossip/running_sums.hpp"
 #include "sgp/topology/repair.hpp"
 
@@ -235,7 +236,7 @@ void AsyncPushSum::await_in_neighbours() {
   while (detector_->waiting_for_first_message(mixing_.in_neighbors(rank_, pushed))) {
     idle(milliseconds(5));
     if (left_) continue;
-    for (const auto& e : mixing_.out_edges(rank_, pushed)) send_total(e.peer, out_edge(e.peer));
+    for (const auto& e : mixing_.out_edges(rank_, pushed)) remind(e.peer);
     if (Clock::now() - kept_alive < keep_alive_every()) continue;
     kept_alive = Clock::now();
     keep_out_neighbours_watching();
@@ -349,7 +350,7 @@ milliseconds AsyncPushSum::keep_alive_every() const {
 // mass): what a waiting peer sends so that their failure detectors hear from it.
 void AsyncPushSum::keep_out_neighbours_watching() {
   for (int r : mixing_.all_out_neighbors(rank_))
-    if (membership_.live(r)) send_total(r, out_edge(r));
+    if (membership_.live(r)) remind(r);
 }
 
 // The engine mixes z itself, the caller's buffer on the CPU backend: what the caller changed
@@ -384,6 +385,7 @@ void AsyncPushSum::push_round() {
   // the arithmetic is exactly the schedule's, as in the simulator's AsyncPopulation.
   double keep = mixing_.self_weight(rank_, round_);
   const HeldMass mass = held();
+  const double w_start = w_;
   for (const auto& e : edges) {
     if (paused(e.peer)) {  // it does not mix now: its share stays here, for when it does
       keep += e.weight;
@@ -391,6 +393,10 @@ void AsyncPushSum::push_round() {
       continue;
     }
     const double factor = pace_share(e.peer);
+    if (config_.acked_pushes) {  // w falls with each push; what is not pushed stays
+      push_acked(e.peer, e.weight * factor * w_start, mass);
+      continue;
+    }
     auto& edge = out_edge(e.peer);
     if (config_.running_sums) {
       double weight = 0.0;
@@ -404,7 +410,7 @@ void AsyncPushSum::push_round() {
     }
     if (factor < 1.0) keep += e.weight * (1.0 - factor);
   }
-  w_ *= keep;  // z stays: what a peer keeps of its mass is its z at a smaller weight
+  if (!config_.acked_pushes) w_ *= keep;  // z stays: what a peer keeps is its z at a smaller w
 }
 
 // Pushing to a peer that mixes k times slower at the full edge weight piles the mass up there:
@@ -452,7 +458,7 @@ void AsyncPushSum::tell_pushers(const ControlMessage& message) {
 // again any earlier total that was lost.
 void AsyncPushSum::hold_round() {
   ++metrics_.held_rounds;
-  for (const auto& e : mixing_.out_edges(rank_, round_)) send_total(e.peer, out_edge(e.peer));
+  for (const auto& e : mixing_.out_edges(rank_, round_)) remind(e.peer);
 }
 
 OutEdge& AsyncPushSum::out_edge(int dest) {
@@ -548,7 +554,7 @@ void AsyncPushSum::drain(std::optional<transport::Message> first) {
 std::vector<bool> AsyncPushSum::superseded_in_batch(
     const std::vector<transport::Message>& batch) const {
   std::vector<bool> skip(batch.size(), false);
-  if (!config_.running_sums) return skip;
+  if (!config_.running_sums || config_.acked_pushes) return skip;
   struct Total {
     std::size_t index;
     std::pair<int, std::uint64_t> edge;  // (sender, epoch)
@@ -601,7 +607,9 @@ void AsyncPushSum::handle(transport::Message message) {
   }
   // A float32 delta or a float64 total (whatever else the header says is checked below).
   const auto head = message.num_frames() > 0 ? parse_header(message.frame(0)) : std::nullopt;
-  const auto dtype = head && head->dtype == kDtypeFloat32Delta && config_.running_sums
+  const bool precise_push = head && head->dtype == kDtypeFloat64Mass;
+  const auto dtype = config_.acked_pushes ? (precise_push ? kDtypeFloat64Mass : kDtypeFloat32Mass)
+                     : head && head->dtype == kDtypeFloat32Delta && config_.running_sums
                          ? kDtypeFloat32Delta
                          : kDtypeFloat64Total;
   auto decoded = decode_message(std::move(message), chunking_, schedule_.num_peers(), rank_, dtype);
@@ -648,6 +656,10 @@ void AsyncPushSum::handle_data(DecodedMessage m) {
     aligned.resize((payload.size() + sizeof(double) - 1) / sizeof(double));
     std::memcpy(aligned.data(), payload.data(), payload.size());
     payload = {reinterpret_cast<const std::byte*>(aligned.data()), payload.size()};
+  }
+  if (config_.acked_pushes) {
+    handle_acked_push(h, payload);
+    return;
   }
   auto& edge = in_[s];
   if (!edge || edge->epoch() != h.epoch) {
@@ -713,6 +725,12 @@ void AsyncPushSum::handle_control(const DecodedControl& d) {
       return;
     case ControlKind::budget_spent:
       on_budget_spent(c);
+      return;
+    case ControlKind::push_ack:
+      on_push_ack(c);
+      return;
+    case ControlKind::alive:  // an in-neighbour with nothing to push: it lives
+      if (membership_.live(c.sender)) detector_->heard(c.sender, Clock::now());
       return;
     default:
       reject(RejectCause::bad_dtype,
@@ -1059,6 +1077,7 @@ void AsyncPushSum::renormalise() {
   w_ = 1.0;  // z (and r) stay
   generation_ = (generation_ + 1) & 0xffffu;
   out_.clear();
+  acked_out_.clear();  // what they hold unacknowledged is given up with the old generation
 }
 
 void AsyncPushSum::tell(int dest, const ControlMessage& message, std::vector<std::byte> payload) {
@@ -1176,6 +1195,8 @@ void AsyncPushSum::wait_for_sends(Clock::time_point deadline) {
   auto busy = [this] {
     for (const auto& [dest, edge] : out_)
       if (membership_.live(dest) && edge->busy()) return true;
+    for (const auto& [dest, edge] : acked_out_)
+      if (membership_.live(dest) && edge->on_wire()) return true;
     return false;
   };
   while (busy() && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(1));
@@ -1219,6 +1240,7 @@ std::size_t AsyncPushSum::state_bytes() const {
       (host_z_.capacity() + given_.capacity() + residual_.capacity()) * sizeof(float);
   for (const auto& [dest, edge] : out_) bytes += edge->state_bytes();
   for (const auto& [sender, edge] : in_) bytes += edge->state_bytes();
+  for (const auto& [dest, edge] : acked_out_) bytes += edge->state_bytes();
   return bytes;
 }
 

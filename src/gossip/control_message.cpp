@@ -29,9 +29,11 @@ bool entitled_by_kind(const ControlMessage& m, int self) {
     case ControlKind::progress:
     case ControlKind::budget_spent:
     case ControlKind::pause:
+    case ControlKind::alive:
       return m.sender == m.subject;
     case ControlKind::done_ack:
     case ControlKind::fin_ok:
+    case ControlKind::push_ack:
       return m.subject == self;
     case ControlKind::exclude:
     case ControlKind::admit:
@@ -74,7 +76,7 @@ std::variant<DecodedControl, RejectCause> decode_control(const transport::Messag
     return RejectCause::header_checksum;
   }
   const auto kind = get<std::uint16_t>(head, 6);
-  if (kind < 1 || kind > static_cast<std::uint16_t>(ControlKind::pause)) {
+  if (kind < 1 || kind > static_cast<std::uint16_t>(ControlKind::alive)) {
     return RejectCause::bad_dtype;
   }
   ControlMessage m;

@@ -20,9 +20,10 @@ using byte_fields::put;
 
 constexpr std::size_t kHashedHeaderBytes = 72;
 
-// The running totals' dtypes carry the edge's epoch at offset 32.
+// asgp's dtypes (running totals, acknowledged pushes) carry the edge's epoch at offset 32.
 bool carries_epoch(std::uint16_t dtype) {
-  return dtype == kDtypeFloat64Total || dtype == kDtypeFloat32Delta;
+  return dtype == kDtypeFloat64Total || dtype == kDtypeFloat32Delta || dtype == kDtypeFloat32Mass ||
+         dtype == kDtypeFloat64Mass;
 }
 
 }  // namespace
@@ -139,6 +140,7 @@ bool all_finite(std::span<const std::byte> payload, std::uint16_t dtype) {
   const std::byte* p = payload.data();
   switch (dtype) {
     case kDtypeFloat64Total:
+    case kDtypeFloat64Mass:
       return all_finite_64(p, payload.size() / 8);
     case kDtypeFloat16:
       return all_finite_16(p, payload.size() / 2, 0x7c00u);
@@ -157,7 +159,7 @@ std::optional<WireHeader> parse_header(std::span<const std::byte> head) {
   }
   WireHeader h;
   h.dtype = get<std::uint16_t>(head, 6);
-  if (h.dtype < kDtypeFloat32 || h.dtype > kDtypeCompressed) return std::nullopt;
+  if (h.dtype < kDtypeFloat32 || h.dtype > kDtypeFloat64Mass) return std::nullopt;
   h.sender = get<std::int32_t>(head, 8);
   h.chunk = get<std::uint32_t>(head, 12);
   h.round = get<std::int64_t>(head, 16);
@@ -180,7 +182,8 @@ namespace {
 
 // Whether the weight (and coefficient) can be genuine. Push-sum weights are positive and sum to
 // N over all peers and messages in flight, so no genuine weight exceeds N (a relative 1e-9
-// allows for rounding). A running total (dtypes 2 and 6) only grows: finite and >= 0.
+// allows for rounding). A running total (dtypes 2 and 6) only grows: finite and >= 0; an
+// acknowledged push (dtypes 8, 9) too (the receiver refuses a weight of 0: bad_weight).
 bool plausible_weight(const WireHeader& h, int num_peers, WeightBound bound) {
   if (!std::isfinite(h.weight)) return false;
   if (carries_epoch(h.dtype) || bound == WeightBound::finite) return h.weight >= 0.0;

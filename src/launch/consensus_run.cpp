@@ -141,6 +141,7 @@ class RoundReport {
         {"wait_seconds", m.wait_seconds},
         {"rejected", m.rejected_total()},
         {"skipped_sends", m.skipped_sends},
+        {"resent_pushes", m.resent_pushes},
         {"held_rounds", m.held_rounds},
         {"partner_waits", m.partner_waits},
         {"superseded_messages", m.superseded_messages},
@@ -189,6 +190,7 @@ void run_consensus_peer(const ConsensusOptions& o, const topology::Schedule& sch
   config.tau = c.tau;
   config.timeout = std::chrono::milliseconds(c.timeout_ms);
   config.running_sums = c.running_sums;
+  config.acked_pushes = c.acked_pushes;
   config.compression = c.compress.format;
   config.compressor = c.compress.compressor;
   config.consensus_step = c.consensus_step;

@@ -64,6 +64,9 @@
 
 namespace sgp::gossip {
 
+class AckedInEdge;
+class AckedOutEdge;
+struct AckedPush;
 class FailureDetector;
 struct HeldMass;
 class InEdge;
@@ -143,7 +146,18 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   void keep_paused_watching(int dest);
   void tell_pushers(const ControlMessage& message);
   void hold_round();
+  // What an out-neighbour is sent when no mass moves to it: the unchanged total (running sums),
+  // or the pushes it has not acknowledged, else an alive notice (acknowledged pushes).
+  void remind(int dest);
   void send_total(int dest, OutEdge& edge);
+  // --acked-pushes (async_acked.cpp).
+  void push_acked(int dest, double share, const HeldMass& mass);
+  bool send_again(int dest, AckedOutEdge& edge);
+  std::chrono::milliseconds resend_after(int dest) const;
+  void send_push(int dest, std::uint64_t epoch, const std::shared_ptr<AckedPush>& push);
+  void handle_acked_push(const WireHeader& h, std::span<const std::byte> payload);
+  void on_push_ack(const ControlMessage& c);
+  AckedOutEdge& acked_out_edge(int dest);
   void send(int dest, std::uint64_t epoch, const std::shared_ptr<SendBuffer>& buffer,
             double weight);
   void drain(std::optional<transport::Message> first = std::nullopt);
@@ -234,6 +248,8 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   std::unique_ptr<FailureDetector> detector_;
   std::map<int, std::unique_ptr<OutEdge>> out_;
   std::map<int, std::unique_ptr<InEdge>> in_;
+  std::map<int, std::unique_ptr<AckedOutEdge>> acked_out_;  // --acked-pushes
+  std::map<int, std::unique_ptr<AckedInEdge>> acked_in_;
   std::vector<bool> done_;                  // ranks that said they finished their iterations
   std::map<int, std::uint32_t> sponsored_;  // join request ids already answered, per rank
   std::vector<bool> join_requested_;        // ranks that asked to join since their last admission

@@ -47,6 +47,10 @@ enum class ControlKind : std::uint16_t {
   pause = 12,         // asgp, to the peers that push to the sender: it does not mix for a while
                       // (a test-set evaluation): push nothing to it for `round` milliseconds or
                       // until its next pace notice (it renews the notice while the pause lasts)
+  push_ack = 13,      // asgp --acked-pushes, to subject: the sender has applied subject's push of
+                      // round `round`, made by subject's incarnation `incarnation`
+  alive = 14,         // asgp --acked-pushes, to the peers the sender pushes to: it lives, with
+                      // nothing to push or send again (their failure detectors hear it)
 };
 
 struct ControlMessage {
@@ -64,8 +68,8 @@ bool is_control_header(std::span<const std::byte> header);
 // The message, or why it was refused (an unknown kind is bad_dtype; sender and subject must be
 // ranks 0..num_peers-1, the sender not `self`; sender_mismatch when the transport authenticated
 // another rank than `sender`; not_entitled for a done, join_request, leave, pace, resume offer,
-// progress, budget_spent or pause about another rank than its sender, or a done_ack or fin_ok
-// addressed to another rank than `self`; bad_size for a payload on any kind but a leave, a resume
+// progress, budget_spent, pause or alive about another rank than its sender, or a done_ack, fin_ok
+// or push_ack addressed to another rank than `self`; bad_size for a payload on any kind but a leave, a resume
 // offer and an admission addressed to `self`). Who may exclude or admit depends on the receiver's
 // view of the group: AsyncPushSum decides. `payload` points into `message`.
 struct DecodedControl {

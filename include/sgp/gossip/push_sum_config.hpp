@@ -100,6 +100,9 @@ struct PushSumConfig {
   // duplicated or reordered message costs nothing (false: each message carries one round's
   // mass, as plain push-sum; kept to show what faults do to it).
   bool running_sums = true;
+  // asgp: each push carries float32 mass, kept by its sender until the receiver acknowledges it
+  // (acked_pushes.hpp), instead of running sums (which it overrides).
+  bool acked_pushes = false;
   // Async mode: after its push a peer waits up to this many times its own round time (waits not
   // counted) for the round's in-neighbours that keep pace (AsyncPushSum::keep_step_with_...).
   // 0: never wait.
@@ -165,6 +168,7 @@ struct PushSumMetrics {
   // asgp: pushes skipped because both send buffers of the edge were still on the wire (the
   // next push's running total carries their mass).
   std::uint64_t skipped_sends = 0;
+  std::uint64_t resent_pushes = 0;  // asgp --acked-pushes: pushes sent again, unacknowledged
   // asgp: running totals not applied because a later one that had arrived with them carries
   // their mass (AsyncPushSum::drain).
   std::uint64_t superseded_messages = 0;

@@ -10,13 +10,14 @@
 //        4    2  version          1
 //        6    2  dtype            1 = float32, 2 = float64 running total, 3 = ring allreduce
 //                                 float32, 4 = float16, 5 = bfloat16, 6 = float32 delta of a
-//                                 running total, 7 = compressed difference (see below)
+//                                 running total, 7 = compressed difference, 8 / 9 = acknowledged
+//                                 push of float32 / float64 mass (see below)
 //        8    4  sender           int32, the sender's rank
 //       12    4  chunk            uint32, index of this chunk
 //       16    8  round            int64, the gossip round the message belongs to
 //       24    8  weight           float64, the sender's push-sum weight w when it sent
 //       32    8  coefficient      float64, p_ji: the receiver adds coefficient * (payload, weight)
-//                                 (dtypes 2, 6: uint64 edge epoch instead; 3: uint64 step)
+//                                 (dtypes 2, 6, 8, 9: uint64 edge epoch instead; 3: uint64 step)
 //       40    8  total            uint64, elements in the whole vector
 //       48    8  offset           uint64, first element of this chunk (= chunk * chunk size)
 //       56    8  count            uint64, elements in this chunk
@@ -42,6 +43,13 @@
 // holds a base of the same epoch from the delta's window, sent no later than the delta
 // (otherwise it is refused, RejectCause::unknown_base: its base was lost or overtaken, and the
 // next base carries the mass). docs/asynchronous.md states the error this bounds.
+//
+// dtype 8 (asgp --acked-pushes, acked_pushes.hpp): the payload is float32, the mass the
+// sender pushed at round `round` (a share of w times its ratio z + r), `weight` that share of w,
+// offset 32 the edge's epoch as in dtype 2. The receiver adds it once per `round` and
+// acknowledges it (control notice push_ack); the sender sends it again until then. dtype 9: the
+// same in float64, what a peer that finished training pushes (the peers then settle to float64
+// precision, not to float32 rounding's noise).
 //
 // dtypes 4 and 5 (--compress fp16 / bf16): push-sum messages like dtype 1 whose payload is x
 // rounded to IEEE float16 (saturating at +-65504) or bfloat16, 2 bytes per element. The
@@ -97,6 +105,8 @@ inline constexpr std::uint16_t kDtypeBfloat16 = 5;      // per-round push of x a
 inline constexpr std::uint16_t kDtypeFloat32Delta = 6;  // running total less its base, float32
 inline constexpr std::int64_t kDeltaWindowRounds = 16;  // dtype 6: a new base every window
 inline constexpr std::uint16_t kDtypeCompressed = 7;    // compressed difference to a public copy
+inline constexpr std::uint16_t kDtypeFloat32Mass = 8;   // acknowledged push of float32 mass
+inline constexpr std::uint16_t kDtypeFloat64Mass = 9;   // ... of float64 mass (when finishing)
 inline constexpr std::size_t kHeaderBytes = 80;
 
 struct WireHeader {
@@ -173,7 +183,7 @@ std::uint64_t payload_hash(std::span<const std::byte> payload);
 // is in cache after its hash).
 bool all_finite(std::span<const std::byte> payload, std::uint16_t dtype = kDtypeFloat32);
 
-// The fields of a header frame whose size, magic, version, hash and dtype (one of the six
+// The fields of a header frame whose size, magic, version, hash and dtype (one of the nine
 // known) are right; nothing otherwise. What a rejected message claims (sender, round) for naming it
 // in messages.
 std::optional<WireHeader> parse_header(std::span<const std::byte> head);
@@ -209,6 +219,7 @@ std::variant<WireHeader, RejectCause> decode_frames(const transport::Message& me
 constexpr std::size_t element_bytes(std::uint16_t dtype) {
   switch (dtype) {
     case kDtypeFloat64Total:
+    case kDtypeFloat64Mass:
       return sizeof(double);
     case kDtypeFloat16:
     case kDtypeBfloat16:

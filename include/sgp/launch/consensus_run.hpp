@@ -27,10 +27,10 @@ namespace sgp::launch {
 
 // The training settings sgp consensus shares (sgp/config/settings.hpp): its flags, and what
 // --local passes to each peer it starts.
-inline constexpr std::array<std::string_view, 14> kConsensusSettings = {
-    "tau",       "timeout_ms", "seed",           "device",         "run_dir",
-    "overwrite", "log_level",  "keys",           "insecure",       "running_sums",
-    "inject",    "compress",   "consensus_step", "local_fast_path"};
+inline constexpr std::array<std::string_view, 15> kConsensusSettings = {
+    "tau",       "timeout_ms", "seed",           "device",          "run_dir",
+    "overwrite", "log_level",  "keys",           "insecure",        "running_sums",
+    "inject",    "compress",   "consensus_step", "local_fast_path", "acked_pushes"};
 
 struct ConsensusOptions {
   std::string topology;
