@@ -291,12 +291,21 @@ TEST_CASE("control notices: a pace notice round-trips; unknown kinds and stray p
   const auto with_payload = gossip::decode_control(
       control_frames(gossip::encode_control(pace), std::vector<std::byte>(8)), 4, 1);
   CHECK(std::get<RejectCause>(with_payload) == RejectCause::bad_size);
-  // Kind 13 does not exist (the header checksum is recomputed, so only the kind is wrong).
+  // Kind 15 does not exist (the header checksum is recomputed, so only the kind is wrong).
   auto unknown = pace;
-  unknown.kind = static_cast<gossip::ControlKind>(13);
+  unknown.kind = static_cast<gossip::ControlKind>(15);
   const auto refused =
       gossip::decode_control(control_frames(gossip::encode_control(unknown)), 4, 1);
   CHECK(std::get<RejectCause>(refused) == RejectCause::bad_dtype);
+  // A push acknowledgement is for the pusher alone; an alive notice speaks for its sender only.
+  const gossip::ControlMessage ack{gossip::ControlKind::push_ack, 2, 1, 0, 7};
+  CHECK(std::holds_alternative<gossip::DecodedControl>(
+      gossip::decode_control(control_frames(gossip::encode_control(ack)), 4, 1)));
+  CHECK(std::get<RejectCause>(gossip::decode_control(control_frames(gossip::encode_control(ack)), 4,
+                                                     3)) == RejectCause::not_entitled);
+  const gossip::ControlMessage alive{gossip::ControlKind::alive, 2, 0, 0, 7};
+  CHECK(std::get<RejectCause>(gossip::decode_control(control_frames(gossip::encode_control(alive)),
+                                                     4, 1)) == RejectCause::not_entitled);
 }
 
 TEST_CASE("control notices: a pause notice round-trips, and only about its own sender") {

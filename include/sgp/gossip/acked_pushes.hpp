@@ -59,8 +59,8 @@ class AckedOutEdge {
   bool acknowledge(std::int64_t sequence);
   // Unacknowledged pushes that the transport no longer holds, last sent `after` or longer
   // before `now`: to send again (at most one copy of a push is ever on the wire).
-  std::vector<std::shared_ptr<AckedPush>> due_again(std::chrono::steady_clock::time_point now,
-                                                    std::chrono::steady_clock::duration after) const;
+  std::vector<std::shared_ptr<AckedPush>> due_again(
+      std::chrono::steady_clock::time_point now, std::chrono::steady_clock::duration after) const;
   // Whether the transport still holds one of this edge's pushes.
   bool on_wire() const;
   std::size_t unacked() const { return pushes_.size(); }

@@ -69,9 +69,9 @@ bool is_control_header(std::span<const std::byte> header);
 // ranks 0..num_peers-1, the sender not `self`; sender_mismatch when the transport authenticated
 // another rank than `sender`; not_entitled for a done, join_request, leave, pace, resume offer,
 // progress, budget_spent, pause or alive about another rank than its sender, or a done_ack, fin_ok
-// or push_ack addressed to another rank than `self`; bad_size for a payload on any kind but a leave, a resume
-// offer and an admission addressed to `self`). Who may exclude or admit depends on the receiver's
-// view of the group: AsyncPushSum decides. `payload` points into `message`.
+// or push_ack addressed to another rank than `self`; bad_size for a payload on any kind but a
+// leave, a resume offer and an admission addressed to `self`). Who may exclude or admit depends on
+// the receiver's view of the group: AsyncPushSum decides. `payload` points into `message`.
 struct DecodedControl {
   ControlMessage control;
   std::span<const std::byte> payload;
