@@ -34,11 +34,20 @@ struct AsyncResult {
   std::string error;
 };
 
+// running_sums: lost messages cost nothing, by acknowledged pushes (the default) or running sums;
+// false: plain push-sum.
 gossip::PushSumConfig async_config(bool running_sums, std::chrono::milliseconds timeout = 2000ms) {
   gossip::PushSumConfig c;
   c.mode = gossip::Mode::async;
   c.running_sums = running_sums;
   c.timeout = timeout;
+  return c;
+}
+
+// Each edge's running total instead of acknowledged pushes (--no-acked-pushes).
+gossip::PushSumConfig running_sums_config(std::chrono::milliseconds timeout = 2000ms) {
+  auto c = async_config(true, timeout);
+  c.acked_pushes = false;
   return c;
 }
 
@@ -193,7 +202,7 @@ TEST_CASE("running sums reach the exact mean under drops, duplicates and reorder
   const auto mean = testing::exact_mean(n, dim);
   const transport::FaultSpec faults{0.05, 0.01, 0.05, 0ms, 1};
   Peers with_sums(n), without(n);
-  const auto exact = run_async(s, with_sums.with_faults(faults), dim, 300, async_config(true));
+  const auto exact = run_async(s, with_sums.with_faults(faults), dim, 300, running_sums_config());
   const auto plain = run_async(s, without.with_faults(faults), dim, 300, async_config(false));
   double plain_worst = 0.0;
   for (int r = 0; r < n; ++r) {
@@ -220,9 +229,7 @@ TEST_CASE("acknowledged pushes reach the exact mean under drops, duplicates and 
   const auto mean = testing::exact_mean(n, dim);
   const transport::FaultSpec faults{0.1, 0.02, 0.1, 0ms, 3};
   Peers peers(n);
-  auto config = async_config(true);
-  config.acked_pushes = true;
-  const auto out = run_async(s, peers.with_faults(faults), dim, 300, config);
+  const auto out = run_async(s, peers.with_faults(faults), dim, 300, async_config(true));
   std::uint64_t resent = 0;
   for (int r = 0; r < n; ++r) {
     CAPTURE(r);
@@ -467,7 +474,7 @@ TEST_CASE("a peer's in-neighbours keep their pushes while it pauses, and all sti
       if (tell) engine.end_pause();
       return Next::mix;
     };
-    return run_async_engines(s, peers.plain(), dim, rounds, async_config(true), pause);
+    return run_async_engines(s, peers.plain(), dim, rounds, running_sums_config(), pause);
   };
   // The others' weights after their last round before the pause ended (their round 200, or
   // about it: they mix a round a millisecond or so).
@@ -600,7 +607,7 @@ TEST_CASE("a slow peer takes in only the newest of the totals waiting for it, an
     if (rank == 1 && round % 20 == 1) std::this_thread::sleep_for(60ms);  // rank 0: 60 rounds
     return Next::mix;
   };
-  const auto out = run_async(s, peers.plain(), dim, 80, async_config(true), slow);
+  const auto out = run_async(s, peers.plain(), dim, 80, running_sums_config(), slow);
   const auto mean = testing::exact_mean(n, dim);
   for (int r = 0; r < n; ++r) {
     CAPTURE(r);
@@ -811,7 +818,7 @@ TEST_CASE(
   compute::CpuBackend backend(1);
   auto x = testing::initial_vector(1, 2, dim);
   const auto before = x;
-  gossip::AsyncPushSum engine(backend, s, *peers.plain()[1], x.data(), dim, async_config(true));
+  gossip::AsyncPushSum engine(backend, s, *peers.plain()[1], x.data(), dim, running_sums_config());
   const std::vector<float> delta(dim, 1.0f);
   auto send = [&](std::size_t count) {  // from rank 0, which never sent a base
     gossip::WireHeader h;

@@ -61,7 +61,7 @@ TrainConfig unusual() {
   c.resume = true;
   c.monitor = "tcp://127.0.0.1:5000";
   c.running_sums = false;
-  c.acked_pushes = true;
+  c.acked_pushes = false;
   c.partner_wait = 0.5;
   c.inject = "drop=0.1,seed=3";
   c.on_peer_failure = sgp::config::PeerFailure::stop;

@@ -77,9 +77,10 @@ void add_consensus_command(CLI::App& app) {
   cmd->add_option("--rounds", a->options.rounds, "gossip rounds")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000000));
-  cmd->add_option("--algo", a->algo,
-                  "sgp (synchronous push-sum), osgp (overlapped), asgp (running sums, nobody "
-                  "waits) or allreduce (ring AllReduce over ranks 0..N-1, whatever the edges)")
+  cmd->add_option(
+         "--algo", a->algo,
+         "sgp (synchronous push-sum), osgp (overlapped), asgp (acknowledged pushes, "
+         "nobody waits) or allreduce (ring AllReduce over ranks 0..N-1, whatever the edges)")
       ->capture_default_str();
   cmd->add_option("--mode", a->mode,
                   "the older name of --algo: sync (sgp), overlap (osgp), async (asgp), allreduce");

@@ -21,8 +21,8 @@ constexpr std::array<AlgorithmInfo, 10> kAlgorithms = {{
      "overlap SGP: push-sum on a communication thread, in-neighbours at most --tau rounds behind",
      true, Mode::overlap, true, MixingRule::as_given, true, true, false, false},
     {Algorithm::asgp, "asgp",
-     "asynchronous SGP: nobody waits for a neighbour; running sums make lost messages cost "
-     "nothing; failed peers are excluded, peers may join (--join) and leave",
+     "asynchronous SGP: nobody waits for a neighbour; acknowledged pushes make lost messages "
+     "cost nothing; failed peers are excluded, peers may join (--join) and leave",
      true, Mode::async, true, MixingRule::as_given, false, false, true, true},
     {Algorithm::local, "local", "no communication: each peer trains its shard alone (a baseline)",
      false, Mode::sync, false, MixingRule::as_given, false, true, false, false},
@@ -51,7 +51,7 @@ constexpr std::array<AlgorithmInfo, 10> kAlgorithms = {{
     // no longer sum to their gradients (a bias that never decays), so no joins and fail-stop.
     {Algorithm::agt, "agt",
      "gradient tracking over asynchronous push-sum (asgp's engine): [x; y] in one message, "
-     "carried by running sums, so lost, duplicated or reordered messages cost nothing; "
+     "carried by acknowledged pushes, so lost, duplicated or reordered messages cost nothing; "
      "fail-stop, no joins",
      true, Mode::async, true, MixingRule::as_given, false, false, false, false, true},
 }};

@@ -54,7 +54,8 @@ void require_compression_applies(const TrainConfig& c, std::optional<bool> on_cp
   if (!row.compressible) {
     throw InputError(fmt::format(
         "--compress {}: {} does not send push-sum rounds of float32 x (allreduce keeps float32 so "
-        "its average stays exact; asgp sends float64 running sums); use --compress none",
+        "its average stays exact; asgp pushes mass it keeps until acknowledged); use --compress "
+        "none",
         gossip::name_of(c.compress), name_of(c.algo)));
   }
   if (c.compress.compressor && (info(c.algo).tracks_gradient || c.global_average_every > 0)) {

@@ -366,14 +366,15 @@ void add_connection_rows(std::vector<std::unique_ptr<Setting>>& r) {
 void add_fault_rows(std::vector<std::unique_ptr<Setting>>& r) {
   using C = TrainConfig;
   add<bool>(r, "running_sums", kPeers,
-            "asgp: each edge carries the running total of the mass pushed on it, so lost, "
-            "duplicated or reordered messages cost nothing (--no-running-sums: plain push-sum)",
+            "asgp: lost, duplicated or reordered messages cost nothing, by acknowledged pushes "
+            "or running totals (--acked-pushes); --no-running-sums: plain push-sum, which "
+            "faults bias",
             S::peers, true, &C::running_sums);
   add<bool>(r, "acked_pushes", kPeers,
-            "asgp: instead of running sums, each push carries float32 mass and its sender keeps "
-            "it until the receiver acknowledges it (sent again until then): lost, duplicated or "
-            "reordered messages cost nothing either, with no per-edge copy of the model "
-            "(docs/asynchronous.md, \"Acknowledged pushes\")",
+            "asgp: each push carries float32 mass and its sender keeps it until the receiver "
+            "acknowledges it, sending it again until then (--no-acked-pushes: each edge carries "
+            "the running total of the mass pushed on it instead, with a float64 copy of the "
+            "model per edge at each end; docs/asynchronous.md)",
             S::peers, true, &C::acked_pushes);
   add<double>(r, "partner_wait", kPeers,
               "asgp: after its push a peer waits up to this many times its own round time "

@@ -15,7 +15,8 @@ std::span<const NamedValue<Mode>> names(Mode) {
   static constexpr std::array<NamedValue<Mode>, 4> table = {{
       {Mode::sync, "sync", "SGP: every round waits for every in-neighbour's message"},
       {Mode::overlap, "overlap", "OSGP: a communication thread mixes while the caller computes"},
-      {Mode::async, "async", "asgp: nobody waits, running sums; peers may fail, join and leave"},
+      {Mode::async, "async",
+       "asgp: nobody waits, lost messages cost nothing; peers may fail, join and leave"},
       {Mode::allreduce, "allreduce",
        "ring allreduce over ranks 0..N-1: the exact average every round (ignores the edges)"},
   }};

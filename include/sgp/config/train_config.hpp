@@ -85,7 +85,7 @@ struct TrainConfig {
   std::string link_rate;  // sgp launch: emulated hosts with this egress limit (config/link_rate)
   // fault tolerance (asgp)
   bool running_sums = true;   // asgp: lost messages cost no mass (false: plain push-sum)
-  bool acked_pushes = false;  // asgp: pushes of float32 mass kept until acknowledged instead
+  bool acked_pushes = true;   // asgp: pushes kept until acknowledged (false: running sums)
   double partner_wait = 1.0;  // asgp: longest wait for in-neighbours that keep pace, in rounds
   std::string inject;  // transport faults, e.g. "drop=0.05,seed=1" (transport/faulty_transport)
   PeerFailure on_peer_failure = PeerFailure::automatic;  // what sgp launch does when a peer dies

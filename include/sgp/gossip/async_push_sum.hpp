@@ -1,9 +1,11 @@
 #pragma once
-// Asynchronous push-sum with running sums (the asgp algorithm): a peer never waits for a slow one.
-// Every round it pushes p_ji of its mass onto each out-edge's running total (running_sums.hpp),
-// sends that total without waiting for anything, then applies whatever totals have arrived (last,
-// so that as much of the mass in flight as possible counts in its next SGD step); a slow peer slows
-// only itself, and a lost, duplicated or reordered message costs no mass. Two waits are bounded:
+// Asynchronous push-sum (the asgp algorithm): a peer never waits for a slow one. Every round it
+// pushes p_ji of its mass to each out-neighbour, as a push kept until acknowledged
+// (acked_pushes.hpp, async_acked.cpp; the default) or onto the edge's running total
+// (running_sums.hpp, config.acked_pushes false), sends it without waiting for anything, then
+// applies whatever has arrived (last, so that as much of the mass in flight as possible counts in
+// its next SGD step); a slow peer slows only itself, and a lost, duplicated or reordered message
+// costs no mass. Two waits are bounded:
 // the first round's, for its in-neighbours to be heard from, and --partner-wait's, at most a
 // multiple of the peer's own round time, for the round's in-neighbours that keep pace (so that
 // calm peers mix nearly in step; keep_step_with_in_neighbours).

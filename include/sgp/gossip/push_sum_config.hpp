@@ -100,9 +100,9 @@ struct PushSumConfig {
   // duplicated or reordered message costs nothing (false: each message carries one round's
   // mass, as plain push-sum; kept to show what faults do to it).
   bool running_sums = true;
-  // asgp: each push carries float32 mass, kept by its sender until the receiver acknowledges it
-  // (acked_pushes.hpp), instead of running sums (which it overrides).
-  bool acked_pushes = false;
+  // asgp with running_sums on: each push carries float32 mass, kept by its sender until the
+  // receiver acknowledges it (acked_pushes.hpp); false: each edge's running total.
+  bool acked_pushes = true;
   // Async mode: after its push a peer waits up to this many times its own round time (waits not
   // counted) for the round's in-neighbours that keep pace (AsyncPushSum::keep_step_with_...).
   // 0: never wait.
