@@ -50,7 +50,7 @@ OnWire copy_of(const AckedPush& p) {
 
 double held_mass(const std::vector<std::shared_ptr<AckedPush>>& held, std::size_t k) {
   double m = 0.0;
-  for (const auto& p : held) m += p->mass.empty() ? p->mass64[k] : p->mass[k];
+  for (const auto& p : held) m += p->at(k);
   return m;
 }
 
@@ -71,7 +71,7 @@ TEST_CASE("a push takes out of the sender exactly the float32 mass it carries") 
     CHECK(sender.w == doctest::Approx(0.7 * 0.7).epsilon(1e-15));
     double worst = 0.0;
     for (std::size_t k = 0; k < dim; ++k) {
-      const double carried = precise ? push->mass64[k] : push->mass[k];
+      const double carried = push->at(k);
       worst = std::max(worst, std::abs(sender.mass(k) + carried - before[k]) / std::abs(before[k]));
     }
     CHECK(worst < 1e-14);

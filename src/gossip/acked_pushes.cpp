@@ -38,8 +38,8 @@ SGP_VECTOR_CLONES void take_pushed_mass(const T* __restrict mass, float* __restr
 }  // namespace
 
 std::span<const std::byte> AckedPush::payload() const {
-  if (!mass64.empty()) return std::as_bytes(std::span<const double>(mass64));
-  return std::as_bytes(std::span<const float>(mass));
+  if (mass64) return std::as_bytes(std::span<const double>(mass64.get(), size));
+  return std::as_bytes(std::span<const float>(mass.get(), size));
 }
 
 std::shared_ptr<AckedPush> AckedOutEdge::push(double share, const HeldMass& held,
@@ -56,12 +56,13 @@ std::shared_ptr<AckedPush> AckedOutEdge::push(double share, const HeldMass& held
   p->sent_at = std::chrono::steady_clock::now();
   p->weight = share;
   if (precise) {
-    p->mass64.resize(n_);
-    give_mass(share, held.z.data(), held.residual.data(), p->mass64.data(), n_, before, after);
+    p->mass64.reset(new double[n_]);
+    give_mass(share, held.z.data(), held.residual.data(), p->mass64.get(), n_, before, after);
   } else {
-    p->mass.resize(n_);
-    give_mass(share, held.z.data(), held.residual.data(), p->mass.data(), n_, before, after);
+    p->mass.reset(new float[n_]);
+    give_mass(share, held.z.data(), held.residual.data(), p->mass.get(), n_, before, after);
   }
+  p->size = n_;
   held.w = after;
   pushes_.push_back(p);
   return p;
@@ -94,9 +95,7 @@ bool AckedOutEdge::on_wire() const {
 
 std::size_t AckedOutEdge::state_bytes() const {
   std::size_t bytes = 0;
-  for (const auto& p : pushes_) {
-    bytes += p->mass.capacity() * sizeof(float) + p->mass64.capacity() * sizeof(double);
-  }
+  for (const auto& p : pushes_) bytes += p->size * element_bytes(p->dtype());
   return bytes;
 }
 

@@ -607,7 +607,8 @@ void AsyncPushSum::handle(transport::Message message) {
     handle_control(std::get<DecodedControl>(decoded));
     return;
   }
-  // A float32 delta or a float64 total (whatever else the header says is checked below).
+  // A push (float32, or float64 from a finished peer), or with running sums a float32 delta or a
+  // float64 total (whatever else the header says is checked below).
   const auto head = message.num_frames() > 0 ? parse_header(message.frame(0)) : std::nullopt;
   const bool precise_push = head && head->dtype == kDtypeFloat64Mass;
   const auto dtype = config_.acked_pushes ? (precise_push ? kDtypeFloat64Mass : kDtypeFloat32Mass)

@@ -34,14 +34,19 @@ inline constexpr std::size_t kAckWindow = 8;
 
 // One push, held by its sender until acknowledged.
 struct AckedPush {
-  std::int64_t sequence = 0;   // the sender's round when it pushed
-  std::uint64_t index = 0;     // pushes on the edge before it
-  double weight = 0.0;         // the share of w it carries
-  std::vector<float> mass;     // the share of w (z + r), rounded to float32 (wire dtype 8)
-  std::vector<double> mass64;  // ... or in float64 (dtype 9), when pushed `precise`
+  std::int64_t sequence = 0;  // the sender's round when it pushed
+  std::uint64_t index = 0;    // pushes on the edge before it
+  double weight = 0.0;        // the share of w it carries
+  // The share of w (z + r), rounded to float32 (wire dtype 8), or in float64 (dtype 9) when
+  // pushed `precise`: one of the two, `size` elements, not zero-filled first (the push's pass
+  // writes every element; a value-initialised vector cost one more write of it).
+  std::size_t size = 0;
+  std::unique_ptr<float[]> mass;
+  std::unique_ptr<double[]> mass64;
   std::chrono::steady_clock::time_point sent_at;  // its last (re)send
   std::atomic<int> chunks_on_wire{0};
-  std::uint16_t dtype() const { return mass64.empty() ? kDtypeFloat32Mass : kDtypeFloat64Mass; }
+  std::uint16_t dtype() const { return mass64 ? kDtypeFloat64Mass : kDtypeFloat32Mass; }
+  double at(std::size_t k) const { return mass64 ? mass64[k] : mass[k]; }
   std::span<const std::byte> payload() const;
 };
 
