@@ -1,6 +1,7 @@
 #pragma once
 // N peers of asynchronous push-sum (the asgp algorithm) in one process, with the running-sum
-// edges AsyncPushSum uses (gossip/running_sums.hpp) and the same round: apply the totals that
+// edges AsyncPushSum uses with --no-acked-pushes (gossip/running_sums.hpp; its default,
+// acknowledged pushes, is not simulated) and the same round: apply the totals that
 // have arrived, (the caller's step), push p_ji of (x, w) onto each out-edge's total, keep p_ii,
 // send each total. Messages go through an in-process layer that loses, duplicates and delays
 // them (link_faults.hpp); with running sums a lost or repeated total costs no mass, without
