@@ -1041,6 +1041,10 @@ void AsyncPushSum::admit_incarnation(int rank, std::uint32_t incarnation) {
 void AsyncPushSum::membership_changed(const std::string& what, int rank) {
   events_.push_back({what, rank, round_});
   if (what == "excluded") renormalise();
+  if (what == "left") {  // nobody will acknowledge what it did not: let go of it (W1: 2.7 MB each)
+    acked_out_.erase(rank);
+    acked_in_.erase(rank);
+  }
   try {
     mixing_ = topology::repair_schedule(schedule_, membership_.live_flags());
   } catch (const InputError& e) {
