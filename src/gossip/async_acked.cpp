@@ -76,14 +76,10 @@ void AsyncPushSum::send_push(int dest, std::uint64_t epoch,
   h.epoch = epoch;
   h.total = n_;
   h.count = n_;
-  const auto payload = push->payload();
-  h.payload_hash = payload_hash(payload);
   push->chunks_on_wire.fetch_add(1, std::memory_order_acq_rel);
   // The push stays alive until the transport has released it (and held until acknowledged).
-  transport_.send(dest, encode_header(h), payload,
-                  [push] { push->chunks_on_wire.fetch_sub(1, std::memory_order_acq_rel); });
-  ++metrics_.messages_sent;
-  metrics_.bytes_sent += kHeaderBytes + payload.size();
+  send_chunk(dest, h, push->payload(),
+             [push] { push->chunks_on_wire.fetch_sub(1, std::memory_order_acq_rel); });
 }
 
 // A push from in-neighbour h.sender whose epoch handle_data() checked: applied once, and

@@ -491,7 +491,6 @@ void AsyncPushSum::send(int dest, std::uint64_t epoch, const std::shared_ptr<Sen
     ++metrics_.skipped_sends;
     return;
   }
-  const double start = thread_cpu_seconds();
   last_send_to_[dest] = Clock::now();
   WireHeader h;
   h.dtype = buffer->dtype;
@@ -504,14 +503,20 @@ void AsyncPushSum::send(int dest, std::uint64_t epoch, const std::shared_ptr<Sen
     h.chunk = c;
     h.offset = chunking_.offset(c);
     h.count = chunking_.size(c);
-    const auto payload = buffer->payload(h.offset, h.count);
-    h.payload_hash = payload_hash(payload);
     // The buffer stays alive (and busy) until the transport has released every chunk.
-    transport_.send(dest, encode_header(h), payload,
-                    [buffer] { buffer->chunks_on_wire.fetch_sub(1, std::memory_order_acq_rel); });
-    ++metrics_.messages_sent;
-    metrics_.bytes_sent += kHeaderBytes + payload.size();
+    send_chunk(dest, h, buffer->payload(h.offset, h.count),
+               [buffer] { buffer->chunks_on_wire.fetch_sub(1, std::memory_order_acq_rel); });
   }
+}
+
+// One message: the header (its payload hash filled in here) and the payload, counted.
+void AsyncPushSum::send_chunk(int dest, WireHeader& h, std::span<const std::byte> payload,
+                              transport::ReleaseFn release) {
+  const double start = thread_cpu_seconds();
+  h.payload_hash = payload_hash(payload);
+  transport_.send(dest, encode_header(h), payload, std::move(release));
+  ++metrics_.messages_sent;
+  metrics_.bytes_sent += kHeaderBytes + payload.size();
   profile_.send_s += thread_cpu_seconds() - start;
 }
 

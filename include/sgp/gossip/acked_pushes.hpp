@@ -68,7 +68,6 @@ class AckedOutEdge {
       std::chrono::steady_clock::time_point now, std::chrono::steady_clock::duration after) const;
   // Whether the transport still holds one of this edge's pushes.
   bool on_wire() const;
-  std::size_t unacked() const { return pushes_.size(); }
   // Bytes held for the vector: the unacknowledged pushes.
   std::size_t state_bytes() const;
 

@@ -162,6 +162,8 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   AckedOutEdge& acked_out_edge(int dest);
   void send(int dest, std::uint64_t epoch, const std::shared_ptr<SendBuffer>& buffer,
             double weight);
+  void send_chunk(int dest, WireHeader& h, std::span<const std::byte> payload,
+                  transport::ReleaseFn release);
   void drain(std::optional<transport::Message> first = std::nullopt);
   std::vector<bool> superseded_in_batch(const std::vector<transport::Message>& batch) const;
   void handle(transport::Message message);
