@@ -71,16 +71,17 @@ TEST_CASE("a batch converted on the fly equals the batch gathered from the float
 
 namespace {
 
-// The evaluation of the old Evaluator: the whole float32 test set, in chunks of 1000.
+// The evaluation of the old Evaluator: the whole float32 test set, in the evaluator's chunks.
 model::Evaluation evaluate_float32(compute::Backend& backend, const model::ModelSpec& spec,
                                    const data::Dataset& set, const float* params) {
-  model::Network network(backend, spec, model::input_shape(set), 10, 1000, false);
+  constexpr int kChunk = model::Evaluator::kChunk;
+  model::Network network(backend, spec, model::input_shape(set), 10, kChunk, false);
   const auto images = float32_images(set.pixels);
   const int n = static_cast<int>(set.size());
   std::int64_t correct = 0;
   double loss = 0.0;
-  for (int begin = 0; begin < n; begin += 1000) {
-    const int rows = std::min(1000, n - begin);
+  for (int begin = 0; begin < n; begin += kChunk) {
+    const int rows = std::min(kChunk, n - begin);
     const float* logits = network.forward(params, images.data() + begin * set.features(), rows);
     const std::int32_t* labels = set.labels.data() + begin;
     correct += backend.count_correct(logits, labels, rows, 10);
@@ -95,7 +96,7 @@ TEST_CASE(
     "the evaluator's accuracy and loss equal those of the whole float32 test set; it calls back "
     "after each chunk") {
   compute::CpuBackend backend(1);
-  const auto set = random_set(2300, 2);  // chunks of 1000, 1000 and 300
+  const auto set = random_set(2 * model::Evaluator::kChunk + 44, 2);  // two chunks and 44 rows
   const auto spec = model::parse_model_spec("mlp:7");
   model::Evaluator evaluator(backend, spec, set);
   std::vector<float> params(

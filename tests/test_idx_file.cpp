@@ -314,6 +314,61 @@ TEST_CASE("a peer's shard holds the images of its samples only, read one at a ti
       {"train-images-idx3-ubyte.gz", "5 items, expected 6"});
 }
 
+TEST_CASE("a streamed split reads its images per chunk from a plain file, or holds a gzip one") {
+  sgp::testing::TempDir dir, cache;
+  const CacheDirFor cache_dir(cache.path().string());
+  std::vector<std::uint8_t> pixels(5 * 4);  // five 2 x 2 images
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(7 * i);
+  write_gz(dir / "t10k-images-idx3-ubyte.gz", idx_bytes({5, 2, 2}, pixels));
+  write_gz(dir / "t10k-labels-idx1-ubyte.gz", idx_bytes({5}, {4, 3, 2, 1, 0}));
+  std::vector<float> expected(3 * 4), got(3 * 4);
+  SUBCASE("gzip: held as a whole split until its decompressed copy is made, then read there") {
+    const auto held = sgp::data::load_fashion_mnist_streamed(dir.path(), "t10k");
+    CHECK_FALSE(held.image_file);
+    CHECK(held.pixels == pixels);
+    held.normalised_images(1, 3, expected.data());
+    const auto set = sgp::data::load_fashion_mnist_streamed(dir.path(), "t10k");
+    REQUIRE(set.image_file);
+    CHECK(set.pixels.empty());
+    set.normalised_images(1, 3, got.data());
+    CHECK(got == expected);
+  }
+  const CacheDirFor no_cache("off");
+  const auto whole = sgp::data::load_fashion_mnist(dir.path(), "t10k");
+  whole.normalised_images(1, 3, expected.data());
+  SUBCASE("a plain file: read where it is") {
+    std::filesystem::remove(dir / "t10k-images-idx3-ubyte.gz");
+    write_plain(dir / "t10k-images-idx3-ubyte", idx_bytes({5, 2, 2}, pixels));
+    const auto set = sgp::data::load_fashion_mnist_streamed(dir.path(), "t10k");
+    REQUIRE(set.image_file);
+    CHECK(set.pixels.empty());
+    CHECK(set.labels == whole.labels);
+    CHECK(set.features() == 4);
+    set.normalised_images(1, 3, got.data());
+    CHECK(got == expected);
+    CHECK_THROWS_AS(set.image(0), sgp::InvariantError);
+    CHECK_THROWS_AS(set.normalised_images(3, 3, got.data()), sgp::InvariantError);
+    // The file shrinks under the run: an IoError naming it, not garbage.
+    std::filesystem::resize_file(dir / "t10k-images-idx3-ubyte", 16 + 8);
+    std::string message;
+    try {
+      set.normalised_images(1, 3, got.data());
+    } catch (const sgp::IoError& e) {
+      message = e.what();
+    }
+    CHECK_MESSAGE(sgp::testing::contains(message, "t10k-images-idx3-ubyte"), message);
+    CHECK_MESSAGE(sgp::testing::contains(message, "shorter"), message);
+  }
+  SUBCASE("a plain file whose length is not its header's") {
+    std::filesystem::remove(dir / "t10k-images-idx3-ubyte.gz");
+    auto bytes = idx_bytes({5, 2, 2}, pixels);
+    bytes.push_back(0);
+    write_plain(dir / "t10k-images-idx3-ubyte", bytes);
+    check_error([&] { sgp::data::load_fashion_mnist_streamed(dir.path(), "t10k"); },
+                {"t10k-images-idx3-ubyte", "37 bytes", "20 values"});
+  }
+}
+
 TEST_CASE("a missing data directory names the files and the Debian package") {
   sgp::testing::TempDir dir;
   check_error([&] { sgp::data::load_fashion_mnist(dir.path(), "train"); },

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/std.h>
 
+#include "sgp/data/idx_cache.hpp"
 #include "sgp/data/idx_file.hpp"
 #include "sgp/error.hpp"
 #include "sgp_config.h"
@@ -79,6 +80,7 @@ void normalise_images(const std::uint8_t* pixels, std::size_t count, float* out)
 }
 
 const std::uint8_t* Dataset::image(std::size_t i) const {
+  SGP_ENFORCE(!image_file, "sample {}: this data set's images are read per chunk", i);
   const auto features = static_cast<std::size_t>(this->features());
   if (held_row.empty()) return pixels.data() + i * features;
   SGP_ENFORCE(i < size() && held_row[i] != kNotHeld, "sample {} is not in this peer's shard", i);
@@ -89,6 +91,11 @@ void Dataset::normalised_images(std::size_t first, std::size_t count, float* out
   SGP_ENFORCE(first + count <= size(), "images {}..{} of a data set of {}", first, first + count,
               size());
   const auto features = static_cast<std::size_t>(this->features());
+  if (image_file) {
+    std::vector<std::uint8_t> bytes(count * features);
+    image_file->read_items(first, count, bytes.data());
+    return normalise_images(bytes.data(), bytes.size(), out);
+  }
   if (held_row.empty()) return normalise_images(image(first), count * features, out);
   for (std::size_t i = 0; i < count; ++i)
     normalise_images(image(first + i), features, out + i * features);
@@ -117,6 +124,23 @@ Dataset load_fashion_mnist(const std::filesystem::path& dir, const std::string& 
   const IdxArray labels = read_idx_u8(labels_path, 1);
   return make_dataset(images.dims, std::move(images.values), labels.dims, labels.values,
                       kFashionMnistClasses, fmt::format("{} and {}", images_path, labels_path));
+}
+
+Dataset load_fashion_mnist_streamed(const std::filesystem::path& dir, const std::string& split) {
+  const auto [images_path, labels_path] = split_files(dir, split);
+  std::shared_ptr<const IdxItemFile> images =
+      IdxItemFile::open(cached_copy(images_path).value_or(images_path), 3);
+  if (!images) return load_fashion_mnist(dir, split);
+  const IdxArray labels = read_idx_u8(labels_path, 1);
+  const auto where = fmt::format("{} and {}", images_path, labels_path);
+  check_shapes(images->dims(), labels.dims, where);
+  Dataset set;
+  set.rows = static_cast<int>(images->dims()[1]);
+  set.cols = static_cast<int>(images->dims()[2]);
+  set.num_classes = kFashionMnistClasses;
+  set.labels = checked_labels(labels.values, set.num_classes, where);
+  set.image_file = std::move(images);
+  return set;
 }
 
 Dataset load_fashion_mnist_shard(

@@ -1,9 +1,14 @@
 #include "sgp/data/idx_file.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -34,6 +39,12 @@ std::uint32_t big_endian_u32(const std::array<std::uint8_t, 4>& b) {
          std::uint32_t{b[3]};
 }
 
+bool is_gzip(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 2> magic{};
+  return in.read(magic.data(), 2) && magic[0] == '\x1f' && magic[1] == '\x8b';
+}
+
 // Deflate expands at most about 1032:1, so a gzip file of B bytes holds at most this many
 // bytes; a plain file holds exactly its length.
 constexpr std::uint64_t kMaxDeflateRatio = 1032;
@@ -43,10 +54,7 @@ std::uint64_t data_capacity(const std::filesystem::path& path, std::uint64_t hea
   std::error_code ec;
   const std::uint64_t length = std::filesystem::file_size(path, ec);
   if (ec) return kMaxElements;  // not a regular file (a pipe): the reader's checks still hold
-  std::ifstream in(path, std::ios::binary);
-  std::array<char, 2> magic{};
-  const bool gzip = in.read(magic.data(), 2) && magic[0] == '\x1f' && magic[1] == '\x8b';
-  if (gzip) return length * kMaxDeflateRatio;
+  if (is_gzip(path)) return length * kMaxDeflateRatio;
   return length > header_bytes ? length - header_bytes : 0;
 }
 
@@ -220,6 +228,47 @@ IdxArray read_idx_u8_items(const std::filesystem::path& source, std::uint32_t ex
   check_at_end(reader, path, elements);
   writer.commit();
   return array;
+}
+
+std::unique_ptr<IdxItemFile> IdxItemFile::open(const std::filesystem::path& path,
+                                               std::uint32_t expected_ndims) {
+  Reader reader(path);  // InputError for a missing or unreadable file
+  if (is_gzip(path)) return nullptr;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(fmt::format("{}: cannot open for reading", path));
+  std::unique_ptr<IdxItemFile> file(new IdxItemFile(fd, path, {}));
+  const std::uint64_t elements = read_header(reader, path, expected_ndims, file->dims_);
+  file->data_offset_ = 4 + 4 * std::uint64_t{expected_ndims};
+  file->item_bytes_ = file->dims_[0] == 0 ? 0 : elements / file->dims_[0];
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 ||
+      static_cast<std::uint64_t>(st.st_size) != file->data_offset_ + elements) {
+    throw InputError(fmt::format("{}: {} bytes, but its IDX header declares {} values after {}",
+                                 path, st.st_size, elements, file->data_offset_));
+  }
+  return file;
+}
+
+IdxItemFile::IdxItemFile(int fd, std::filesystem::path path, std::vector<std::uint32_t> dims)
+    : fd_(fd), path_(std::move(path)), dims_(std::move(dims)), item_bytes_(0), data_offset_(0) {}
+
+IdxItemFile::~IdxItemFile() { ::close(fd_); }
+
+void IdxItemFile::read_items(std::size_t first, std::size_t count, std::uint8_t* out) const {
+  SGP_ENFORCE(first + count <= dims_[0], "items {}..{} of {}'s {}", first, first + count, path_,
+              dims_[0]);
+  const std::uint64_t size = count * item_bytes_;
+  const std::uint64_t offset = data_offset_ + first * item_bytes_;
+  for (std::uint64_t done = 0; done < size;) {
+    const ssize_t got = ::pread(fd_, out + done, size - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw IoError(fmt::format(
+          "{}: cannot read items {}..{}: {}", path_, first, first + count,
+          got == 0 ? "the file is shorter than when it was opened" : std::strerror(errno)));
+    }
+    done += static_cast<std::uint64_t>(got);
+  }
 }
 
 }  // namespace sgp::data

@@ -18,7 +18,7 @@ data::TrainTestSets load_peer_data(const config::TrainConfig& config, int rank, 
                                                             return training_shards(
                                                                 config, num_peers, labels)[rank];
                                                           }),
-                           data::load_fashion_mnist(dir, "t10k")};
+                           data::load_fashion_mnist_streamed(dir, "t10k")};
   data::check_same_image_size(sets.train, sets.test, dir.string());
   return sets;
 }

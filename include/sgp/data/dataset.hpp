@@ -4,10 +4,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace sgp::data {
+
+class IdxItemFile;
 
 // Fashion-MNIST statistics (the training set's pixel mean and standard deviation): pixel/255,
 // then (p - mean) / std.
@@ -23,6 +26,9 @@ struct Dataset {
   // split); else its row, or kNotHeld for a sample of another peer's shard.
   std::vector<std::int32_t> held_row;
   static constexpr std::int32_t kNotHeld = -1;
+  // Set when the images are not held but read from this file per chunk (normalised_images):
+  // `pixels` is empty then, and image() refuses.
+  std::shared_ptr<const IdxItemFile> image_file;
 
   std::size_t size() const { return labels.size(); }
   int features() const { return rows * cols; }
@@ -54,6 +60,12 @@ std::filesystem::path resolve_data_dir(const std::string& flag_value);
 // Loads "<dir>/<split>-images-idx3-ubyte[.gz]" and "<dir>/<split>-labels-idx1-ubyte[.gz]",
 // split = "train" or "t10k". Checks that counts match and labels are in 0..9.
 Dataset load_fashion_mnist(const std::filesystem::path& dir, const std::string& split);
+
+// A split's labels, its images read per chunk from the uncompressed file (the split's decompressed
+// copy in the cache, idx_cache.hpp, or a plain file): every peer of a host evaluates on the same
+// test set, which the page cache then holds once. Where there is only the gzip file, the images
+// are held as load_fashion_mnist holds them (and the cache's copy written for the next run).
+Dataset load_fashion_mnist_streamed(const std::filesystem::path& dir, const std::string& split);
 
 // A split's labels and, of its images, only those of `samples` (a peer's shard, indices into
 // the labels): `samples` is given the labels (all of them) and returns the samples to hold.

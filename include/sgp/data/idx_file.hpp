@@ -3,6 +3,7 @@
 // uint32 sizes, then the data. Read through zlib, so gzip-compressed and plain files both work.
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 namespace sgp::data {
@@ -23,5 +24,32 @@ IdxArray read_idx_u8(const std::filesystem::path& path, std::uint32_t expected_n
 // file's; InputError as above, or when the file has not keep.size() items.
 IdxArray read_idx_u8_items(const std::filesystem::path& path, std::uint32_t expected_ndims,
                            const std::vector<bool>& keep);
+
+// The items of an uncompressed unsigned-byte IDX file, read where they are when asked for
+// (pread): a set every peer of a host reads (the test set) is then held once, by the page cache,
+// and in no peer's resident memory.
+class IdxItemFile {
+ public:
+  // Nothing when `path` is gzip-compressed (no random access); InputError as read_idx_u8 for a
+  // missing file, a bad header, or a length that is not the header's plus the values it declares.
+  static std::unique_ptr<IdxItemFile> open(const std::filesystem::path& path,
+                                           std::uint32_t expected_ndims);
+  IdxItemFile(const IdxItemFile&) = delete;
+  IdxItemFile& operator=(const IdxItemFile&) = delete;
+  ~IdxItemFile();
+
+  const std::vector<std::uint32_t>& dims() const { return dims_; }
+  // Items [first, first + count) to `out` (count items' bytes); IoError naming the file when it
+  // cannot be read (it shrank under the run, a disk error).
+  void read_items(std::size_t first, std::size_t count, std::uint8_t* out) const;
+
+ private:
+  IdxItemFile(int fd, std::filesystem::path path, std::vector<std::uint32_t> dims);
+
+  int fd_;
+  std::filesystem::path path_;
+  std::vector<std::uint32_t> dims_;
+  std::uint64_t item_bytes_, data_offset_;
+};
 
 }  // namespace sgp::data
