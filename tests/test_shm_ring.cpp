@@ -15,6 +15,8 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "sgp/transport/shm_ring.hpp"
@@ -239,6 +241,35 @@ TEST_CASE("shm transport: rings leave nothing in /dev/shm, stale ones are remove
   ::close(fd);
   CHECK(remove_stale_rings() >= 1);
   CHECK_FALSE(in_dev_shm(name));
+}
+
+TEST_CASE("shm transport: a peer that left has its rings unmapped; a later send makes a new one") {
+  // The mappings of this process's rings from rank 0 to rank 1 (writer's and reader's).
+  const auto mapped = [] {
+    std::ifstream maps("/proc/self/maps");
+    const std::string ring = "sgp-shm-" + std::to_string(::getpid()) + "-0-1-";
+    int n = 0;
+    for (std::string line; std::getline(maps, line);) n += line.find(ring) != std::string::npos;
+    return n;
+  };
+  LocalPair pair(64 << 10);
+  const auto header = bytes_of(80, 1);
+  pair.shm0->send(1, header, bytes_of(20000, 2), nullptr);
+  auto held = pair.shm1->receive(5000ms);
+  REQUIRE(held);
+  CHECK(mapped() == 2);
+  pair.shm0->release_peer(1);
+  pair.shm1->release_peer(0);
+  CHECK(mapped() == 1);  // the payload still held keeps the reader's mapping
+  CHECK(same(held->frame(1), bytes_of(20000, 2)));
+  held.reset();
+  CHECK(mapped() == 0);
+  pair.shm0->send(1, header, bytes_of(20000, 3), nullptr);  // a new ring, attached anew
+  const auto again = pair.shm1->receive(5000ms);
+  REQUIRE(again);
+  CHECK(same(again->frame(1), bytes_of(20000, 3)));
+  CHECK(pair.shm0->stats().shm_messages == 2);
+  CHECK(pair.shm1->stats().refused_total() == 0);
 }
 
 TEST_CASE("shm transport: mixed destinations, the ring to a local one and TCP to another") {

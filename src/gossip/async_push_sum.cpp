@@ -1049,6 +1049,7 @@ void AsyncPushSum::membership_changed(const std::string& what, int rank) {
   if (what == "left") {  // nobody will acknowledge what it did not: let go of it (W1: 2.7 MB each)
     acked_out_.erase(rank);
     acked_in_.erase(rank);
+    transport_.release_peer(rank);  // and of the rings to and from it (W1: 5.4 MB each)
   }
   try {
     mixing_ = topology::repair_schedule(schedule_, membership_.live_flags());

@@ -46,6 +46,7 @@ class LaneTransport::Lane final : public transport::Transport {
   }
   void wake() override { owner_.inner_.wake(); }
   void discard_pending(int dest) override { owner_.inner_.discard_pending(dest); }
+  void release_peer(int peer) override { owner_.inner_.release_peer(peer); }
 
   std::deque<transport::Message> queued;  // arrived while the other lane was receiving
 

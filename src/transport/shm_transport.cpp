@@ -169,6 +169,14 @@ void ShmTransport::discard_pending(int dest) {
   writers_.erase(dest);  // unlinks the ring's name if its receiver never attached
 }
 
+// A peer that left sends and reads nothing more: its rings are unmapped (a payload still held
+// keeps its ring until released). A later send to the rank makes a new ring.
+void ShmTransport::release_peer(int peer) {
+  inner_.release_peer(peer);
+  writers_.erase(peer);  // unlinks the ring's name if its receiver never attached
+  readers_.erase(peer);
+}
+
 ShmStats ShmTransport::stats() const {
   const std::lock_guard lock(stats_mutex_);
   return stats_;

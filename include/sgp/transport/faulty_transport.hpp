@@ -64,6 +64,7 @@ class FaultyTransport final : public Transport {
   std::optional<Message> receive(std::chrono::milliseconds timeout) override;
   void wake() override { inner_.wake(); }
   void discard_pending(int dest) override;
+  void release_peer(int peer) override { inner_.release_peer(peer); }
 
   const FaultCounts& counts() const { return counts_; }
 

@@ -29,6 +29,7 @@ class ReplayTransport final : public Transport {
   }
   void wake() override { inner_.wake(); }
   void discard_pending(int dest) override { inner_.discard_pending(dest); }
+  void release_peer(int peer) override { inner_.release_peer(peer); }
 
  private:
   Transport& inner_;

@@ -63,6 +63,7 @@ class ShmTransport final : public Transport {
   std::optional<Message> receive(std::chrono::milliseconds timeout) override;
   void wake() override { inner_.wake(); }
   void discard_pending(int dest) override;
+  void release_peer(int peer) override;
 
   ShmStats stats() const;
   const std::set<int>& local_destinations() const { return local_; }

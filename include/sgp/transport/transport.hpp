@@ -47,6 +47,11 @@ class Transport {
   // they are dropped and their payloads released (asynchronously for ZeroMQ). Later sends to
   // `dest` throw IoError.
   virtual void discard_pending(int dest) = 0;
+
+  // `peer` left the run for good: what this transport holds for it alone (a shared-memory ring
+  // each way) may go. Unlike discard_pending, later sends to it still work (a rank that rejoins
+  // is a new process, given new rings).
+  virtual void release_peer(int /*peer*/) {}
 };
 
 }  // namespace sgp::transport
