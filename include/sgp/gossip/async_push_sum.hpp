@@ -141,6 +141,7 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   HeldMass held();
   void push_round();
   double pace_share(int dest) const;
+  double paced_share(int dest, double factor);
   void announce_pace();
   void tell_pace();
   void tell_pause();
@@ -239,7 +240,8 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   std::map<int, double> pace_from_;    // seconds per round of each in-neighbour, as seen here
   double announced_interval_s_ = 0.0;  // the pace we last told our pushers
   std::int64_t announced_at_round_ = 0;
-  std::map<int, double> pace_of_;  // seconds per round each out-neighbour said it mixes at
+  std::map<int, double> pace_of_;      // seconds per round each out-neighbour said it mixes at
+  std::map<int, double> push_credit_;  // acked pushes: pace shares owed to each slower peer
   // Pauses (async_pause.cpp): this peer's, and the out-neighbours that said they pause, until when.
   bool pausing_ = false;
   Clock::time_point pause_began_, pause_told_;
