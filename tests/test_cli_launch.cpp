@@ -226,6 +226,29 @@ TEST_CASE("--compress fp16 over ZeroMQ: half the payload bytes, mass conserved, 
   CHECK(records.back()["loss"].get<double>() < records.front()["loss"].get<double>());
 }
 
+TEST_CASE("--no-final-eval: no peer evaluates its final model; the monitor's average model is") {
+  SGP_SKIP_WITHOUT_FASHION_MNIST();
+  sgp::testing::TempDir dir;
+  const auto topology = sgp::testing::write_launch_topology(dir / "t.dot", "ring", 3);
+  const auto run = dir / "run";
+  const auto r = run_sgp(short_run(topology, run, 20) + " --no-final-eval");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_FALSE(contains(r.output, "finished without evaluating"));
+  const auto summary = read_json(run / "summary.json");
+  CHECK(summary["final_average_model_accuracy"].get<double>() > 0.1);
+  CHECK_FALSE(summary.contains("unevaluated_peers"));
+  for (int rank = 0; rank < 3; ++rank) {
+    CAPTURE(rank);
+    const auto peer = read_json(run / ("peer-" + std::to_string(rank) + "-summary.json"));
+    CHECK_FALSE(peer.contains("final_test_accuracy"));
+    CHECK(peer["final_eval"] == false);
+    const auto records = read_jsonl(run / ("peer-" + std::to_string(rank) + ".jsonl"));
+    REQUIRE_FALSE(records.empty());
+    CHECK_FALSE(records.back().contains("test_accuracy"));  // the last row: training only
+  }
+}
+
 TEST_CASE("a sign-flipping insider is named in summary.json and the launch does not exit 0") {
   SGP_SKIP_WITHOUT_FASHION_MNIST();
   sgp::testing::TempDir dir;

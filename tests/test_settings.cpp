@@ -78,6 +78,7 @@ TrainConfig unusual() {
   c.overwrite = true;
   c.log_every = 7;
   c.eval_every = 0.5;
+  c.final_eval = false;
   c.log_level = sgp::LogLevel::debug;
   return c;
 }

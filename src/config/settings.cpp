@@ -422,6 +422,11 @@ void add_report_rows(std::vector<std::unique_ptr<Setting>>& r) {
                     S::every_run, true, &C::log_every, at_least(1));
   add<double>(r, "eval_every", kReport, "epochs between test-accuracy evaluations", S::every_run,
               true, &C::eval_every, above(0));
+  add<bool>(r, "final_eval", kReport,
+            "each peer evaluates its final model on the test set; --no-final-eval: none does, "
+            "and sgp launch's monitor evaluates the run's average model alone (a slow peer's "
+            "evaluation no longer ends the run)",
+            S::every_run, true, &C::final_eval);
   add<LogLevel>(r, "log_level", kReport, "trace, debug, info, warn, error or off", S::every_run,
                 true, &C::log_level);
 }

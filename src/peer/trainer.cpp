@@ -333,7 +333,12 @@ void Trainer::record(std::int64_t it, double lr, std::optional<std::int64_t> eva
       {"wall_time", wall},
   };
   if (training) add_training_fields(record, lr, last, t);
-  if (eval) add_evaluation(record, *eval, last, t);
+  if (eval && (!last || s.config.final_eval)) {
+    add_evaluation(record, *eval, last, t);
+  } else if (eval) {  // --no-final-eval: the monitor still gets the final model
+    send_snapshot(*eval, last, s.debiased());
+    t.evaluated = false;  // an earlier evaluation is not of the final model
+  }
   s.run.log(record);
 }
 
@@ -387,11 +392,16 @@ void Trainer::add_evaluation(nlohmann::json& record, std::int64_t of, bool last,
   t.evaluated = true;
   record["test_accuracy"] = t.last_eval.accuracy;
   record["test_loss"] = t.last_eval.loss;
-  if (s.comm.snapshot) {
-    std::vector<float> host(s.net.parameter_count());
-    s.backend.download(host.data(), z, host.size() * sizeof(float));
-    s.comm.snapshot(of, last, host, s.engine ? s.engine->weight() : 1.0);
-  }
+  send_snapshot(of, last, z);
+}
+
+// The model z at an evaluation point, to the run's monitor (sgp launch) where there is one.
+void Trainer::send_snapshot(std::int64_t of, bool last, const float* z) {
+  State& s = *state_;
+  if (!s.comm.snapshot) return;
+  std::vector<float> host(s.net.parameter_count());
+  s.backend.download(host.data(), z, host.size() * sizeof(float));
+  s.comm.snapshot(of, last, host, s.engine ? s.engine->weight() : 1.0);
 }
 
 run::PeerSummary Trainer::summary(const Tally& t, double wall) const {
@@ -455,6 +465,7 @@ run::PeerSummary Trainer::summary(const Tally& t, double wall) const {
   }
   summary.joined_at_iteration = t.joined_at;
   summary.left_at_iteration = t.left_at;
+  if (!s.config.final_eval) summary.final_eval = false;
   return summary;
 }
 
@@ -506,7 +517,8 @@ run::PeerSummary Trainer::run() {
                                                         100.0 * t.last_eval.accuracy));
     if (last) break;
   }
-  progress.finish(fmt::format("test accuracy {:.2f}%", 100.0 * t.last_eval.accuracy));
+  progress.finish(t.evaluated ? fmt::format("test accuracy {:.2f}%", 100.0 * t.last_eval.accuracy)
+                              : std::string("no final evaluation"));
   return summary(t, wall());
 }
 

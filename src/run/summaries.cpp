@@ -108,6 +108,7 @@ void fields(S& s, V& v) {
   v("joined_at_iteration", s.joined_at_iteration);
   v("failed_after_iteration", s.failed_after_iteration);
   v("left_at_iteration", s.left_at_iteration);
+  v("final_eval", s.final_eval);
 }
 
 template <class S, class V>
@@ -253,8 +254,9 @@ void to_json(json& j, const RunSummary& s) { write_fields(j, s); }
 void from_json(const json& j, RunSummary& s) { read_fields(j, s); }
 
 std::string accuracy_text(const PeerSummary& s) {
-  return s.final_test_accuracy ? fmt::format("{:.2f}%", 100.0 * *s.final_test_accuracy)
-                               : std::string("none (it never evaluated)");
+  if (s.final_test_accuracy) return fmt::format("{:.2f}%", 100.0 * *s.final_test_accuracy);
+  return s.final_eval.value_or(true) ? "none (it never evaluated)"
+                                     : "not evaluated (--no-final-eval)";
 }
 
 RunSummary merge_run_summary(const std::filesystem::path& run_dir, int num_peers) {
@@ -285,7 +287,7 @@ RunSummary merge_run_summary(const std::vector<std::filesystem::path>& run_dirs,
       }
       if (p.final_test_accuracy) {
         accuracy.push_back(*p.final_test_accuracy);
-      } else {
+      } else if (p.final_eval.value_or(true)) {
         out.unevaluated_peers.push_back(p.rank);
       }
       median_ms.push_back(p.median_iteration_ms);

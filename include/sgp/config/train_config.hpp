@@ -98,6 +98,7 @@ struct TrainConfig {
   bool overwrite = false;       // delete an earlier run's results in run_dir first
   std::int64_t log_every = 50;  // iterations between JSONL records
   double eval_every = 0.25;     // epochs between test evaluations (and at the end)
+  bool final_eval = true;       // false: no peer evaluates its final model (the monitor's does)
   LogLevel log_level = LogLevel::info;
 
   bool operator==(const TrainConfig&) const = default;

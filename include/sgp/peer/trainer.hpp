@@ -71,6 +71,7 @@ class Trainer {
               bool last, double wall, Tally& tally);
   void add_training_fields(nlohmann::json& record, double lr, bool last, Tally& tally);
   void add_evaluation(nlohmann::json& record, std::int64_t of, bool last, Tally& tally);
+  void send_snapshot(std::int64_t of, bool last, const float* z);
   run::PeerSummary summary(const Tally& tally, double wall) const;
 
   std::unique_ptr<State> state_;

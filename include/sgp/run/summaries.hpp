@@ -92,6 +92,7 @@ struct PeerSummary {
   // none when it had logged nothing (or never started).
   std::optional<std::int64_t> failed_after_iteration;
   std::optional<std::int64_t> left_at_iteration;  // handed its mass on and stopped early
+  std::optional<bool> final_eval;  // false: --no-final-eval (no final_test_* on purpose)
 };
 
 struct MonitorSummary {
