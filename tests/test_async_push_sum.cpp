@@ -59,10 +59,13 @@ using RoundHook = std::function<Next(int rank, int round, std::vector<float>& x)
 using EngineHook =
     std::function<Next(int rank, int round, std::vector<float>& x, gossip::AsyncPushSum& engine)>;
 
+// A rank's own settings, where they differ from the others'.
+using ConfigOfRank = std::function<gossip::PushSumConfig(int rank)>;
+
 std::vector<AsyncResult> run_async_engines(const topology::Schedule& s,
                                            const std::vector<transport::Transport*>& transports,
                                            std::size_t dim, int rounds,
-                                           const gossip::PushSumConfig& cfg,
+                                           const ConfigOfRank& config_of,
                                            const EngineHook& before_round) {
   const int n = s.num_peers();
   std::vector<AsyncResult> out(n);
@@ -72,7 +75,7 @@ std::vector<AsyncResult> run_async_engines(const topology::Schedule& s,
       try {
         compute::CpuBackend backend(1);
         auto x = testing::initial_vector(rank, n, dim);
-        gossip::AsyncPushSum engine(backend, s, *transports[rank], x.data(), dim, cfg);
+        gossip::AsyncPushSum engine(backend, s, *transports[rank], x.data(), dim, config_of(rank));
         for (int k = 0; k < rounds; ++k) {
           const auto next = before_round(rank, k, x, engine);
           if (next == Next::crash) return;
@@ -98,6 +101,15 @@ std::vector<AsyncResult> run_async_engines(const topology::Schedule& s,
   }
   for (auto& t : threads) t.join();
   return out;
+}
+
+std::vector<AsyncResult> run_async_engines(const topology::Schedule& s,
+                                           const std::vector<transport::Transport*>& transports,
+                                           std::size_t dim, int rounds,
+                                           const gossip::PushSumConfig& cfg,
+                                           const EngineHook& before_round) {
+  return run_async_engines(
+      s, transports, dim, rounds, [&cfg](int) { return cfg; }, before_round);
 }
 
 std::vector<AsyncResult> run_async(const topology::Schedule& s,
@@ -686,6 +698,42 @@ TEST_CASE("a peer waits for an in-neighbour that keeps pace, and not for one tha
     MESSAGE("--partner-wait 1: rank 0 waited in " << waited.partner_waits << " rounds");
     CHECK(waited.partner_waits >= rounds / 4);
   }
+}
+
+// A peer's rounds may be long because it waits, not because it is slow: rank 1 waits every round
+// for rank 0, a peer 10 ms a round (--partner-wait 100 for rank 1 alone), and rank 2, 2 ms a
+// round itself, sees rank 1 mix 5 times slower than it works. Counted as a straggler by that
+// pace (as before pace notices said busy times), rank 2 never waited for it and ended its rounds
+// 40 rounds ahead, as a peer ran 100 rounds ahead of 7 others that waited for each other on 2
+// cores. By rank 1's busy time it is no straggler: rank 2 keeps within a few rounds of it.
+TEST_CASE("a peer whose rounds are long because it waits is not left behind") {
+  const int n = 3, rounds = 50;
+  const std::size_t dim = 16;
+  const auto s = testing::make_schedule(testing::Graph::ring, n);  // 0 -> 1 -> 2 -> 0
+  const auto mean = testing::exact_mean(n, dim);
+  Peers peers(n);
+  const auto out = run_async_engines(
+      s, peers.plain(), dim, rounds,
+      [](int rank) {
+        auto config = async_config(true);
+        config.partner_wait = rank == 1 ? 100.0 : 1.0;
+        return config;
+      },
+      [](int rank, int, std::vector<float>&, gossip::AsyncPushSum&) {
+        std::this_thread::sleep_for(rank == 0 ? 10ms : 1ms);
+        return Next::mix;
+      });
+  for (int r = 0; r < n; ++r) {
+    CAPTURE(r);
+    REQUIRE(out[r].error.empty());
+    CHECK(max_relative_distance(out[r].z, mean) < 1e-6);
+  }
+  // When rank 2 ended its last round, rank 1 had ended its 40th at least.
+  const auto& waiter = out[1].round_ends;
+  const auto& watcher = out[2].round_ends;
+  const auto behind = std::ranges::count_if(waiter, [&](auto end) { return end > watcher.back(); });
+  MESSAGE("rank 1 had " << behind << " of " << rounds << " rounds left when rank 2 ended its last");
+  CHECK(behind <= 10);
 }
 
 // A peer's drain takes at most 16 totals a round, but control notices do not count: with a

@@ -280,13 +280,15 @@ transport::Message control_frames(const std::array<std::byte, gossip::kControlBy
 }  // namespace
 
 TEST_CASE("control notices: a pace notice round-trips; unknown kinds and stray payloads refused") {
-  const gossip::ControlMessage pace{gossip::ControlKind::pace, 2, 2, 0, 48'250};
+  gossip::ControlMessage pace{gossip::ControlKind::pace, 2, 2, 0, 48'250};
+  pace.detail = 9'125;
   const auto decoded = gossip::decode_control(control_frames(gossip::encode_control(pace)), 4, 1);
   REQUIRE(std::holds_alternative<gossip::DecodedControl>(decoded));
   const auto& c = std::get<gossip::DecodedControl>(decoded).control;
   CHECK(c.kind == gossip::ControlKind::pace);
   CHECK(c.sender == 2);
   CHECK(c.round == 48'250);  // microseconds per round
+  CHECK(c.detail == 9'125);  // ... of which busy
   // Only admissions, leaves and resume offers carry a payload.
   const auto with_payload = gossip::decode_control(
       control_frames(gossip::encode_control(pace), std::vector<std::byte>(8)), 4, 1);

@@ -34,6 +34,7 @@ void AsyncPushSum::push_acked(int dest, double share, const HeldMass& mass) {
     send_push(dest, edge.epoch(), push);
   } else {
     ++metrics_.skipped_sends;
+    say_alive(dest);
   }
 }
 
@@ -60,6 +61,10 @@ void AsyncPushSum::remind(int dest) {
     return;
   }
   if (send_again(dest, acked_out_edge(dest))) return;
+  say_alive(dest);
+}
+
+void AsyncPushSum::say_alive(int dest) {
   last_send_to_[dest] = Clock::now();
   tell(dest, {ControlKind::alive, rank_, rank_, membership_.incarnation(rank_), round_});
 }

@@ -52,6 +52,7 @@ std::array<std::byte, kControlBytes> encode_control(const ControlMessage& m) {
   put<std::int32_t>(out, 8, m.sender);
   put<std::int32_t>(out, 12, m.subject);
   put<std::uint32_t>(out, 16, m.incarnation);
+  put<std::uint32_t>(out, 20, m.detail);
   put<std::int64_t>(out, 24, m.round);
   put<std::uint64_t>(out, 32, XXH3_64bits(out.data(), kHashed));
   return out;
@@ -84,6 +85,7 @@ std::variant<DecodedControl, RejectCause> decode_control(const transport::Messag
   m.sender = get<std::int32_t>(head, 8);
   m.subject = get<std::int32_t>(head, 12);
   m.incarnation = get<std::uint32_t>(head, 16);
+  m.detail = get<std::uint32_t>(head, 20);
   m.round = get<std::int64_t>(head, 24);
   if (m.sender < 0 || m.sender >= num_peers || m.sender == self || m.subject < 0 ||
       m.subject >= num_peers || m.round < 0) {

@@ -454,6 +454,9 @@ run::PeerSummary Trainer::summary(const Tally& t, double wall) const {
     }
     if (config::info(s.config.algo).mode == gossip::Mode::async) {
       summary.partner_wait_s = m.partner_wait_seconds;
+      summary.skipped_pushes = m.skipped_sends;
+      summary.resent_pushes = m.resent_pushes;
+      summary.held_rounds = m.held_rounds;
     }
   }
   if (s.group) {

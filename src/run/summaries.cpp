@@ -98,6 +98,9 @@ void fields(S& s, V& v) {
   v("suspected_peers", s.suspected_peers);
   v("clipped_contributions", s.clipped_contributions);
   v("partner_wait_s", s.partner_wait_s);
+  v("skipped_pushes", s.skipped_pushes);
+  v("resent_pushes", s.resent_pushes);
+  v("held_rounds", s.held_rounds);
   v("shm_bytes", s.shm_bytes);
   v("zmq_bytes", s.zmq_bytes);
   v("shm_inline_messages", s.shm_inline_messages);

@@ -136,6 +136,8 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   bool keeps_pace_but_not_here(int j, std::int64_t round) const;
   void note_round_from(int j, std::int64_t round);
   bool behind_but_not_slow(int j) const;
+  bool slower_by_itself(int j) const;
+  Clock::duration lag_wait_limit() const;
   void take_caller_changes();
   void give_to_caller();
   HeldMass held();
@@ -148,6 +150,8 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   bool paused(int dest) const;
   void keep_paused_watching(int dest);
   void tell_pushers(const ControlMessage& message);
+  void tell_neighbours(const ControlMessage& message);
+  void say_alive(int dest);
   void hold_round();
   // What an out-neighbour is sent when no mass moves to it: the unchanged total (running sums),
   // or the pushes it has not acknowledged, else an alive notice (acknowledged pushes).
@@ -238,9 +242,11 @@ class AsyncPushSum final : public Mixer, public MembershipControl, public Sample
   std::map<int, std::int64_t> last_round_from_;      // the newest round each in-neighbour sent
   std::map<int, Clock::time_point> heard_round_at_;  // ... when it came
   std::map<int, double> pace_from_;    // seconds per round of each in-neighbour, as seen here
-  double announced_interval_s_ = 0.0;  // the pace we last told our pushers
+  double announced_interval_s_ = 0.0;  // the pace we last told our neighbours
+  double announced_busy_s_ = 0.0;      // ... and the busy time per round
   std::int64_t announced_at_round_ = 0;
   std::map<int, double> pace_of_;      // seconds per round each out-neighbour said it mixes at
+  std::map<int, double> busy_of_;      // ... and busy seconds per round each neighbour said
   std::map<int, double> push_credit_;  // acked pushes: pace shares owed to each slower peer
   // Pauses (async_pause.cpp): this peer's, and the out-neighbours that said they pause, until when.
   bool pausing_ = false;

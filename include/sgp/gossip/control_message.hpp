@@ -11,7 +11,7 @@
 //        8    4  sender       int32, who says it
 //       12    4  subject      int32, the rank it is about
 //       16    4  incarnation  uint32, of the subject (0 at start, +1 per rejoin)
-//       20    4  reserved     0
+//       20    4  detail       uint32, kind-specific (pace: the sender's busy time per round, us)
 //       24    8  round        int64: the sender's round (admit: the round the newcomer starts at)
 //       32    8  hash         XXH3_64bits of bytes 0..31
 #include <array>
@@ -38,8 +38,10 @@ enum class ControlKind : std::uint16_t {
   fin_ok = 7,         // to subject: everything it sent to the sender has been applied
   resume_offer = 8,   // --resume: the checkpoint iterations the sender knows of (payload), as of
                       // exchange round `round` (peer/resume_agreement.hpp)
-  pace = 9,           // asgp, to the peers that push to the sender: `round` is the sender's time
-                      // per round in microseconds (they push to it no faster than it mixes)
+  pace = 9,           // asgp, to the sender's in- and out-neighbours: `round` is the sender's
+                      // time per round in microseconds (its pushers push to it no faster than
+                      // it mixes); `detail` that time less its waits for others (its busy time:
+                      // its out-neighbours tell a straggler from a peer that waits)
   progress = 10,      // asgp --work budget, to everyone: `round` is the samples the sender (this
                       // incarnation) has trained on so far, a count that only grows
   budget_spent = 11,  // asgp --work budget, to everyone: the sender knows of `round` samples,
@@ -50,7 +52,8 @@ enum class ControlKind : std::uint16_t {
   push_ack = 13,      // asgp --acked-pushes, to subject: the sender has applied subject's push of
                       // round `round`, made by subject's incarnation `incarnation`
   alive = 14,         // asgp --acked-pushes, to the peers the sender pushes to: it lives, with
-                      // nothing to push or send again (their failure detectors hear it)
+                      // nothing to push or send again (their failure detectors hear it); `round`
+                      // is the sender's round (how far it has got)
 };
 
 struct ControlMessage {
@@ -59,6 +62,7 @@ struct ControlMessage {
   std::int32_t subject = 0;
   std::uint32_t incarnation = 0;
   std::int64_t round = 0;
+  std::uint32_t detail = 0;
 };
 
 std::array<std::byte, kControlBytes> encode_control(const ControlMessage& message);

@@ -76,6 +76,9 @@ struct PeerSummary {
   std::vector<SuspectedPeer> suspected_peers;          // in-neighbours it suspected
   std::optional<std::uint64_t> clipped_contributions;  // --robust clip
   std::optional<double> partner_wait_s;  // asgp: waiting for in-neighbours that keep pace
+  // asgp: pushes not made (the edge's earlier ones unacknowledged, or its buffers on the wire),
+  // pushes sent again unacknowledged, and rounds that kept all the mass (w was small).
+  std::optional<std::uint64_t> skipped_pushes, resent_pushes, held_rounds;
   // With a ZeroMQ transport (every algorithm that communicates), what it carried:
   std::optional<std::uint64_t> shm_bytes;  // payload bytes sent through shared-memory rings
   // Bytes sent over ZeroMQ: headers, payloads and the descriptors of the rings' payloads.
