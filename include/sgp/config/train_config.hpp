@@ -86,7 +86,8 @@ struct TrainConfig {
   // fault tolerance (asgp)
   bool running_sums = true;   // asgp: lost messages cost no mass (false: plain push-sum)
   bool acked_pushes = true;   // asgp: pushes kept until acknowledged (false: running sums)
-  double partner_wait = 1.0;  // asgp: longest wait for in-neighbours that keep pace, in rounds
+  double partner_wait = 2.0;  // asgp: longest wait for in-neighbours that keep pace, in rounds
+                              // (1 until 2026-11-29: docs/asynchronous.md)
   std::string inject;  // transport faults, e.g. "drop=0.05,seed=1" (transport/faulty_transport)
   PeerFailure on_peer_failure = PeerFailure::automatic;  // what sgp launch does when a peer dies
   int sign_flip_rank = -1;     // attack simulation: this rank pushes -x (-1: none)
