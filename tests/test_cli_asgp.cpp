@@ -90,6 +90,12 @@ TEST_CASE("asgp peers over ZeroMQ train without waiting for each other and end i
                                         [](const json& r) { return r.contains("test_accuracy"); });
     REQUIRE(last_eval != records.rend());
     CHECK((*last_eval)["test_accuracy"].get<double>() > 0.6);
+    // What its pushes met: counts, reported whatever they are.
+    const auto peer = read_json(run / ("peer-" + std::to_string(rank) + "-summary.json"));
+    for (const char* count : {"skipped_pushes", "resent_pushes", "held_rounds"}) {
+      CAPTURE(count);
+      CHECK(peer.at(count).get<std::int64_t>() >= 0);
+    }
   }
 }
 
