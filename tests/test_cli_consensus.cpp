@@ -260,7 +260,7 @@ TEST_CASE("sgp consensus: bad flags and files are input errors naming them") {
     CHECK(contains(r.output, "--mode: 'asynchronous'"));
   }
   SUBCASE("--algo takes the algorithm table's names; --mode, the older name, must agree") {
-    for (const auto& [flags, says] : std::map<std::string, std::string>{
+    for (const auto& bad : std::map<std::string, std::string>{
              {"--algo sgd", "--algo: 'sgd' is not one of sgp, osgp"},
              {"--algo dpsgd", "--algo dpsgd: sgp consensus runs sgp, osgp, asgp, allreduce"},
              {"--algo osgp --mode async", "--mode async contradicts --algo osgp"},
@@ -268,6 +268,8 @@ TEST_CASE("sgp consensus: bad flags and files are input errors naming them") {
              {"--algo allreduce --compress bf16", "--compress bf16: allreduce does not send"},
              {"--compress fp16 --device auto",
               "payloads are compressed on the CPU backend only"}}) {
+      const std::string& flags = bad.first;
+      const std::string& says = bad.second;
       const auto r = run_sgp("consensus --local " + flags + " --topology " + topology.string() +
                              " --run-dir " + (dir / "run").string());
       INFO(flags, r.output);

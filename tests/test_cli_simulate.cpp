@@ -267,13 +267,15 @@ TEST_CASE(
   REQUIRE(r.exit_code == 0);
   CHECK(summary_of(plain)["bytes_per_round"] == 4 * 100 * 4);  // float32 rows, one edge each
 
-  for (const auto& [flags, named] : std::map<std::string, std::string>{
+  for (const auto& bad : std::map<std::string, std::string>{
            {"--compress sign --algo asgp", "--compress sign with --algo asgp"},
            {"--compress sign --workload quadratic", "--workload consensus only"},
            {"--compress qsgd:0", "--compress qsgd:0"},
            {"--consensus-step 0.5", "--consensus-step is for compressed gossip"},
            {"--compress sign --consensus-step 0",
             "--consensus-step: expected a number in (0, 1]"}}) {
+    const std::string& flags = bad.first;
+    const std::string& named = bad.second;
     r = run_sgp(common + (dir / "bad").string() + " " + flags);
     INFO(flags, r.output);
     CHECK(r.exit_code == 2);

@@ -226,8 +226,10 @@ TEST_CASE("compressed push-sum conserves the sum of x and converges to the mean 
     for (auto mode : {gossip::Mode::sync, gossip::Mode::overlap}) {
       // A column-stochastic graph that is not doubly stochastic (w moves) and the 8-peer
       // one-peer exponential graph; 5-element chunks for the first.
-      for (auto [graph, n] :
+      for (const auto& variant :
            {std::pair{testing::Graph::ring, 5}, std::pair{testing::Graph::exponential, 8}}) {
+        const testing::Graph graph = variant.first;
+        const int n = variant.second;
         const auto s = testing::make_schedule(graph, n);
         CAPTURE(name_of(format.compression));
         CAPTURE(name_of(mode));

@@ -28,8 +28,10 @@ TEST_CASE("compressed push-sum (topk, sign) conserves sum x, sum w; sync reaches
   // Rounds: about twice what `sgp simulate` (double) needs for 1e-12 on these graphs.
   for (auto c : {Case{"topk:0.25", 0.25, 400}, Case{"sign", 0.05, 1200}}) {
     for (auto mode : {gossip::Mode::sync, gossip::Mode::overlap}) {
-      for (auto [graph, n] :
+      for (const auto& variant :
            {std::pair{testing::Graph::ring, 4}, std::pair{testing::Graph::exponential, 8}}) {
+        const testing::Graph graph = variant.first;
+        const int n = variant.second;
         CAPTURE(c.compressor);
         CAPTURE(name_of(mode));
         CAPTURE(testing::graph_name(graph));

@@ -73,7 +73,9 @@ int predicted_rounds(const topology::Schedule& s) {
 }  // namespace
 
 TEST_CASE("sync push-sum reaches the exact mean and conserves weight every round") {
-  for (const auto& [name, s] : all_cases()) {
+  for (const Case& c : all_cases()) {
+    const std::string& name = c.name;
+    const topology::Schedule& s = c.schedule;
     // One message per vector, and 7 chunks of at most 5 elements.
     for (std::uint64_t chunk : {std::uint64_t{0}, std::uint64_t{5}}) {
       CAPTURE(name);
@@ -129,7 +131,9 @@ TEST_CASE("keeping and adding shares in one pass equals a copy, a scale and an a
 
 TEST_CASE("overlap push-sum (tau 0, 1, 2) converges and conserves mass after finish") {
   for (int tau : {0, 1, 2}) {
-    for (const auto& [name, s] : all_cases()) {
+    for (const Case& c : all_cases()) {
+      const std::string& name = c.name;
+      const topology::Schedule& s = c.schedule;
       // With its communication thread, and inline (the caller's thread does its work).
       for (bool comm_thread : {true, false}) {
         CAPTURE(comm_thread);
@@ -157,9 +161,11 @@ TEST_CASE("overlap push-sum (tau 0, 1, 2) converges and conserves mass after fin
 }
 
 TEST_CASE("the device path (host staging, uploads into device scratch) mixes the same way") {
-  for (auto [mode, comm_thread] : {std::pair{gossip::Mode::sync, true},
-                                   {gossip::Mode::overlap, true},
-                                   {gossip::Mode::overlap, false}}) {
+  for (const auto& variant : {std::pair{gossip::Mode::sync, true},
+                              {gossip::Mode::overlap, true},
+                              {gossip::Mode::overlap, false}}) {
+    const gossip::Mode mode = variant.first;
+    const bool comm_thread = variant.second;
     for (int n : {3, 8}) {
       CAPTURE(sgp::name_of(mode));
       CAPTURE(comm_thread);

@@ -117,9 +117,11 @@ struct KeyedPeers {
 TEST_CASE("push-sum over ZeroMQ: 4 and 8 peers, sync and overlap, exact mean and mass") {
   constexpr std::size_t dim = 100003;  // 400 kB vectors in 11 chunks (the last one 3 floats)
   for (int n : {4, 8}) {
-    for (auto [mode, comm_thread] : {std::pair{gossip::Mode::sync, true},
-                                     {gossip::Mode::overlap, true},
-                                     {gossip::Mode::overlap, false}}) {
+    for (const auto& variant : {std::pair{gossip::Mode::sync, true},
+                                {gossip::Mode::overlap, true},
+                                {gossip::Mode::overlap, false}}) {
+      const gossip::Mode mode = variant.first;
+      const bool comm_thread = variant.second;
       CAPTURE(n);
       CAPTURE(sgp::name_of(mode));
       CAPTURE(comm_thread);

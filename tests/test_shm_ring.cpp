@@ -125,12 +125,12 @@ TEST_CASE("shm ring: hostile descriptors are refused with a reason, never read")
   CHECK(refusal_of(reader, forged) == ShmRefusal::wrong_token);
   const std::vector<std::pair<std::uint64_t, std::uint64_t>> spans = {
       {0, 0}, {0, 9000}, {8000, 1000}, {0, 2000}, {4096, 1000}, {~0ULL - 10, 100}};
-  for (const auto& [position, length] : spans) {
+  for (const auto& span : spans) {
     forged = *d;
-    forged.position = position;
-    forged.length = length;
-    CAPTURE(position);
-    CAPTURE(length);
+    forged.position = span.first;
+    forged.length = span.second;
+    CAPTURE(forged.position);
+    CAPTURE(forged.length);
     CHECK(refusal_of(reader, forged) == ShmRefusal::out_of_bounds);
   }
   ShmRefusal why{};

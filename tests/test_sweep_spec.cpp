@@ -276,8 +276,9 @@ TEST_CASE("errors name the file, the line:column and the key") {
          "test.toml:5:15: train.hidden: expected an integer in [1, 65536], got 0"},
     };
     for (const auto& [grid, expected] : cases) {
-      CAPTURE(grid);
-      CHECK(contains(error_of(std::string("name = \"x\"\n[grid]\n") + grid), expected));
+      const std::string file = std::string("name = \"x\"\n[grid]\n") + grid;
+      CAPTURE(file);
+      CHECK(contains(error_of(file), expected));
     }
     CHECK(contains(error_of("name = \"a/b\"\n[grid]\npeers = [4]\n"), "test.toml:1:8: name:"));
   }

@@ -275,7 +275,9 @@ TEST_CASE("gt and ogt reach the exact optimum with a constant step, where sgp an
   using config::Algorithm;
   const std::pair<Algorithm, Algorithm> pairs[] = {{Algorithm::gt, Algorithm::sgp},
                                                    {Algorithm::ogt, Algorithm::osgp}};
-  for (const auto& [tracking, plain] : pairs) {
+  for (const auto& pair : pairs) {
+    const Algorithm tracking = pair.first;
+    const Algorithm plain = pair.second;
     CAPTURE(name_of(tracking));
     const double exact =
         max_distance(run_peers(rule_config(tracking), schedule, 400, 0.1f), target);

@@ -107,10 +107,15 @@ namespace {
 // A received descriptor message and the ring payload it stands for: destroying it (when the
 // engine drops the message) hands the payload's bytes back to the ring.
 struct HeldPayload {
+  HeldPayload(Message d, std::shared_ptr<ShmRingReader> r, std::uint64_t p)
+      : descriptor(std::move(d)), ring(std::move(r)), position(p) {}
+  HeldPayload(const HeldPayload&) = delete;
+  HeldPayload& operator=(const HeldPayload&) = delete;
+  ~HeldPayload() { ring->release(position); }
+
   Message descriptor;
   std::shared_ptr<ShmRingReader> ring;
   std::uint64_t position;
-  ~HeldPayload() { ring->release(position); }
 };
 
 }  // namespace
